@@ -1,0 +1,213 @@
+"""Reading a cache: only the layers and fields asked for, one shard at a time.
+
+>>> cache = CacheReader("runs/cache")                       # or "s3://bucket/cache"
+>>> shard = cache.read_shard(0, {"examples": ["words"], "minilm": ["kbest_paths", "logits"]})
+>>> shard.get("minilm", "logits")[3]                        # [words, tags] of the 4th example
+
+Only the manifest is trusted for structure; every path in it has been checked to stay inside the
+cache root. Checksums are checked by :func:`seqdistill.cache_schema.verify.verify_cache`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import zarr
+
+from .errors import CacheError, ManifestError, ShardError
+from .fields import FieldSpec, from_storage
+from .layout import DENSE, OFFSETS_GROUP, RECORDS
+from .manifest import EXAMPLES_LAYER, MANIFEST, LayerInfo, Manifest
+from .storage import CacheStore
+
+
+def load_manifest(store: CacheStore) -> Manifest:
+    """Read and validate ``manifest.json``; errors say which file and what to do."""
+    if not store.exists(MANIFEST):
+        raise ManifestError(
+            f"{store.url} has no {MANIFEST}: it is not a seqdistill cache, or its build has not "
+            "finished (run the same `distill-cache build` again to resume it)"
+        )
+    raw = store.read_bytes(MANIFEST)
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ManifestError(f"{store.url}/{MANIFEST} is not UTF-8 text: the file is corrupt") from None
+    except json.JSONDecodeError as e:
+        raise ManifestError(
+            f"{store.url}/{MANIFEST} line {e.lineno}: invalid JSON ({e.msg}); the file is corrupt"
+        ) from None
+    try:
+        return Manifest.from_json(obj)
+    except ManifestError as e:
+        raise type(e)(f"{store.url}/{e}") from None
+    except (TypeError, ValueError, AttributeError) as e:
+        raise ManifestError(f"{store.url}/{MANIFEST}: malformed manifest ({e})") from None
+
+
+def read_parquet_columns(store: CacheStore, rel: str, columns: list[str]) -> pa.Table:
+    try:
+        with store.open(rel) as f:
+            return pq.read_table(f, columns=columns)
+    except FileNotFoundError:
+        raise ShardError(f"{rel}: file missing; run `distill-cache verify` on the cache") from None
+    except (pa.ArrowException, OSError) as e:
+        raise ShardError(f"{rel}: unreadable parquet ({e}); run `distill-cache verify` on the cache") from None
+
+
+def open_zarr_group(store: CacheStore, rel: str):
+    """Open a shard's Zarr group read-only, locally or through fsspec."""
+    if store.is_local:
+        zstore = zarr.storage.LocalStore(store.path(rel), read_only=True)
+    else:
+        zstore = zarr.storage.FsspecStore.from_url(
+            store.url_of(rel), storage_options=store.storage_options or None, read_only=True
+        )
+    try:
+        return zarr.open_group(zstore, mode="r")
+    except (FileNotFoundError, zarr.errors.NodeNotFoundError):
+        raise ShardError(f"{rel}: zarr group missing; run `distill-cache verify` on the cache") from None
+    except (zarr.errors.BaseZarrError, ValueError, json.JSONDecodeError) as e:
+        raise ShardError(f"{rel}: unreadable zarr metadata ({e}); run `distill-cache verify`") from None
+
+
+@dataclass
+class DenseField:
+    """A per-word or per-subword tensor of one shard: ``values[offsets[i]:offsets[i+1]]`` is row i."""
+
+    values: np.ndarray
+    offsets: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.values[self.offsets[i]: self.offsets[i + 1]]
+
+
+@dataclass
+class ShardData:
+    """The requested fields of one shard, rows aligned by example id across layers."""
+
+    index: int
+    example_ids: list[str]
+    columns: dict[str, dict[str, pa.Array | DenseField]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.example_ids)
+
+    def get(self, layer: str, name: str) -> pa.Array | DenseField:
+        return self.columns[layer][name]
+
+    def row(self, i: int) -> dict:
+        """Example ``i`` as ``{"example_id": ..., layer: {field: value}}`` (lists and arrays)."""
+        out: dict = {"example_id": self.example_ids[i]}
+        for layer, cols in self.columns.items():
+            out[layer] = {
+                name: (col[i] if isinstance(col, DenseField) else col[i].as_py())
+                for name, col in cols.items()
+            }
+        return out
+
+
+class CacheReader:
+    """A committed cache, opened for reading."""
+
+    def __init__(self, url, storage_options: dict | None = None):
+        self.store = CacheStore(url, storage_options)
+        self.manifest = load_manifest(self.store)
+
+    @property
+    def num_shards(self) -> int:
+        return self.manifest.num_shards
+
+    def __len__(self) -> int:
+        return self.manifest.num_examples
+
+    def resolve(self, fields: Mapping[str, Sequence[str]] | None) -> dict[str, list[FieldSpec]]:
+        """Check a request ``{layer: [field, ...]}``; errors list what the cache holds."""
+        if fields is None:
+            fields = {EXAMPLES_LAYER: self.manifest.examples.field_names()}
+        out: dict[str, list[FieldSpec]] = {}
+        for layer_name, names in fields.items():
+            try:
+                layer = self.manifest.layer(layer_name)
+            except KeyError as e:
+                raise CacheError(e.args[0]) from None
+            specs = []
+            for name in names:
+                try:
+                    specs.append(layer.field(name))
+                except KeyError:
+                    raise CacheError(
+                        f"layer {layer_name!r} has no field {name!r}; it holds: "
+                        f"{', '.join(layer.field_names())}"
+                    ) from None
+            out[layer_name] = specs
+        return out
+
+    def read_shard(self, index: int, fields: Mapping[str, Sequence[str]] | None = None) -> ShardData:
+        """Read the requested ``{layer: [field, ...]}`` of shard ``index`` (default: examples)."""
+        if not 0 <= index < self.num_shards:
+            raise CacheError(f"shard {index} does not exist: the cache has {self.num_shards} shards")
+        request = self.resolve(fields)
+        ref = self.manifest.examples.shards[index]
+        ids = read_parquet_columns(self.store, f"{ref.path}/{RECORDS}", ["example_id"]).column(0).to_pylist()
+        data = ShardData(index, ids)
+        for layer_name, specs in request.items():
+            data.columns[layer_name] = self._read_layer_shard(self.manifest.layer(layer_name), index, specs, ids)
+        return data
+
+    def iter_shards(self, fields: Mapping[str, Sequence[str]] | None = None,
+                    shards: Sequence[int] | None = None) -> Iterator[ShardData]:
+        for i in range(self.num_shards) if shards is None else shards:
+            yield self.read_shard(i, fields)
+
+    def iter_examples(self, fields: Mapping[str, Sequence[str]] | None = None) -> Iterator[dict]:
+        for shard in self.iter_shards(fields):
+            for i in range(len(shard)):
+                yield shard.row(i)
+
+    def _read_layer_shard(self, layer: LayerInfo, index: int, specs: list[FieldSpec],
+                          ids: list[str]) -> dict:
+        shard = layer.shards[index]
+        out: dict = {}
+        tabular = [s.name for s in specs if s.storage == "parquet"]
+        rel = f"{shard.path}/{RECORDS}"
+        table = read_parquet_columns(self.store, rel, ["example_id", *tabular])
+        if table.column("example_id").to_pylist() != ids:
+            raise ShardError(
+                f"{rel}: its example ids do not match the examples layer's shard {index}; the cache is "
+                "inconsistent (run `distill-cache verify`)"
+            )
+        for name in tabular:
+            out[name] = table.column(name).combine_chunks()
+        dense = [s for s in specs if s.storage == "zarr"]
+        if dense:
+            group_rel = f"{shard.path}/{DENSE}"
+            group = open_zarr_group(self.store, group_rel)
+            offsets = {}
+            for spec in dense:
+                if spec.level not in offsets:
+                    offsets[spec.level] = _read_array(group, f"{OFFSETS_GROUP}/{spec.level}", group_rel)
+                values = from_storage(_read_array(group, spec.name, group_rel), spec)
+                off = offsets[spec.level]
+                if len(off) != len(ids) + 1 or off[-1] != len(values):
+                    raise ShardError(f"{group_rel}/{spec.name}: {len(values)} rows do not match its "
+                                     f"offsets; run `distill-cache verify`")
+                out[spec.name] = DenseField(values, off)
+        return out
+
+
+def _read_array(group, name: str, where: str) -> np.ndarray:
+    try:
+        return group[name][...]
+    except KeyError:
+        raise ShardError(f"{where}/{name}: array missing; run `distill-cache verify` on the cache") from None
+    except Exception as e:  # zarr raises codec-specific errors on corrupt chunks
+        raise ShardError(f"{where}/{name}: unreadable ({type(e).__name__}: {e}); run `distill-cache verify`") from None

@@ -1,0 +1,1 @@
+"""Everything that needs teacher weights: teacher models, fine-tuning, running them on a batch."""

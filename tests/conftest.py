@@ -1,0 +1,121 @@
+"""Tiny corpora and caches made in the test, with every kind of field."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from seqdistill.cache_schema import CacheWriter, FieldSpec, TeacherInfo
+from seqdistill.pipeline import derive_label_schema, read_corpus
+
+CONLL = """-DOCSTART- -X- -X- O
+
+EU NNP B-NP B-ORG
+rejects VBZ B-VP O
+German JJ B-NP B-MISC
+call NN I-NP O
+
+Peter NNP B-NP B-PER
+Blackburn NNP I-NP I-PER
+
+-DOCSTART- -X- -X- O
+
+BRUSSELS NNP B-NP B-LOC
+1996-08-22 CD I-NP O
+"""
+
+RAW = """The quick brown fox .
+Jumps over the lazy dog in Paris .
+
+A third sentence here .
+"""
+
+T, H = 9, 6  # tags of the fixture schema (IOB2 over LOC MISC ORG PER) and hidden size
+
+
+@pytest.fixture
+def corpus_files(tmp_path):
+    conll = tmp_path / "train.txt"
+    conll.write_text(CONLL)
+    raw = tmp_path / "raw.txt"
+    raw.write_text(RAW)
+    return conll, raw
+
+
+@pytest.fixture
+def corpora(corpus_files):
+    conll, raw = corpus_files
+    train = read_corpus(conll, "conll", "train")
+    wiki = read_corpus(raw, "wiki", "unlabelled", labelled=False)
+    schema, converted = derive_label_schema([train, wiki])
+    return schema, converted
+
+
+TEACHER_FIELDS = [
+    FieldSpec("kbest_paths", "example", "int16", ("k", "words")),
+    FieldSpec("kbest_logprob", "example", "float32", ("k",)),
+    FieldSpec("log_z", "example", "float32"),
+    FieldSpec("gold_nll", "example", "float32", nullable=True),
+    FieldSpec("logits", "word", "float16", (T,), storage="zarr"),
+    FieldSpec("marginals", "word", "float32", (T,), storage="zarr"),
+    FieldSpec("hidden_1", "word", "bfloat16", (H,), storage="zarr"),
+    FieldSpec("subword_word_ids", "subword", "int32", (), storage="zarr"),
+    FieldSpec("subword_logits", "subword", "float32", (T,), storage="zarr"),
+]
+
+
+def make_teacher(tid: str = "tiny", weights: str = "a" * 64) -> TeacherInfo:
+    return TeacherInfo(tid, "crf", {"weights": weights, "tokenizer": "b" * 64}, {"k": 3}, [1], "first")
+
+
+def teacher_columns(rows: list[dict], seed: int = 0) -> dict:
+    """Random but deterministic teacher outputs for the example rows of a shard."""
+    rng = np.random.default_rng(seed)
+    cols = {f.name: [] for f in TEACHER_FIELDS}
+    cols["example_id"] = [r["example_id"] for r in rows]
+    for r in rows:
+        n = r["n_words"]
+        cols["kbest_paths"].append(rng.integers(0, T, size=(3, n)).tolist())
+        lp = np.sort(rng.normal(size=3))[::-1] - 2
+        cols["kbest_logprob"].append(lp.astype(np.float32))
+        cols["log_z"].append(float(rng.normal()))
+        cols["gold_nll"].append(None if r["tags"] is None else float(rng.random()))
+        cols["logits"].append(rng.normal(size=(n, T)).astype(np.float32))
+        cols["marginals"].append(rng.dirichlet(np.ones(T), size=n).astype(np.float32))
+        cols["hidden_1"].append(rng.normal(size=(n, H)).astype(np.float32))
+        subs = rng.integers(1, 3, size=n)
+        cols["subword_word_ids"].append(np.repeat(np.arange(n), subs).astype(np.int32))
+        cols["subword_logits"].append(rng.normal(size=(int(subs.sum()), T)).astype(np.float32))
+    return cols
+
+
+def all_rows(corpora) -> list[dict]:
+    return [row for c in corpora for row in c.example_rows()]
+
+
+def shard_rows(rows: list[dict], shard_size: int) -> list[list[dict]]:
+    return [rows[i: i + shard_size] for i in range(0, len(rows), shard_size)]
+
+
+def examples_columns(rows: list[dict]) -> dict:
+    return {k: [r[k] for r in rows] for k in rows[0]}
+
+
+def build_cache(url, schema, corpora, shard_size: int = 2, teacher: TeacherInfo | None = None,
+                storage_options=None, seed: int = 0):
+    """Write the examples layer and one teacher layer; return (manifest, rows per shard, teacher cols)."""
+    teacher = teacher or make_teacher()
+    shards = shard_rows(all_rows(corpora), shard_size)
+    w = CacheWriter(url, storage_options)
+    ex = w.examples_layer(schema, [c.info() for c in corpora], len(shards))
+    for i, rows in enumerate(shards):
+        if not ex.is_committed(i):
+            ex.write_shard(i, examples_columns(rows))
+    tl = w.teacher_layer(teacher, TEACHER_FIELDS)
+    tcols = []
+    for i, rows in enumerate(shards):
+        cols = teacher_columns(rows, seed + i)
+        tcols.append(cols)
+        if not tl.is_committed(i):
+            tl.write_shard(i, cols)
+    return w.commit(), shards, tcols
