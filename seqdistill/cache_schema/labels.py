@@ -193,18 +193,20 @@ def detect_scheme(sequences: list[list[str]]) -> str:
     """Guess the scheme of a labelled corpus from its tags.
 
     Decision (documented in docs/cache-format.md): ``S-``/``E-`` prefixes mean BIOES, ``U-``/``L-``
-    BILOU, bare non-``O`` tags sBIO; otherwise IOB2, unless some entity opens with ``I-`` (after
-    ``O``, at the start, or after another type), which only IOB1 allows.
+    BILOU, bare non-``O`` tags sBIO; otherwise IOB1 when some entity opens with ``I-`` (at the
+    start, after ``O`` or after another type) and no ``B-`` appears where IOB1 forbids it, else
+    IOB2 (so an IOB2 file with a stray ``O I-X`` is reported as an error, not read as IOB1).
     """
     prefixes: set[str] = set()
-    iob1_evidence = False
+    opens_with_i = b_outside_iob1 = False
     for tags in sequences:
         prev = "O"
         for t in tags:
             if t != "O":
                 prefixes.add(t.split("-", 1)[0] if "-" in t else "")
-                if t.startswith("I-") and (prev == "O" or prev[2:] != t[2:]):
-                    iob1_evidence = True
+                opens_entity = prev == "O" or prev[2:] != t[2:]
+                opens_with_i |= t.startswith("I-") and opens_entity
+                b_outside_iob1 |= t.startswith("B-") and opens_entity
             prev = t
     if "" in prefixes:
         return "sBIO"
@@ -212,7 +214,7 @@ def detect_scheme(sequences: list[list[str]]) -> str:
         return "BIOES"
     if prefixes & {"U", "L"}:
         return "BILOU"
-    return "IOB1" if iob1_evidence else "IOB2"
+    return "IOB1" if opens_with_i and not b_outside_iob1 else "IOB2"
 
 
 # -- the label schema -------------------------------------------------------------------------------

@@ -14,10 +14,10 @@ Formats:
   ``doc_id`` optional.
 * ``text`` — one sentence per line, split on whitespace; no tags.
 
-``auto`` (the default) picks ``jsonl`` for ``.jsonl``/``.json``, ``conll`` for ``.conll``/
-``.bio``/``.iob``, and otherwise sniffs the first 200 non-blank lines: when they all have the
-same number of columns (at most 10) and blank lines separate sentences, it is ``conll``, else
-``text``.
+``auto`` (the default) picks ``jsonl`` for ``.jsonl``/``.json`` and ``conll`` for ``.conll``/
+``.bio``/``.iob``. Otherwise a labelled read is ``conll`` (tags need columns), and an unlabelled
+read sniffs the first 200 non-blank lines: a ``-DOCSTART-`` line, or lines that all have the same
+number of columns (2 to 10) with blank lines between sentences, mean ``conll``; else ``text``.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def read_corpus(path, name: str, split: str = "train", *, format: str = "auto", 
         raise CorpusError(path, None, f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
     raw = _read_bytes(path)
     lines = _decode_lines(raw, path)
-    fmt = _sniff(path, lines) if format == "auto" else format
+    fmt = _sniff(path, lines, labelled) if format == "auto" else format
     if fmt == "conll":
         sentences = _parse_conll(lines, path, word_column, tag_column if labelled else None)
     elif fmt == "jsonl":
@@ -191,18 +191,18 @@ def _decode_lines(raw: bytes, path: str) -> list[str]:
     return out if raw else []
 
 
-def _sniff(path: str, lines: list[str]) -> str:
+def _sniff(path: str, lines: list[str], labelled: bool) -> str:
     suffix = Path(path).suffix.lower()
     if suffix in (".jsonl", ".json"):
         return "jsonl"
-    if suffix in (".conll", ".bio", ".iob", ".conllu"):
+    if labelled or suffix in (".conll", ".bio", ".iob", ".conllu"):
         return "conll"
     body = [line.split() for line in lines if line.strip()][:200]
     if any(cols and cols[0] == DOCSTART for cols in body):
         return "conll"
     has_blank = any(not line.strip() for line in lines[:-1])
     widths = {len(c) for c in body}
-    return "conll" if has_blank and len(widths) == 1 and widths.pop() <= 10 else "text"
+    return "conll" if has_blank and len(widths) == 1 and 2 <= widths.pop() <= 10 else "text"
 
 
 def _parse_conll(lines: list[str], path: str, word_column: int, tag_column: int | None) -> list[Sentence]:
@@ -236,7 +236,8 @@ def _parse_conll(lines: list[str], path: str, word_column: int, tag_column: int 
             if tag_column is not None and width < 2:
                 raise CorpusError(path, n, "one column only: there is no tag column (read it as unlabelled?)")
         elif len(cols) != width:
-            raise CorpusError(path, n, f"{len(cols)} columns where earlier lines have {width}")
+            raise CorpusError(path, n, f"{len(cols)} columns where earlier lines have {width} "
+                                       "(if this is raw text, a sentence per line, read it as unlabelled)")
         words.append(cols[word_column])
         tag_lines.append(n)
         if tag_column is not None:
