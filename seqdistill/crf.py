@@ -103,9 +103,12 @@ class KBest:
 def kbest(emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor, k: int) -> KBest:
     """The ``k`` highest-scoring paths of every sentence by k-best Viterbi, best first.
 
-    Each state ``(t, y)`` keeps its ``k`` best partial paths; the candidates for ``(t, y')`` are
-    the ``k * T`` extensions of those of ``t - 1``, of which the top ``k`` survive (with a pointer
-    to the rank and tag they extend). All sentences and beams advance together.
+    Each state ``(t, y)`` keeps its ``k`` best partial paths, sorted; the candidates for
+    ``(t, y')`` are their extensions from ``t - 1``, of which the top ``k`` survive with a pointer
+    to the (rank, tag) they extend. When ``k < T`` only the ``k`` previous tags whose best partial
+    path scores highest into ``y'`` can contribute (any other tag's candidates are all beaten by
+    those ``k`` heads), so ``k * k`` candidates are ranked instead of ``k * T``. All sentences and
+    beams advance together; the only loop is over time (paper 000, Appendix C).
     """
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
@@ -116,29 +119,35 @@ def kbest(emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, e
         neg_inf = torch.tensor(float("-inf"), dtype=emissions.dtype, device=dev)
         delta = torch.full((B, k, T), float("-inf"), dtype=emissions.dtype, device=dev)
         delta[:, 0] = start + emissions[:, 0]
-        # identity back-pointers, used where a sentence has already ended
-        stay_rank = torch.arange(k, device=dev).view(1, k, 1).expand(B, k, T)
-        stay_tag = torch.arange(T, device=dev).view(1, 1, T).expand(B, k, T)
-        back_rank, back_tag = [], []
+        trans_t = transitions.t()  # [T(next), T(prev)]
+        # back-pointers are flat indices rank * T + tag into the previous step's [k, T] states;
+        # where a sentence has ended they point to themselves
+        stay = (torch.arange(k, device=dev).view(k, 1) * T + torch.arange(T, device=dev)).expand(B, k, T)
+        trans_flat = trans_t.repeat(1, k).unsqueeze(0)  # [1, T(next), k * T(prev)]: A[i, j] at r * T + i
+        back = []
         for t in range(1, L):
-            cand = delta.unsqueeze(3) + transitions.view(1, 1, T, T)  # [B, k, T(prev), T(next)]
-            cand = cand.reshape(B, k * T, T)  # k * T >= k candidates for every next tag
-            top, idx = cand.topk(k, dim=1)  # [B, k, T]
-            top = top + emissions[:, t].unsqueeze(1)
+            if k == 1:
+                top, flat = (delta.reshape(B, 1, T) + trans_flat).max(dim=2, keepdim=True)
+            elif k >= T:
+                top, flat = (delta.reshape(B, 1, k * T) + trans_flat).topk(k, dim=2)  # [B, T(next), k]
+            else:
+                heads = delta[:, 0].unsqueeze(1) + trans_t  # [B, T(next), T(prev)]
+                prev = heads.topk(k, dim=2).indices  # [B, T(next), k] the tags worth extending
+                by_tag = delta.transpose(1, 2)  # [B, T(prev), k ranks]
+                cand = by_tag.gather(1, prev.reshape(B, T * k, 1).expand(B, T * k, k)).view(B, T, k, k)
+                cand = cand + trans_t.expand(B, T, T).gather(2, prev).unsqueeze(3)  # [B, T(next), m, r]
+                top, pos = cand.view(B, T, k * k).topk(k, dim=2)
+                flat = (pos % k) * T + prev.gather(2, pos // k)
+            top, flat = top.transpose(1, 2), flat.transpose(1, 2)  # [B, k, T(next)]
             live = mask[:, t].view(B, 1, 1)
-            delta = torch.where(live, top, delta)
-            back_rank.append(torch.where(live, idx // T, stay_rank))
-            back_tag.append(torch.where(live, idx % T, stay_tag))
-        final = (delta + end.view(1, 1, T)).reshape(B, k * T)
-        scores, idx = final.topk(k, dim=1)  # [B, k]
-        rank, tag = idx // T, idx % T
+            delta = torch.where(live, top + emissions[:, t].unsqueeze(1), delta)
+            back.append(torch.where(live, flat, stay).reshape(B, k * T))
+        scores, cur = (delta + end.view(1, 1, T)).reshape(B, k * T).topk(k, dim=1)  # [B, k]
         paths = torch.empty(B, k, L, dtype=torch.long, device=dev)
-        paths[:, :, L - 1] = tag
+        paths[:, :, L - 1] = cur % T
         for t in range(L - 1, 0, -1):
-            prev_rank = back_rank[t - 1].gather(1, rank.unsqueeze(2).expand(B, k, T)).gather(2, tag.unsqueeze(2)).squeeze(2)
-            prev_tag = back_tag[t - 1].gather(1, rank.unsqueeze(2).expand(B, k, T)).gather(2, tag.unsqueeze(2)).squeeze(2)
-            rank, tag = prev_rank, prev_tag
-            paths[:, :, t - 1] = tag
+            cur = back[t - 1].gather(1, cur)
+            paths[:, :, t - 1] = cur % T
         valid = torch.isfinite(scores)
         paths = paths.masked_fill(~mask.unsqueeze(1) | ~valid.unsqueeze(2), PAD_TAG)
         log_z = log_partition(emissions, mask, transitions, start, end)

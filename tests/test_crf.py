@@ -52,10 +52,10 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("K", [3, 7])  # K < T (pruned candidates) and K >= T
 @pytest.mark.parametrize("case", CASES)
-def test_log_z_marginals_viterbi_kbest_match_enumeration(case):
+def test_log_z_marginals_viterbi_kbest_match_enumeration(case, K):
     emissions, mask, trans, start, end, lengths = _problem(case["seed"], T=case["T"], constraints=case["constraints"])
-    K = 7
     log_z = log_partition(emissions, mask, trans, start, end)
     marg = marginals(emissions, mask, trans, start, end)
     best_paths, best_scores = viterbi(emissions, mask, trans, start, end)
