@@ -276,7 +276,12 @@ class LabelSchema:
             raise TagError(f"tag {e.args[0]!r} is not in the label schema {list(self.tags)}") from None
 
     def decode(self, ids) -> list[str]:
-        return [self.tags[int(i)] for i in ids]
+        out = []
+        for i in ids:
+            if not 0 <= int(i) < len(self.tags):
+                raise TagError(f"tag id {int(i)} is outside the label schema (0..{len(self.tags) - 1})")
+            out.append(self.tags[int(i)])
+        return out
 
     def allowed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Boolean masks ``(start[T], transitions[T, T], end[T])`` of what the scheme allows.

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 
 from .. import __version__
 from ..cache_schema import CacheError, CacheReader, verify_cache
 from ..cache_schema.info import cache_summary, format_summary
-from .corpora import FORMATS, CorpusError, read_corpus
+from ..teachers.finetune import FinetuneConfig
+from .corpora import FORMATS, CorpusError, derive_label_schema, read_corpus
 
 
 def _storage_options(values: tuple[str, ...]) -> dict:
@@ -96,6 +98,71 @@ def check_corpus(path: str, fmt: str, scheme: str | None, unlabelled: bool, word
         click.echo(f"scheme {schema.scheme}, entity types: {', '.join(schema.entity_types)}")
     else:
         click.echo("unlabelled")
+
+
+@main.command("finetune-teacher")
+@click.option("--encoder", required=True, help="Pretrained encoder: a local Hugging Face directory or a hub name.")
+@click.option("--train", "train_path", required=True, help="Labelled training corpus (CoNLL, JSONL).")
+@click.option("--dev", "dev_path", required=True, help="Labelled dev corpus, for early stopping on F1.")
+@click.option("--test", "test_path", default=None, help="Labelled test corpus: scored with the best epoch at the end.")
+@click.option("--out", "out_dir", required=True, help="Directory for the fine-tuned teacher.")
+@click.option("--head", type=click.Choice(["crf", "softmax"]), default="crf", show_default=True)
+@click.option("--scheme", default=None, help="Tag scheme to train in (default: that of --train).")
+@click.option("--epochs", type=int, default=FinetuneConfig.epochs, show_default=True)
+@click.option("--batch-size", type=int, default=FinetuneConfig.batch_size, show_default=True)
+@click.option("--lr", type=float, default=FinetuneConfig.lr, show_default=True, help="Encoder top-block learning rate.")
+@click.option("--head-lr", type=float, default=FinetuneConfig.head_lr, show_default=True, help="Linear head and CRF learning rate.")
+@click.option("--layer-decay", type=float, default=FinetuneConfig.layer_decay, show_default=True)
+@click.option("--dropout", type=float, default=FinetuneConfig.dropout, show_default=True)
+@click.option("--patience", type=int, default=FinetuneConfig.patience, show_default=True)
+@click.option("--pooling", type=click.Choice(["first", "mean"]), default="first", show_default=True)
+@click.option("--max-length", type=int, default=None, help="Subwords per window (default: the encoder's maximum).")
+@click.option("--max-train-sentences", type=int, default=None, help="Train on a random subset of this size.")
+@click.option("--seed", type=int, default=FinetuneConfig.seed, show_default=True)
+@click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if available).")
+@click.option("--trust-remote-code", is_flag=True, help="Allow the encoder's own Python code to run (off by default).")
+def finetune_teacher(encoder, train_path, dev_path, test_path, out_dir, head, scheme, epochs, batch_size, lr, head_lr,
+                     layer_decay, dropout, patience, pooling, max_length, max_train_sentences, seed, device,
+                     trust_remote_code) -> None:
+    """Fine-tune a teacher (encoder + linear + CRF, or softmax) on a labelled corpus.
+
+    Paper 000's recipe by default: layer-wise learning-rate decay 0.9 from the top block down,
+    1e-3 for the head and CRF, dropout 0.5 on the encoder output, early stopping on dev F1. The
+    output directory is a self-contained teacher for `distill-cache build --teacher DIR`.
+    """
+    from ..teachers import load_teacher
+    from ..teachers.finetune import evaluate, finetune
+
+    try:
+        corpora = [read_corpus(train_path, "train", "train", scheme=scheme),
+                   read_corpus(dev_path, "dev", "dev", scheme=scheme)]
+        if test_path:
+            corpora.append(read_corpus(test_path, "test", "test", scheme=scheme))
+        schema, corpora = derive_label_schema(corpora, scheme)
+        for c in corpora:
+            c.check_labels(schema)
+    except CorpusError as e:
+        raise click.ClickException(str(e)) from None
+    cfg = FinetuneConfig(head=head, epochs=epochs, batch_size=batch_size, lr=lr, head_lr=head_lr,
+                         layer_decay=layer_decay, dropout=dropout, patience=patience, pooling=pooling,
+                         max_length=max_length, max_train_sentences=max_train_sentences, seed=seed)
+    click.echo(f"label schema: {schema.scheme} over {', '.join(schema.entity_types)}; "
+               f"{len(corpora[0].sentences):,} training sentences")
+    summary = finetune(encoder, corpora[0].sentences, corpora[1].sentences, schema, out_dir, cfg,
+                       trust_remote_code=trust_remote_code, device=device, log=click.echo)
+    if test_path:
+        best = load_teacher(out_dir, trust_remote_code=trust_remote_code, device=device or _default_device())
+        summary["test"] = {k: v for k, v in evaluate(best, corpora[2].sentences).items()}
+        click.echo(f"test: P {100 * summary['test']['precision']:.2f}  R {100 * summary['test']['recall']:.2f}  "
+                   f"F1 {100 * summary['test']['f1']:.2f}")
+        (Path(out_dir) / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
+    click.echo(f"best dev F1 {100 * summary['best_dev_f1']:.2f} at epoch {summary['best_epoch']}; teacher in {out_dir}")
+
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 if __name__ == "__main__":

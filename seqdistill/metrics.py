@@ -1,0 +1,49 @@
+"""Span-level evaluation (seqeval, CoNLL micro average), shared by teachers and students.
+
+Decision: IOB1/IOB2 sequences are scored with seqeval's default mode, which is conlleval's
+behaviour (an ill-formed ``I-X`` opens an entity); BIOES and BILOU with seqeval's strict mode and
+the matching scheme; sBIO is turned into IOB2 first (a bare type opens an entity, ``I`` continues
+the open one, and an ``I`` with none open is read as ``O``).
+"""
+
+from __future__ import annotations
+
+from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
+from seqeval.scheme import BILOU, IOBES
+
+
+def _sbio_to_iob2(tags: list[str]) -> list[str]:
+    out, current = [], None
+    for t in tags:
+        if t == "O":
+            out.append("O")
+            current = None
+        elif t == "I":
+            out.append(f"I-{current}" if current else "O")
+        else:
+            out.append(f"B-{t}")
+            current = t
+    return out
+
+
+def span_scores(gold: list[list[str]], pred: list[list[str]], scheme: str) -> dict:
+    """Micro precision, recall, F1 over entity spans, per-type scores and macro F1."""
+    if len(gold) != len(pred) or any(len(g) != len(p) for g, p in zip(gold, pred)):
+        raise ValueError("gold and predicted sequences must have the same lengths")
+    kwargs: dict = {}
+    if scheme == "sBIO":
+        gold, pred = [_sbio_to_iob2(g) for g in gold], [_sbio_to_iob2(p) for p in pred]
+    elif scheme in ("BIOES", "BILOU"):
+        kwargs = {"mode": "strict", "scheme": IOBES if scheme == "BIOES" else BILOU}
+    report = classification_report(gold, pred, output_dict=True, zero_division=0, **kwargs)
+    per_type = {k: {"precision": v["precision"], "recall": v["recall"], "f1": v["f1-score"],
+                    "support": int(v["support"])}
+                for k, v in report.items() if not k.endswith(" avg")}
+    return {
+        "precision": precision_score(gold, pred, zero_division=0, **kwargs),
+        "recall": recall_score(gold, pred, zero_division=0, **kwargs),
+        "f1": f1_score(gold, pred, zero_division=0, **kwargs),
+        "macro_f1": sum(v["f1"] for v in per_type.values()) / max(len(per_type), 1),
+        "per_type": per_type,
+        "exact_match": sum(g == p for g, p in zip(gold, pred)) / max(len(gold), 1),
+    }

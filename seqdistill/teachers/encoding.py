@@ -1,0 +1,189 @@
+"""From words to encoder inputs and back: subword tokenization, windows, pooling to words.
+
+A batch of sentences (lists of words) becomes *segments*: each sentence is one segment, or, when
+its subwords exceed the encoder's maximum length, several overlapping windows cut at word
+boundaries (stride half a window). Every word is *owned* by one segment — the window where it has
+the most context, i.e. the largest ``min(subwords before it, subwords after it)`` inside the
+window — and takes its outputs from there. Nothing is truncated, except a single word longer than
+a whole window, which keeps its first subwords.
+
+:class:`SegmentBatch` carries, besides the encoder inputs, a scatter map from token positions to
+word slots, so that pooling (first subword, or mean of the subwords) is one ``index_add`` over the
+whole batch, and the flat indices of each sentence's owned subwords for subword-level outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+POOLINGS = ("first", "mean")
+
+
+@dataclass
+class SegmentBatch:
+    input_ids: Tensor  # [S, Lt]
+    attention_mask: Tensor  # [S, Lt]
+    token_slot: Tensor  # [S * Lt] word slot b * W + w of each token, -1 for none
+    token_weight: Tensor  # [S * Lt] pooling weight of each token
+    word_mask: Tensor  # [B, W]
+    subword_index: Tensor  # [B, Smax] flat token index of each owned subword, -1 padding
+    subword_word_ids: Tensor  # [B, Smax] word index of each owned subword, -1 padding
+    num_segments_per_sentence: list[int]
+
+    def to(self, device) -> "SegmentBatch":
+        return SegmentBatch(*(v.to(device) if isinstance(v, Tensor) else v for v in self.__dict__.values()))
+
+    def pool(self, hidden: Tensor) -> Tensor:
+        """Token states ``[S, Lt, H]`` to word states ``[B, W, H]`` (zeros on padding)."""
+        B, W = self.word_mask.shape
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        keep = self.token_slot >= 0
+        out = torch.zeros(B * W, hidden.shape[-1], dtype=hidden.dtype, device=hidden.device)
+        weighted = flat[keep] * self.token_weight[keep].to(hidden.dtype).unsqueeze(1)
+        out.index_add_(0, self.token_slot[keep], weighted)
+        return out.view(B, W, -1)
+
+    def subwords(self, hidden: Tensor) -> Tensor:
+        """Token states ``[S, Lt, H]`` to each sentence's owned subwords ``[B, Smax, H]``."""
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        out = flat[self.subword_index.clamp(min=0)]
+        return out * (self.subword_index >= 0).unsqueeze(2).to(out.dtype)
+
+
+class WordTokenizer:
+    """Turns batches of words into :class:`SegmentBatch` for one tokenizer and maximum length."""
+
+    def __init__(self, tokenizer, max_length: int, pooling: str = "first", stride: float = 0.5):
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling {pooling!r} is not one of {POOLINGS}")
+        self.tokenizer, self.pooling = tokenizer, pooling
+        probe = tokenizer([["x"]], is_split_into_words=True, add_special_tokens=True)
+        ids, wids = probe["input_ids"][0], probe.word_ids(0)
+        first = wids.index(0)
+        last = len(wids) - 1 - wids[::-1].index(0)
+        self.prefix, self.suffix = ids[:first], ids[last + 1:]
+        self.window = max_length - len(self.prefix) - len(self.suffix)
+        if self.window < 2:
+            raise ValueError(f"max_length {max_length} leaves no room for words beside special tokens")
+        self.stride = max(1, int(self.window * stride))
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    def __call__(self, batch_words: list[list[str]]) -> SegmentBatch:
+        if not batch_words or any(len(w) == 0 for w in batch_words):
+            raise ValueError("every sentence needs at least one word")
+        enc = self.tokenizer(batch_words, is_split_into_words=True, add_special_tokens=False)
+        token_ids, word_ids = [], []
+        for b, words in enumerate(batch_words):
+            ids, wids = enc["input_ids"][b], enc.word_ids(b)
+            if len({w for w in wids if w is not None}) < len(words):  # the tokenizer dropped a word
+                ids, wids = self._encode_with_unk(words, set(wids))
+            token_ids.append(ids), word_ids.append(wids)
+        B, W = len(batch_words), max(len(w) for w in batch_words)
+        segments: list[list[int]] = []
+        slots: list[list[int]] = []
+        weights: list[list[float]] = []
+        sub_index: list[list[int]] = []
+        sub_words: list[list[int]] = []
+        per_sentence = []
+        for b, words in enumerate(batch_words):
+            ids, wids = token_ids[b], word_ids[b]
+            spans = _word_spans(wids, len(words))
+            windows = self._windows(spans, len(ids))
+            owner = _owners(spans, windows)
+            per_sentence.append(len(windows))
+            owned_tokens: dict[int, list[int]] = {}
+            for wi, (ws, we) in enumerate(windows):
+                seg = len(segments)
+                tokens = self.prefix + ids[ws:we] + self.suffix
+                slot = [-1] * len(tokens)
+                weight = [0.0] * len(tokens)
+                for w in range(len(words)):
+                    if owner[w] != wi:
+                        continue
+                    s, e = spans[w]
+                    s, e = max(s, ws), min(e, we)
+                    positions = list(range(len(self.prefix) + s - ws, len(self.prefix) + e - ws))
+                    owned_tokens[w] = [(seg, p) for p in positions]
+                    for j, p in enumerate(positions):
+                        slot[p] = b * W + w
+                        weight[p] = (1.0 if j == 0 else 0.0) if self.pooling == "first" else 1.0 / len(positions)
+                segments.append(tokens), slots.append(slot), weights.append(weight)
+            sub_index.append([(seg, p) for w in range(len(words)) for seg, p in owned_tokens[w]])
+            sub_words.append([w for w in range(len(words)) for _ in owned_tokens[w]])
+        Lt = max(len(s) for s in segments)
+        S = len(segments)
+        input_ids = torch.full((S, Lt), self.pad_id, dtype=torch.long)
+        attention = torch.zeros(S, Lt, dtype=torch.long)
+        token_slot = torch.full((S, Lt), -1, dtype=torch.long)
+        token_weight = torch.zeros(S, Lt)
+        for i, (tokens, slot, weight) in enumerate(zip(segments, slots, weights)):
+            n = len(tokens)
+            input_ids[i, :n] = torch.tensor(tokens)
+            attention[i, :n] = 1
+            token_slot[i, :n] = torch.tensor(slot)
+            token_weight[i, :n] = torch.tensor(weight)
+        smax = max(len(s) for s in sub_index)
+        subword_index = torch.full((B, smax), -1, dtype=torch.long)
+        subword_word_ids = torch.full((B, smax), -1, dtype=torch.long)
+        for b, (idx, wid) in enumerate(zip(sub_index, sub_words)):
+            subword_index[b, : len(idx)] = torch.tensor([seg * Lt + p for seg, p in idx])
+            subword_word_ids[b, : len(wid)] = torch.tensor(wid)
+        word_mask = torch.arange(W)[None] < torch.tensor([len(w) for w in batch_words])[:, None]
+        return SegmentBatch(input_ids, attention, token_slot.view(-1), token_weight.view(-1), word_mask,
+                            subword_index, subword_word_ids, per_sentence)
+
+    def _encode_with_unk(self, words: list[str], present: set) -> tuple[list[int], list]:
+        """Words that tokenize to nothing (control characters, zero-width spaces) become UNK."""
+        unk = self.tokenizer.unk_token or "[UNK]"
+        fixed = [w if i in present else unk for i, w in enumerate(words)]
+        enc = self.tokenizer([fixed], is_split_into_words=True, add_special_tokens=False)
+        return enc["input_ids"][0], enc.word_ids(0)
+
+    def _windows(self, spans: list[tuple[int, int]], n_tokens: int) -> list[tuple[int, int]]:
+        """Token ranges of overlapping windows cut at word starts; one range when it all fits."""
+        if n_tokens <= self.window:
+            return [(0, n_tokens)]
+        starts = [s for s, _ in spans]
+        windows, start = [], 0
+        while True:
+            end = min(start + self.window, n_tokens)
+            if end < n_tokens:  # cut at the last word start that keeps the window full
+                cut = max((s for s in starts if start < s <= end), default=end)
+                end = cut
+            windows.append((start, end))
+            if end >= n_tokens:
+                return windows
+            nxt = max((s for s in starts if s <= start + self.stride), default=start)
+            start = nxt if nxt > start else end
+
+
+def _word_spans(word_ids: list[int | None], n_words: int) -> list[tuple[int, int]]:
+    spans = [[-1, -1] for _ in range(n_words)]
+    for i, w in enumerate(word_ids):
+        if w is None:
+            continue
+        if spans[w][0] < 0:
+            spans[w][0] = i
+        spans[w][1] = i + 1
+    for w, (s, _) in enumerate(spans):
+        if s < 0:
+            raise ValueError(f"word {w} produced no subword tokens; the tokenizer dropped it")
+    return [tuple(s) for s in spans]
+
+
+def _owners(spans: list[tuple[int, int]], windows: list[tuple[int, int]]) -> list[int]:
+    """For each word, the window where it has the most context on its poorer side."""
+    owners = []
+    for s, e in spans:
+        best, best_ctx = 0, None
+        for i, (ws, we) in enumerate(windows):
+            if s < ws or s >= we:
+                continue
+            ctx = min(s - ws, we - e)
+            if best_ctx is None or ctx > best_ctx:
+                best, best_ctx = i, ctx
+        owners.append(best)
+    return owners

@@ -1,0 +1,305 @@
+"""Teachers: a Hugging Face encoder with a tagging head, run on batches of words.
+
+Two kinds, one interface (:class:`Teacher`):
+
+* ``crf`` — :class:`CRFTeacher`: encoder + dropout + linear + CRF (paper 000's BERT+CRF). Outputs
+  emissions, the CRF's transitions, log Z, k-best paths with global log-probabilities, marginals,
+  the gold NLL of labelled sentences.
+* ``softmax`` — :class:`TokenClassifierTeacher`: encoder + dropout + linear (papers 001, 003), or
+  any ``AutoModelForTokenClassification`` checkpoint. Outputs logits.
+
+Both return word-level outputs (first-subword pooling by default, mean selectable), on request the
+subword-level outputs with their word ids, and the hidden states of chosen layers (layer 0 is the
+embedding output, layer i the output of encoder block i).
+
+A teacher directory is self-contained: the encoder's ``config.json`` + ``model.safetensors``, the
+tokenizer files, ``head.safetensors`` (linear and CRF) and ``teacher.json`` (kind, label schema,
+pooling, maximum length). ``load_teacher(DIR)`` restores it without the training code, and never
+runs remote code unless ``trust_remote_code=True`` is passed explicitly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+from ..cache_schema import LabelSchema
+from ..crf import CRF
+from .encoding import SegmentBatch, WordTokenizer
+
+TEACHER_JSON = "teacher.json"
+HEAD_FILE = "head.safetensors"
+KINDS = ("crf", "softmax")
+WEIGHT_FILES = ("model.safetensors", HEAD_FILE)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json",
+                   "spiece.model", "sentencepiece.bpe.model", "vocab.json", "merges.txt")
+
+
+class TeacherError(ValueError):
+    """A teacher directory or request that cannot be used, with what to do."""
+
+
+@dataclass
+class TeacherOutput:
+    """Word-level outputs of a batch (``[B, W, ...]``, zero on padding) and optional extras."""
+
+    word_mask: Tensor
+    logits: Tensor  # emissions of a CRF teacher, logits of a softmax teacher
+    hidden: dict[int, Tensor] = field(default_factory=dict)
+    subword_logits: Tensor | None = None  # [B, S, T]
+    subword_word_ids: Tensor | None = None  # [B, S], -1 on padding
+    subword_hidden: dict[int, Tensor] = field(default_factory=dict)
+    # CRF teachers only
+    log_z: Tensor | None = None
+    kbest_paths: Tensor | None = None  # [B, K, W], -1 outside the sentence or on invalid beams
+    kbest_log_probs: Tensor | None = None  # [B, K], -inf on invalid beams
+    marginals: Tensor | None = None
+    gold_nll: Tensor | None = None
+
+
+def _sha256_files(root: Path, names) -> str:
+    """One digest over the named files that exist (name and content of each, in sorted order)."""
+    h = hashlib.sha256()
+    for name in sorted(names):
+        p = root / name
+        if p.is_file():
+            h.update(name.encode() + b"\0")
+            with open(p, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+    return h.hexdigest()
+
+
+class Teacher(nn.Module):
+    """Encoder + dropout + linear over words; subclasses add the CRF or nothing."""
+
+    kind = "softmax"
+
+    def __init__(self, encoder: nn.Module, tokenizer, schema: LabelSchema, *, pooling: str = "first",
+                 dropout: float = 0.5, max_length: int | None = None):
+        super().__init__()
+        self.encoder, self.tokenizer, self.schema = encoder, tokenizer, schema
+        self.pooling, self.dropout_p = pooling, dropout
+        self.max_length = max_length or _encoder_max_length(encoder, tokenizer)
+        self.words = WordTokenizer(tokenizer, self.max_length, pooling)
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(encoder.config.hidden_size, schema.num_tags)
+        self.source_dir: Path | None = None
+
+    @property
+    def device(self) -> torch.device:
+        return self.classifier.weight.device
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.encoder.config.num_hidden_layers)
+
+    # -- forward --------------------------------------------------------------------------------
+    def encode(self, batch_words: list[list[str]], hidden_layers=(), subwords: bool = False) -> TeacherOutput:
+        """Run the encoder and the linear head on a batch of sentences."""
+        for layer in hidden_layers:
+            if not 0 <= layer <= self.num_layers:
+                raise TeacherError(f"hidden layer {layer} does not exist: the encoder has layers 0..{self.num_layers} "
+                                   "(0 = embeddings)")
+        seg: SegmentBatch = self.words(batch_words).to(self.device)
+        out = self.encoder(input_ids=seg.input_ids, attention_mask=seg.attention_mask,
+                           output_hidden_states=bool(hidden_layers), return_dict=True)
+        tokens = out.last_hidden_state
+        logits = self.classifier(self.dropout(seg.pool(tokens)))
+        result = TeacherOutput(seg.word_mask, logits)
+        for layer in hidden_layers:
+            result.hidden[layer] = seg.pool(out.hidden_states[layer])
+        if subwords:
+            result.subword_logits = self.classifier(self.dropout(seg.subwords(tokens)))
+            result.subword_word_ids = seg.subword_word_ids
+            for layer in hidden_layers:
+                result.subword_hidden[layer] = seg.subwords(out.hidden_states[layer])
+        return result
+
+    def loss(self, batch_words: list[list[str]], tags: Tensor) -> Tensor:
+        """Training loss on gold tag ids ``[B, W]`` (-1 on padding): token cross-entropy."""
+        out = self.encode(batch_words)
+        return nn.functional.cross_entropy(out.logits[out.word_mask], tags.to(self.device)[out.word_mask])
+
+    @torch.no_grad()
+    def predict(self, batch_words: list[list[str]]) -> list[list[str]]:
+        """Best tag sequence of each sentence."""
+        out = self.encode(batch_words)
+        ids = self.decode(out)
+        return [self.schema.decode(ids[b, : len(w)].tolist()) for b, w in enumerate(batch_words)]
+
+    def decode(self, out: TeacherOutput) -> Tensor:
+        return out.logits.argmax(-1)
+
+    def outputs(self, batch_words, tags: Tensor | None = None, *, k: int = 10, marginals: bool = True,
+                hidden_layers=(), subwords: bool = False) -> TeacherOutput:
+        """Everything a cache stores for this teacher kind (no gradients)."""
+        with torch.inference_mode():
+            return self.encode(batch_words, hidden_layers, subwords)
+
+    # -- identity -------------------------------------------------------------------------------
+    def fingerprints(self) -> dict[str, str]:
+        """sha256 of the weight files and of the tokenizer files of the teacher directory."""
+        if self.source_dir is None:
+            raise TeacherError("this teacher was not loaded from a directory: save it first")
+        return {"weights": _sha256_files(self.source_dir, WEIGHT_FILES),
+                "tokenizer": _sha256_files(self.source_dir, TOKENIZER_FILES)}
+
+    # -- persistence ----------------------------------------------------------------------------
+    def head_state(self) -> dict[str, Tensor]:
+        return {f"classifier.{k}": v for k, v in self.classifier.state_dict().items()}
+
+    def save(self, directory) -> Path:
+        """Write a self-contained teacher directory."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        self.encoder.save_pretrained(d, safe_serialization=True)
+        self.tokenizer.save_pretrained(d)
+        save_file({k: v.detach().cpu().contiguous() for k, v in self.head_state().items()}, str(d / HEAD_FILE))
+        meta = {"format": "seqdistill-teacher", "format_version": 1, "kind": self.kind,
+                "label_schema": self.schema.to_json(), "pooling": self.pooling, "dropout": self.dropout_p,
+                "max_length": self.max_length}
+        (d / TEACHER_JSON).write_text(json.dumps(meta, indent=1) + "\n")
+        self.source_dir = d
+        return d
+
+
+class TokenClassifierTeacher(Teacher):
+    kind = "softmax"
+
+
+class CRFTeacher(Teacher):
+    kind = "crf"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.crf = CRF.from_schema(self.schema)
+
+    def loss(self, batch_words, tags: Tensor) -> Tensor:
+        """Mean CRF negative log-likelihood of the gold paths (paper 000, eq. 7 for the teacher)."""
+        out = self.encode(batch_words)
+        return self.crf.nll(out.logits, out.word_mask, tags.to(self.device)).mean()
+
+    def decode(self, out: TeacherOutput) -> Tensor:
+        return self.crf.decode(out.logits, out.word_mask)
+
+    def outputs(self, batch_words, tags: Tensor | None = None, *, k: int = 10, marginals: bool = True,
+                hidden_layers=(), subwords: bool = False) -> TeacherOutput:
+        with torch.inference_mode():
+            out = self.encode(batch_words, hidden_layers, subwords)
+            best = self.crf.kbest(out.logits, out.word_mask, k)
+            out.log_z, out.kbest_paths, out.kbest_log_probs = best.log_z, best.paths, best.log_probs
+            if marginals:
+                out.marginals = self.crf.marginals(out.logits, out.word_mask)
+            if tags is not None:
+                out.gold_nll = self.crf.nll(out.logits, out.word_mask, tags.to(self.device))
+            return out
+
+    def crf_scores(self) -> dict[str, Tensor]:
+        """Transitions, start and end scores as used (-inf where the scheme forbids)."""
+        trans, start, end = self.crf.scores()
+        return {"transitions": trans.detach(), "start": start.detach(), "end": end.detach()}
+
+    def head_state(self) -> dict[str, Tensor]:
+        state = super().head_state()
+        state.update({"crf.transitions": self.crf.transitions, "crf.start": self.crf.start, "crf.end": self.crf.end})
+        return state
+
+
+TEACHER_CLASSES = {"crf": CRFTeacher, "softmax": TokenClassifierTeacher}
+
+
+def build_teacher(encoder_path: str, schema: LabelSchema, kind: str = "crf", *, pooling: str = "first",
+                  dropout: float = 0.5, max_length: int | None = None, trust_remote_code: bool = False,
+                  seed: int = 13) -> Teacher:
+    """A new teacher (head initialised at random) over a pretrained encoder: a local directory or a
+    hub name."""
+    from transformers import AutoModel, AutoTokenizer
+
+    if kind not in KINDS:
+        raise TeacherError(f"teacher kind {kind!r} is not one of {KINDS}")
+    tokenizer = AutoTokenizer.from_pretrained(encoder_path, trust_remote_code=trust_remote_code)
+    encoder = AutoModel.from_pretrained(encoder_path, trust_remote_code=trust_remote_code)
+    torch.manual_seed(seed)
+    return TEACHER_CLASSES[kind](encoder, tokenizer, schema, pooling=pooling, dropout=dropout, max_length=max_length)
+
+
+def load_teacher(directory, *, trust_remote_code: bool = False, device: str | torch.device | None = None) -> Teacher:
+    """Restore a teacher directory written by :meth:`Teacher.save`, or wrap an
+    ``AutoModelForTokenClassification`` checkpoint as a softmax teacher."""
+    from transformers import AutoModel, AutoTokenizer
+
+    d = Path(directory)
+    if not d.is_dir():
+        raise TeacherError(f"{d}: no such teacher directory")
+    meta_path = d / TEACHER_JSON
+    if not meta_path.exists():
+        teacher = _from_token_classification(d, trust_remote_code)
+    else:
+        meta = json.loads(meta_path.read_text())
+        kind = meta.get("kind")
+        if kind not in KINDS:
+            raise TeacherError(f"{meta_path}: unknown teacher kind {kind!r}")
+        schema = LabelSchema.from_json(meta["label_schema"])
+        tokenizer = AutoTokenizer.from_pretrained(d, trust_remote_code=trust_remote_code)
+        encoder = AutoModel.from_pretrained(d, trust_remote_code=trust_remote_code)
+        teacher = TEACHER_CLASSES[kind](encoder, tokenizer, schema, pooling=meta.get("pooling", "first"),
+                                        dropout=meta.get("dropout", 0.5), max_length=meta.get("max_length"))
+        head = load_file(str(d / HEAD_FILE))
+        missing = set(teacher.head_state()) - set(head)
+        if missing:
+            raise TeacherError(f"{d / HEAD_FILE}: missing tensors {sorted(missing)}")
+        with torch.no_grad():
+            for name, value in teacher.head_state().items():
+                value.copy_(head[name])
+    teacher.source_dir = d
+    teacher.eval()
+    if device is not None:
+        teacher.to(device)
+    return teacher
+
+
+def _from_token_classification(d: Path, trust_remote_code: bool) -> Teacher:
+    from transformers import AutoConfig, AutoModelForTokenClassification, AutoTokenizer
+
+    config_path = d / "config.json"
+    if not config_path.exists():
+        raise TeacherError(f"{d}: neither a seqdistill teacher ({TEACHER_JSON}) nor a Hugging Face model "
+                           "(config.json); fine-tune one with `distill-cache finetune-teacher`")
+    config = AutoConfig.from_pretrained(d, trust_remote_code=trust_remote_code)
+    if not any(a.endswith("ForTokenClassification") for a in (config.architectures or [])):
+        raise TeacherError(f"{d}: a plain encoder has no tagging head; fine-tune it first with "
+                           f"`distill-cache finetune-teacher --encoder {d}`")
+    model = AutoModelForTokenClassification.from_pretrained(d, trust_remote_code=trust_remote_code)
+    labels = [config.id2label[i] for i in range(config.num_labels)]
+    schema = LabelSchema.from_sequences([labels])
+    head = getattr(model, "classifier", None)
+    if not isinstance(head, nn.Linear):
+        raise TeacherError(f"{d}: its classifier is not a linear layer; seqdistill cannot reuse it")
+    teacher = TokenClassifierTeacher(model.base_model, AutoTokenizer.from_pretrained(d), schema)
+    # Decision: tags of the scheme missing from the checkpoint's labels get bias -1e4 (never chosen).
+    with torch.no_grad():
+        teacher.classifier.weight.zero_()
+        teacher.classifier.bias.fill_(-1e4)
+        for i, tag in enumerate(labels):
+            j = schema.tags.index(tag)
+            teacher.classifier.weight[j] = head.weight[i]
+            teacher.classifier.bias[j] = head.bias[i]
+    return teacher
+
+
+def _encoder_max_length(encoder, tokenizer) -> int:
+    positions = getattr(encoder.config, "max_position_embeddings", None) or 512
+    # models with learned offsets (RoBERTa, MPNet) reserve pad_token_id + 1 positions
+    if getattr(encoder.config, "model_type", "") in ("roberta", "mpnet", "xlm-roberta", "camembert"):
+        positions -= (encoder.config.pad_token_id or 0) + 1
+    limit = getattr(tokenizer, "model_max_length", None) or positions
+    return int(min(positions, limit if limit < 1e9 else positions))
+

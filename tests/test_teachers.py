@@ -1,0 +1,217 @@
+"""Teachers on tiny random encoders built from a config (no downloads)."""
+
+import json
+import string
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from seqdistill.cache_schema import LabelSchema
+from seqdistill.cache_schema.labels import check_sequence
+from seqdistill.crf import log_partition, path_score
+from seqdistill.teachers import TeacherError, build_teacher, load_teacher
+
+SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder(tmp_path_factory):
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    d = tmp_path_factory.mktemp("tiny-bert")
+    chars = string.ascii_lowercase + string.digits
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, ".", ",", "-",
+             *("##" + c for c in chars), "the", "eu", "peter", "paris", "rome", "anna", "visits", "##s"]
+    BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True).save_pretrained(d)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    BertModel(config).save_pretrained(d)
+    return str(d)
+
+
+def _direct(teacher, ids):
+    """The encoder's last hidden state on one window, computed without seqdistill's batching."""
+    with torch.no_grad():
+        x = torch.tensor([teacher.words.prefix + ids + teacher.words.suffix])
+        return teacher.encoder(input_ids=x, attention_mask=torch.ones_like(x)).last_hidden_state[0]
+
+
+@pytest.mark.parametrize("pooling", ["first", "mean"])
+def test_pooling_matches_hand_computation(tiny_encoder, pooling):
+    teacher = build_teacher(tiny_encoder, SCHEMA, "softmax", pooling=pooling).eval()
+    words = [["Peter", "visits", "Paris"], ["xyz", "eu"]]
+    enc = teacher.tokenizer(words, is_split_into_words=True, add_special_tokens=False)
+    with torch.no_grad():
+        seg = teacher.words(words)
+        out = teacher.encoder(input_ids=seg.input_ids, attention_mask=seg.attention_mask).last_hidden_state
+        pooled = seg.pool(out)
+    for b, sent in enumerate(words):
+        ids, wids = enc["input_ids"][b], enc.word_ids(b)
+        h = _direct(teacher, ids)[len(teacher.words.prefix):]
+        for w in range(len(sent)):
+            pos = [i for i, x in enumerate(wids) if x == w]
+            want = h[pos[0]] if pooling == "first" else h[pos].mean(0)
+            torch.testing.assert_close(pooled[b, w], want, atol=1e-5, rtol=1e-4)
+    assert (pooled[1, 2:] == 0).all()
+
+
+def test_long_sentences_run_in_windows_and_each_word_takes_its_best_window(tiny_encoder):
+    teacher = build_teacher(tiny_encoder, SCHEMA, "crf", max_length=10).eval()  # 8 subwords a window
+    sent = ["peter", "visits", "rome", "abc", "paris", "the", "eu", "anna", "visits", "xy", "rome", "peter"]
+    seg = teacher.words([sent, ["anna"]])
+    assert seg.num_segments_per_sentence[0] > 2 and seg.num_segments_per_sentence[1] == 1
+    enc = teacher.tokenizer([sent], is_split_into_words=True, add_special_tokens=False)
+    ids, wids = enc["input_ids"][0], enc.word_ids(0)
+    # subword outputs: every subword of the sentence exactly once, in order
+    n_sub = len(ids)
+    assert seg.subword_word_ids[0, :n_sub].tolist() == wids and (seg.subword_word_ids[0, n_sub:] == -1).all()
+    with torch.no_grad():
+        out = teacher.encoder(input_ids=seg.input_ids, attention_mask=seg.attention_mask).last_hidden_state
+        pooled = seg.pool(out)
+    p = len(teacher.words.prefix)
+    windows = []
+    for s in range(seg.num_segments_per_sentence[0]):
+        toks = seg.input_ids[s][seg.attention_mask[s].bool()].tolist()[p:-1]
+        start = next(i for i in range(len(ids)) if ids[i: i + len(toks)] == toks)
+        windows.append((start, start + len(toks)))
+    assert windows[0][0] == 0 and windows[-1][1] == len(ids)
+    for w in range(len(sent)):
+        first = wids.index(w)
+        last = len(wids) - wids[::-1].index(w)
+        inside = [i for i, (s, e) in enumerate(windows) if s <= first and last <= e]
+        best = max(inside, key=lambda i: (min(first - windows[i][0], windows[i][1] - last), -i))
+        s, e = windows[best]
+        want = _direct(teacher, ids[s:e])[p + first - s]
+        torch.testing.assert_close(pooled[0, w], want, atol=1e-5, rtol=1e-4)
+
+
+def test_crf_teacher_outputs_agree_with_the_crf(tiny_encoder):
+    teacher = build_teacher(tiny_encoder, SCHEMA, "crf").eval()
+    with torch.no_grad():
+        teacher.crf.transitions.normal_()
+    words = [["Peter", "visits", "Paris"], ["anna"], ["the", "eu", "rome", "rome"]]
+    tags = torch.tensor([[3, 0, 1, -1], [3, -1, -1, -1], [0, 1, 2, 2]])
+    out = teacher.outputs(words, tags, k=4, hidden_layers=(0, 2), subwords=True)
+    with torch.no_grad():
+        trans, start, end = teacher.crf.scores()
+        torch.testing.assert_close(out.log_z, log_partition(out.logits, out.word_mask, trans, start, end))
+        gold = path_score(out.logits, out.word_mask, tags, trans, start, end)
+    torch.testing.assert_close(out.gold_nll, out.log_z - gold)
+    torch.testing.assert_close(out.marginals.sum(-1), out.word_mask.float())
+    for b, sent in enumerate(words):
+        for r in range(4):
+            path = out.kbest_paths[b, r, : len(sent)].tolist()
+            if torch.isfinite(out.kbest_log_probs[b, r]):
+                assert check_sequence(SCHEMA.decode(path), "IOB2") is None
+            else:  # a one-word sentence has 3 valid paths: O, B-LOC, B-PER
+                assert (b, r, path) == (1, 3, [-1])
+    assert (out.kbest_log_probs[:, :-1] >= out.kbest_log_probs[:, 1:]).all()
+    assert out.hidden[0].shape == (3, 4, 32) and set(out.hidden) == {0, 2}
+    assert out.subword_logits.shape[:2] == out.subword_word_ids.shape
+    with pytest.raises(TeacherError, match=r"hidden layer 3 does not exist: the encoder has layers 0..2"):
+        teacher.outputs(words, hidden_layers=(3,))
+
+
+def test_save_and_load_round_trip_with_fingerprints(tiny_encoder, tmp_path):
+    teacher = build_teacher(tiny_encoder, SCHEMA, "crf").eval()
+    with torch.no_grad():
+        teacher.crf.transitions.normal_()
+    teacher.save(tmp_path / "t")
+    meta = json.loads((tmp_path / "t" / "teacher.json").read_text())
+    assert meta["kind"] == "crf" and meta["label_schema"]["tags"] == list(SCHEMA.tags)
+    loaded = load_teacher(tmp_path / "t")
+    words = [["Peter", "visits", "Paris"]]
+    a, b = teacher.outputs(words, k=3), loaded.outputs(words, k=3)
+    torch.testing.assert_close(a.logits, b.logits)
+    assert torch.equal(a.kbest_paths, b.kbest_paths)
+    fp = loaded.fingerprints()
+    assert set(fp) == {"weights", "tokenizer"} and all(len(v) == 64 for v in fp.values())
+    with torch.no_grad():
+        loaded.crf.start.add_(1.0)
+    loaded.save(tmp_path / "t")
+    fp2 = load_teacher(tmp_path / "t").fingerprints()
+    assert fp2["weights"] != fp["weights"] and fp2["tokenizer"] == fp["tokenizer"]
+
+
+def test_token_classification_checkpoint_becomes_a_softmax_teacher(tiny_encoder, tmp_path):
+    from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+    labels = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]  # another order than the schema's
+    model = AutoModelForTokenClassification.from_pretrained(
+        tiny_encoder, num_labels=5, id2label=dict(enumerate(labels)), label2id={t: i for i, t in enumerate(labels)})
+    model.save_pretrained(tmp_path / "tc")
+    AutoTokenizer.from_pretrained(tiny_encoder).save_pretrained(tmp_path / "tc")
+    teacher = load_teacher(tmp_path / "tc")
+    assert teacher.kind == "softmax" and teacher.schema == SCHEMA
+    words = [["Peter", "visits", "Paris"]]
+    x = teacher.words(words)
+    with torch.no_grad():
+        ref = model.eval()(input_ids=x.input_ids, attention_mask=x.attention_mask).logits[0, 1:4]
+        got = teacher.outputs(words).logits[0]
+    for i, tag in enumerate(labels):
+        torch.testing.assert_close(got[:, SCHEMA.tags.index(tag)], ref[:, i], atol=1e-5, rtol=1e-4)
+
+
+def test_plain_encoder_directory_is_not_a_teacher(tiny_encoder, tmp_path):
+    with pytest.raises(TeacherError, match="fine-tune it first"):
+        load_teacher(tiny_encoder)
+    with pytest.raises(TeacherError, match="no such teacher directory"):
+        load_teacher(tmp_path / "missing")
+
+
+def test_remote_code_only_from_an_explicit_flag(tiny_encoder, tmp_path, monkeypatch):
+    import transformers
+
+    seen = []
+    real = transformers.AutoModel.from_pretrained
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("trust_remote_code"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", spy)
+    build_teacher(tiny_encoder, SCHEMA, "crf").save(tmp_path / "t")
+    load_teacher(tmp_path / "t")
+    assert seen == [False, False]
+
+
+def _toy_corpus(path, n, seed):
+    """Names are PER, cities LOC: learnable from the words alone."""
+    import random
+
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n):
+        name, city = rng.choice(["peter", "anna"]), rng.choice(["paris", "rome"])
+        lines += [f"{name} B-PER", "visits O", f"{city} B-LOC", "the O", ""]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_finetune_teacher_command_learns_and_saves_a_loadable_teacher(tiny_encoder, tmp_path):
+    from seqdistill.pipeline.cli import main as cache_cli
+
+    train = _toy_corpus(tmp_path / "train.txt", 48, 0)
+    dev = _toy_corpus(tmp_path / "dev.txt", 12, 1)
+    r = CliRunner().invoke(cache_cli, [
+        "finetune-teacher", "--encoder", tiny_encoder, "--train", str(train), "--dev", str(dev), "--test", str(dev),
+        "--out", str(tmp_path / "teacher"), "--epochs", "6", "--lr", "3e-3", "--head-lr", "3e-2",
+        "--batch-size", "8", "--dropout", "0.1", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads((tmp_path / "teacher" / "training.json").read_text())
+    assert summary["best_dev_f1"] > 0.9 and summary["test"]["f1"] == pytest.approx(summary["best_dev_f1"])
+    teacher = load_teacher(tmp_path / "teacher")
+    assert teacher.predict([["anna", "visits", "rome"]]) == [["B-PER", "O", "B-LOC"]]
+
+
+def test_layerwise_learning_rates(tiny_encoder):
+    from seqdistill.teachers.finetune import FinetuneConfig, layerwise_groups
+
+    teacher = build_teacher(tiny_encoder, SCHEMA, "crf")
+    groups = layerwise_groups(teacher, FinetuneConfig(lr=1.0, layer_decay=0.5, head_lr=7.0))
+    lrs = sorted(g["lr"] for g in groups)
+    assert lrs == [0.25, 0.5, 1.0, 7.0]  # embeddings, block 0, block 1 (+ pooler), head + CRF
+    head = next(g for g in groups if g["lr"] == 7.0)
+    assert {id(p) for p in head["params"]} == {id(p) for n, p in teacher.named_parameters() if not n.startswith("encoder.")}
