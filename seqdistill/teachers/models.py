@@ -102,6 +102,14 @@ class Teacher(nn.Module):
         return int(self.encoder.config.num_hidden_layers)
 
     # -- forward --------------------------------------------------------------------------------
+    def autocast(self, precision: str | None = "bf16"):
+        """Mixed precision for inference: bf16 or fp16 autocast on GPU; CPU always stays fp32."""
+        dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, None: None, "fp32": None}
+        if precision not in dtypes:
+            raise TeacherError(f"precision {precision!r} is not one of bf16, fp16, fp32")
+        enabled = self.device.type == "cuda" and dtypes[precision] is not None
+        return torch.autocast(self.device.type, dtype=dtypes[precision] or torch.bfloat16, enabled=enabled)
+
     def encode(self, batch_words: list[list[str]], hidden_layers=(), subwords: bool = False) -> TeacherOutput:
         """Run the encoder and the linear head on a batch of sentences."""
         for layer in hidden_layers:
@@ -139,9 +147,10 @@ class Teacher(nn.Module):
         return out.logits.argmax(-1)
 
     def outputs(self, batch_words, tags: Tensor | None = None, *, k: int = 10, marginals: bool = True,
-                hidden_layers=(), subwords: bool = False) -> TeacherOutput:
-        """Everything a cache stores for this teacher kind (no gradients)."""
-        with torch.inference_mode():
+                hidden_layers=(), subwords: bool = False, precision: str | None = "bf16") -> TeacherOutput:
+        """Everything a cache stores for this teacher kind (inference mode; the encoder under
+        ``precision`` autocast on GPU, the CRF always in fp32)."""
+        with torch.inference_mode(), self.autocast(precision):
             return self.encode(batch_words, hidden_layers, subwords)
 
     # -- identity -------------------------------------------------------------------------------
@@ -191,9 +200,10 @@ class CRFTeacher(Teacher):
         return self.crf.decode(out.logits, out.word_mask)
 
     def outputs(self, batch_words, tags: Tensor | None = None, *, k: int = 10, marginals: bool = True,
-                hidden_layers=(), subwords: bool = False) -> TeacherOutput:
+                hidden_layers=(), subwords: bool = False, precision: str | None = "bf16") -> TeacherOutput:
         with torch.inference_mode():
-            out = self.encode(batch_words, hidden_layers, subwords)
+            with self.autocast(precision):
+                out = self.encode(batch_words, hidden_layers, subwords)
             best = self.crf.kbest(out.logits, out.word_mask, k)
             out.log_z, out.kbest_paths, out.kbest_log_probs = best.log_z, best.paths, best.log_probs
             if marginals:
