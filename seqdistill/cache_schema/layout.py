@@ -37,6 +37,14 @@ def shard_marker(layer: str, index: int) -> str:
     return f"{shard_dir(layer, index)}.json"
 
 
+def exports_dir(layer: str) -> str:
+    return f"layers/{layer}/exports"
+
+
+def exports_marker(layer: str) -> str:
+    return f"layers/{layer}/exports.json"
+
+
 def example_id(corpus: str, split: str, index: int) -> str:
     """Stable id of the ``index``-th sentence (0-based) of a corpus split."""
     return f"{corpus}/{split}/{index}"

@@ -221,6 +221,9 @@ class LayerInfo:
             if not s.path.startswith(f"layers/{name}/"):
                 raise ManifestError(f"{MANIFEST}: {where}: shard path {s.path!r} is outside layers/{name}/")
         exports = [FileInfo.from_json(f, f"{where} exports") for f in obj.get("exports", [])]
+        for f in exports:
+            if not f.path.startswith(f"layers/{name}/exports/"):
+                raise ManifestError(f"{MANIFEST}: {where}: export {f.path!r} is outside layers/{name}/exports/")
         return cls(name, kind, fields, shards, obj.get("teacher"), exports)
 
 

@@ -129,6 +129,32 @@ class CacheReader:
     def __len__(self) -> int:
         return self.manifest.num_examples
 
+    def exports(self, layer: str) -> list[str]:
+        """Names of the files a teacher layer exported (relative to its ``exports/``)."""
+        prefix = f"layers/{layer}/exports/"
+        return [f.path[len(prefix):] for f in self.manifest.layer(layer).exports]
+
+    def read_export(self, layer: str, name: str) -> bytes:
+        if name not in self.exports(layer):
+            raise CacheError(f"layer {layer!r} exported no {name!r}; it exported: {', '.join(self.exports(layer))}")
+        return self.store.read_bytes(f"layers/{layer}/exports/{name}")
+
+    def export_dir(self, layer: str, local_dir=None) -> str:
+        """A local directory holding the layer's exports: the cache's own for a local cache,
+        else a copy in ``local_dir`` (or a new temporary directory)."""
+        if self.store.is_local:
+            return self.store.path(f"layers/{layer}/exports")
+        import os
+        import tempfile
+
+        target = str(local_dir or tempfile.mkdtemp(prefix="seqdistill-exports-"))
+        for name in self.exports(layer):
+            path = os.path.join(target, *name.split("/"))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(self.read_export(layer, name))
+        return target
+
     def resolve(self, fields: Mapping[str, Sequence[str]] | None) -> dict[str, list[FieldSpec]]:
         """Check a request ``{layer: [field, ...]}``; errors list what the cache holds."""
         if fields is None:

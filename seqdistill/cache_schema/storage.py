@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import tempfile
 import uuid
 from contextlib import contextmanager
@@ -26,6 +27,16 @@ import fsspec
 from .errors import ManifestError
 
 TMP_DIR = ".tmp"
+FAILPOINT_ENV = "SEQDISTILL_FAILPOINT"
+
+
+def failpoint(name: str) -> None:
+    """Fault injection for tests: ``SEQDISTILL_FAILPOINT=NAME`` kills the process (SIGKILL) when
+    it reaches the point called NAME, as a crash or ``kill -9`` would. Names in use:
+    ``shard-data:<layer>:<i>`` (data published, marker not yet written), ``shard-marker:<layer>:<i>``
+    (marker written) and ``manifest`` (everything written but the manifest)."""
+    if os.environ.get(FAILPOINT_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def safe_relpath(path: str, what: str = "path") -> str:

@@ -25,6 +25,8 @@ from .layout import (
     EXAMPLES_FIELDS,
     OFFSETS_GROUP,
     RECORDS,
+    exports_dir,
+    exports_marker,
     layer_header,
     shard_dir,
     shard_marker,
@@ -41,7 +43,7 @@ from .manifest import (
     check_id,
 )
 from .reader import load_manifest, read_parquet_columns
-from .storage import TMP_DIR, CacheStore, sha256_file
+from .storage import TMP_DIR, CacheStore, failpoint, sha256_file
 
 CHUNK_BYTES = 4 << 20  # target uncompressed size of one zarr chunk
 
@@ -49,12 +51,30 @@ CHUNK_BYTES = 4 << 20  # target uncompressed size of one zarr chunk
 class CacheWriter:
     """Writes layers into the cache at ``url`` (a local path or an fsspec URL)."""
 
-    def __init__(self, url, storage_options: dict | None = None):
+    def __init__(self, url, storage_options: dict | None = None, *, clean_staging: bool = True):
         self.store = CacheStore(url, storage_options)
         self.manifest: Manifest | None = load_manifest(self.store) if self.store.exists(MANIFEST) else None
         self._layers: dict[str, LayerWriter] = {}
-        if self.store.is_local:  # staging dirs of a killed run
+        if clean_staging and self.store.is_local:  # staging dirs of a killed run (not with other writers running)
             self.store.remove(TMP_DIR)
+
+    def drop(self, layer: str | None = None) -> None:
+        """Remove one teacher layer (``layer``) or the whole cache (None), manifest first, so that a
+        crash in between leaves a cache without the layer rather than a manifest naming lost files."""
+        if layer is None:
+            for name in self.store.listdir(""):
+                self.store.remove(name)
+            self.manifest = None
+            return
+        if self.manifest is not None and layer in self.manifest.layers:
+            if layer == EXAMPLES_LAYER:
+                raise CacheError("the examples layer cannot be dropped alone; drop the whole cache")
+            layers = {k: v for k, v in self.manifest.layers.items() if k != layer}
+            teachers = {k: v for k, v in self.manifest.teachers.items() if k != layer}
+            m = Manifest(self.manifest.label_schema, self.manifest.corpora, layers, teachers)
+            self.store.write_json_atomic(MANIFEST, m.to_json())
+            self.manifest = m
+        self.store.remove(f"layers/{layer}")
 
     # -- layers ----------------------------------------------------------------------------------
     def examples_layer(
@@ -153,6 +173,7 @@ class CacheWriter:
                 teachers[name] = TeacherInfo.from_json(writer.header["teacher"])
         manifest = Manifest(schema, corpora, layers, teachers)
         manifest.check_consistency()
+        failpoint("manifest")
         self.store.write_json_atomic(MANIFEST, manifest.to_json())
         self.manifest = manifest
         for writer in self._layers.values():
@@ -190,7 +211,29 @@ class LayerWriter:
             ShardInfo.from_json(self.store.read_json(shard_marker(self.name, i)), f"layer {self.name!r}")
             for i in range(self.num_shards)
         ]
-        return LayerInfo(self.name, self.layer.kind, self.layer.fields, shards, self.layer.teacher)
+        exports = []
+        if self.store.exists(exports_marker(self.name)):
+            exports = [FileInfo.from_json(f, f"layer {self.name!r} exports")
+                       for f in self.store.read_json(exports_marker(self.name))]
+        return LayerInfo(self.name, self.layer.kind, self.layer.fields, shards, self.layer.teacher, exports)
+
+    # -- exports --------------------------------------------------------------------------------
+    def has_exports(self) -> bool:
+        return self.complete or self.store.exists(exports_marker(self.name))
+
+    def write_exports(self, build) -> list[FileInfo]:
+        """Publish what students need from the teacher (tokenizer, embeddings, ...) under
+        ``layers/<layer>/exports/``. ``build(directory)`` writes the files into a staging directory."""
+        if self.complete:
+            raise CacheError(f"layer {self.name!r} is already complete in the manifest; nothing to write")
+        rel = exports_dir(self.name)
+        with self.store.staging_dir() as tmp:
+            build(tmp)
+            files = [FileInfo(f"{rel}/{p}", os.path.getsize(os.path.join(tmp, p)), _sha256_path(os.path.join(tmp, p)))
+                     for p in _walk_files(tmp)]
+            self.store.publish_dir(tmp, rel)
+        self.store.write_json_atomic(exports_marker(self.name), [f.to_json() for f in files])
+        return files
 
     # -- one shard ------------------------------------------------------------------------------
     def write_shard(self, index: int, columns: dict[str, Sequence]) -> ShardInfo:
@@ -214,8 +257,10 @@ class LayerWriter:
                 for p in _walk_files(tmp)
             ]
             self.store.publish_dir(tmp, rel)
+        failpoint(f"shard-data:{self.name}:{index}")
         info = ShardInfo(index, rel, len(ids), int(n_words.sum()), files, field_bytes)
         self.store.write_json_atomic(shard_marker(self.name, index), info.to_json())
+        failpoint(f"shard-marker:{self.name}:{index}")
         return info
 
     def _check_rows(self, index: int, columns: dict, where: str) -> tuple[list[str], np.ndarray]:
@@ -290,6 +335,11 @@ def _compare_teacher(old: TeacherInfo, new: TeacherInfo, old_layer: LayerInfo, n
         raise FingerprintMismatchError(
             f"teacher {new.id!r} in {where} is a different model: {diff}. Use another teacher id, "
             "or overwrite the layer"
+        )
+    if old.decoding != new.decoding:
+        raise FingerprintMismatchError(
+            f"teacher {new.id!r} in {where} was decoded with {old.decoding}; this run asks for "
+            f"{new.decoding}. Use the same settings to resume, another teacher id, or overwrite the layer"
         )
     if [f.to_json() for f in old_layer.fields] != [f.to_json() for f in new_layer.fields]:
         raise FingerprintMismatchError(

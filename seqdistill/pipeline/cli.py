@@ -11,7 +11,9 @@ import click
 from .. import __version__
 from ..cache_schema import CacheError, CacheReader, verify_cache
 from ..cache_schema.info import cache_summary, format_summary
+from ..teachers import TeacherError
 from ..teachers.finetune import FinetuneConfig
+from .build import DTYPES, BuildConfig
 from .corpora import FORMATS, CorpusError, derive_label_schema, read_corpus
 
 
@@ -98,6 +100,59 @@ def check_corpus(path: str, fmt: str, scheme: str | None, unlabelled: bool, word
         click.echo(f"scheme {schema.scheme}, entity types: {', '.join(schema.entity_types)}")
     else:
         click.echo("unlabelled")
+
+
+@main.command()
+@click.option("--out", required=True, help="Cache directory or fsspec URL (s3://bucket/cache).")
+@click.option("--teacher", "teacher_dir", required=True, help="Teacher directory (from finetune-teacher, or a "
+              "Hugging Face token-classification checkpoint).")
+@click.option("--teacher-id", default=None, help="Name of the teacher's layer (default: the directory name).")
+@click.option("--labelled", multiple=True, metavar="NAME=PATH[@SPLIT]", help="Labelled corpus (split default: train).")
+@click.option("--unlabelled", multiple=True, metavar="NAME=PATH[@SPLIT]", help="Unlabelled corpus (split default: unlabelled).")
+@click.option("--kbest", "k", type=int, default=BuildConfig.k, show_default=True, help="CRF teachers: paths kept per sentence.")
+@click.option("--no-marginals", is_flag=True, help="CRF teachers: do not store marginals.")
+@click.option("--hidden-layers", default="", help="Comma-separated encoder layers to store (0 = embeddings), e.g. 6,7.")
+@click.option("--subwords", is_flag=True, help="Also store subword-level fields (for students sharing the tokenizer).")
+@click.option("--dtype", type=click.Choice(list(DTYPES)), default=BuildConfig.dtype, show_default=True,
+              help="Storage dtype of dense float fields.")
+@click.option("--max-words-per-batch", type=int, default=BuildConfig.max_words_per_batch, show_default=True,
+              help="Padded words per batch (batch size x longest sentence).")
+@click.option("--shard-size", type=int, default=BuildConfig.shard_size, show_default=True, help="Sentences per shard.")
+@click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if available).")
+@click.option("--precision", type=click.Choice(["bf16", "fp16", "fp32"]), default="bf16", show_default=True,
+              help="Autocast on GPU (CPU always runs fp32).")
+@click.option("--export-layers", type=int, default=0, help="Also export the first N encoder blocks for transformer students.")
+@click.option("--overwrite", is_flag=True, help="Replace this teacher's layer (or the whole cache if the corpora changed).")
+@click.option("--trust-remote-code", is_flag=True, help="Allow the teacher's own Python code to run (off by default).")
+@storage_option
+def build(out, teacher_dir, teacher_id, labelled, unlabelled, k, no_marginals, hidden_layers, subwords, dtype,
+          max_words_per_batch, shard_size, device, precision, export_layers, overwrite, trust_remote_code,
+          storage_options) -> None:
+    """Run a teacher over labelled and unlabelled corpora and write its layer of the cache.
+
+    The first build writes the examples layer and the teacher's layer; building again with another
+    teacher adds its layer over the same examples. The same teacher again is a no-op; a killed build
+    resumes when run again. Under torchrun, ranks split the shards.
+    """
+    from .build import BuildError, CorpusSpec, build_cache
+
+    if not labelled and not unlabelled:
+        raise click.UsageError("give at least one --labelled or --unlabelled corpus")
+    try:
+        layers = tuple(int(x) for x in hidden_layers.split(",") if x.strip())
+    except ValueError:
+        raise click.BadParameter(f"{hidden_layers!r} is not a comma-separated list of integers",
+                                 param_hint="--hidden-layers") from None
+    cfg = BuildConfig(k=k, marginals=not no_marginals, hidden_layers=layers, subwords=subwords, dtype=dtype,
+                      max_words_per_batch=max_words_per_batch, shard_size=shard_size, device=device,
+                      precision=precision, export_layers=export_layers, overwrite=overwrite,
+                      trust_remote_code=trust_remote_code)
+    try:
+        specs = [CorpusSpec.parse(x, True) for x in labelled] + [CorpusSpec.parse(x, False) for x in unlabelled]
+        build_cache(out, teacher_dir, specs, cfg, teacher_id=teacher_id,
+                    storage_options=_storage_options(storage_options), log=click.echo)
+    except (BuildError, CorpusError, CacheError, TeacherError) as e:
+        raise click.ClickException(str(e)) from None
 
 
 @main.command("finetune-teacher")

@@ -7,8 +7,10 @@ from .models import (
     TeacherOutput,
     TokenClassifierTeacher,
     build_teacher,
+    export_for_students,
     load_teacher,
+    teacher_fingerprints,
 )
 
 __all__ = ["CRFTeacher", "Teacher", "TeacherError", "TeacherOutput", "TokenClassifierTeacher",
-           "build_teacher", "load_teacher"]
+           "build_teacher", "export_for_students", "load_teacher", "teacher_fingerprints"]

@@ -55,6 +55,7 @@ class TeacherOutput:
     hidden: dict[int, Tensor] = field(default_factory=dict)
     subword_logits: Tensor | None = None  # [B, S, T]
     subword_word_ids: Tensor | None = None  # [B, S], -1 on padding
+    subword_ids: Tensor | None = None  # [B, S] tokenizer ids
     subword_hidden: dict[int, Tensor] = field(default_factory=dict)
     # CRF teachers only
     log_z: Tensor | None = None
@@ -127,6 +128,7 @@ class Teacher(nn.Module):
         if subwords:
             result.subword_logits = self.classifier(self.dropout(seg.subwords(tokens)))
             result.subword_word_ids = seg.subword_word_ids
+            result.subword_ids = seg.input_ids.reshape(-1)[seg.subword_index.clamp(min=0)]
             for layer in hidden_layers:
                 result.subword_hidden[layer] = seg.subwords(out.hidden_states[layer])
         return result
@@ -150,16 +152,21 @@ class Teacher(nn.Module):
                 hidden_layers=(), subwords: bool = False, precision: str | None = "bf16") -> TeacherOutput:
         """Everything a cache stores for this teacher kind (inference mode; the encoder under
         ``precision`` autocast on GPU, the CRF always in fp32)."""
-        with torch.inference_mode(), self.autocast(precision):
-            return self.encode(batch_words, hidden_layers, subwords)
+        with torch.inference_mode():
+            with self.autocast(precision):
+                out = self.encode(batch_words, hidden_layers, subwords)
+            if tags is not None:  # NLL of the gold tags under the factorised softmax model
+                tags = tags.to(self.device)
+                logp = torch.log_softmax(out.logits.float(), -1).gather(2, tags.clamp(min=0).unsqueeze(2)).squeeze(2)
+                out.gold_nll = -(logp * (out.word_mask & (tags >= 0))).sum(1)
+            return out
 
     # -- identity -------------------------------------------------------------------------------
     def fingerprints(self) -> dict[str, str]:
         """sha256 of the weight files and of the tokenizer files of the teacher directory."""
         if self.source_dir is None:
             raise TeacherError("this teacher was not loaded from a directory: save it first")
-        return {"weights": _sha256_files(self.source_dir, WEIGHT_FILES),
-                "tokenizer": _sha256_files(self.source_dir, TOKENIZER_FILES)}
+        return teacher_fingerprints(self.source_dir)
 
     # -- persistence ----------------------------------------------------------------------------
     def head_state(self) -> dict[str, Tensor]:
@@ -313,3 +320,49 @@ def _encoder_max_length(encoder, tokenizer) -> int:
     limit = getattr(tokenizer, "model_max_length", None) or positions
     return int(min(positions, limit if limit < 1e9 else positions))
 
+
+
+def teacher_fingerprints(directory) -> dict[str, str]:
+    """sha256 fingerprints of a teacher directory's weight and tokenizer files (no model loaded)."""
+    d = Path(directory)
+    return {"weights": _sha256_files(d, WEIGHT_FILES), "tokenizer": _sha256_files(d, TOKENIZER_FILES)}
+
+
+def export_for_students(teacher: Teacher, directory, encoder_layers: int = 0) -> None:
+    """Write what a student needs from the teacher, so that training never loads the teacher:
+
+    * ``tokenizer/`` — the tokenizer files;
+    * ``embeddings.safetensors`` — the input embedding matrix (``weight``, ``[vocab, hidden]``, fp32);
+    * ``label_schema.json``; ``encoder_config.json`` — the teacher encoder's config;
+    * ``crf.safetensors`` — CRF ``transitions``, ``start``, ``end`` as used (-inf where forbidden);
+    * ``encoder_<N>/`` — on request, a Hugging Face model directory with the embeddings and the first
+      N blocks of the encoder (papers 000 and 002 initialise transformer students from them).
+    """
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    teacher.tokenizer.save_pretrained(d / "tokenizer")
+    emb = teacher.encoder.get_input_embeddings().weight.detach().float().cpu().contiguous()
+    save_file({"weight": emb}, str(d / "embeddings.safetensors"))
+    (d / "label_schema.json").write_text(json.dumps(teacher.schema.to_json(), indent=1) + "\n")
+    (d / "encoder_config.json").write_text(teacher.encoder.config.to_json_string())
+    if isinstance(teacher, CRFTeacher):
+        save_file({k: v.float().cpu().contiguous() for k, v in teacher.crf_scores().items()}, str(d / "crf.safetensors"))
+    if encoder_layers:
+        _export_first_layers(teacher, d / f"encoder_{encoder_layers}", encoder_layers)
+
+
+def _export_first_layers(teacher: Teacher, directory: Path, n: int) -> None:
+    from transformers import AutoModel
+
+    if not 0 < n <= teacher.num_layers:
+        raise TeacherError(f"cannot export {n} encoder layers: the teacher has {teacher.num_layers}")
+    config = teacher.encoder.config.__class__.from_dict(teacher.encoder.config.to_dict())
+    config.num_hidden_layers = n
+    small = AutoModel.from_config(config)
+    state = {k: v for k, v in teacher.encoder.state_dict().items() if k in small.state_dict()}
+    missing = set(small.state_dict()) - set(state)
+    if missing:
+        raise TeacherError(f"cannot cut the encoder to {n} layers: no weights for {sorted(missing)[:3]}")
+    small.load_state_dict(state)
+    small.save_pretrained(directory, safe_serialization=True)
+    teacher.tokenizer.save_pretrained(directory)

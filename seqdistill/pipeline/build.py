@@ -1,0 +1,409 @@
+"""``distill-cache build``: run a teacher over corpora and write its layer of the cache.
+
+The plan is deterministic — corpora in the order given, sentences in file order, ``shard_size``
+sentences a shard — so a build killed at any moment and run again resumes where it stopped:
+committed shards are skipped, nothing is duplicated (see ``cache_schema.writer``).
+
+Within a shard, sentences are sorted by length and cut into batches under a word budget
+(``max_words_per_batch`` counts padded words: batch size x longest sentence), so padding is small
+and the accelerator sees full batches. The teacher runs under ``inference_mode`` (bf16 autocast on
+GPU); k-best, marginals and pooling are computed batched on the device; only the final tensors
+are moved to the host. A background thread turns them into columns and writes the shards, with a
+bounded queue, so compute never waits for compression and I/O.
+
+Under ``torchrun`` each rank builds the shards ``i`` with ``i % world_size == rank``; rank 0
+writes the exports and, after all ranks finish, the manifest.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from ..cache_schema import CacheWriter, FieldSpec, LabelSchema, TeacherInfo
+from ..cache_schema.info import cache_summary
+from ..cache_schema.manifest import check_id
+from ..teachers import CRFTeacher, Teacher, export_for_students, load_teacher, teacher_fingerprints
+from .corpora import Corpus, CorpusError, read_corpus
+
+DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+
+
+class BuildError(RuntimeError):
+    """A build that cannot proceed, with the reason and what to do."""
+
+
+@dataclass
+class CorpusSpec:
+    """``NAME=PATH[@split]`` from the command line."""
+
+    name: str
+    path: str
+    split: str
+    labelled: bool
+
+    @classmethod
+    def parse(cls, text: str, labelled: bool) -> "CorpusSpec":
+        name, sep, rest = text.partition("=")
+        if not sep or not name or not rest:
+            raise BuildError(f"{text!r}: expected NAME=PATH" + ("[@SPLIT]" if labelled else ""))
+        path, split = rest, ("train" if labelled else "unlabelled")
+        head, at, tail = rest.rpartition("@")
+        if at and head and tail and "/" not in tail:
+            path, split = head, tail
+        return cls(name, path, split, labelled)
+
+
+@dataclass
+class BuildConfig:
+    k: int = 10  # k-best paths per sentence (paper 000 uses K up to 10)
+    marginals: bool = True
+    hidden_layers: tuple[int, ...] = ()
+    subwords: bool = False
+    dtype: str = "fp16"  # dense float fields: fp16 | bf16 | fp32
+    max_words_per_batch: int = 4096
+    shard_size: int = 1024
+    device: str | None = None
+    precision: str = "bf16"  # autocast on GPU; CPU always runs fp32
+    export_layers: int = 0  # also export the first N encoder blocks
+    queue_size: int = 2
+    scheme: str | None = None
+    overwrite: bool = False
+    trust_remote_code: bool = False
+
+
+@dataclass
+class BuildReport:
+    status: str  # built | added (a teacher layer to an existing cache) | resumed | up-to-date
+    examples: int = 0
+    words: int = 0
+    seconds: float = 0.0
+    shards_written: int = 0
+    bytes_per_word: dict[str, float] = field(default_factory=dict)
+
+
+def teacher_fields(kind: str, num_tags: int, hidden_size: int, cfg: BuildConfig) -> list[FieldSpec]:
+    """The fields a teacher of ``kind`` writes (docs/cache-format.md lists their meaning)."""
+    dense = DTYPES[cfg.dtype]
+    fields = []
+    if kind == "crf":
+        fields += [
+            FieldSpec("kbest_paths", "example", "int16", ("k", "words"),
+                      description="the k best tag paths (valid ones only), best first"),
+            FieldSpec("kbest_log_probs", "example", "float32", ("k",),
+                      description="global log-probabilities of the k-best paths (path score - log Z)"),
+            FieldSpec("log_z", "example", "float32", description="CRF log-partition"),
+            FieldSpec("emissions", "word", dense, (num_tags,), "zarr", description="CRF emission scores"),
+        ]
+        if cfg.marginals:
+            fields.append(FieldSpec("marginals", "word", dense, (num_tags,), "zarr",
+                                    description="CRF posterior tag marginals"))
+    else:
+        fields.append(FieldSpec("logits", "word", dense, (num_tags,), "zarr", description="tag logits"))
+    fields.append(FieldSpec("gold_nll", "example", "float32", nullable=True,
+                            description="teacher NLL of the gold tags (labelled rows; null otherwise)"))
+    for layer in cfg.hidden_layers:
+        fields.append(FieldSpec(f"hidden_{layer}", "word", dense, (hidden_size,), "zarr",
+                                description=f"hidden states of encoder layer {layer} (0 = embeddings)"))
+    if cfg.subwords:
+        fields += [
+            FieldSpec("subword_ids", "subword", "int32", (), "zarr", description="tokenizer ids"),
+            FieldSpec("subword_word_ids", "subword", "int32", (), "zarr", description="word of each subword"),
+            FieldSpec("subword_logits", "subword", dense, (num_tags,), "zarr",
+                      description="head outputs on each subword"),
+        ]
+        for layer in cfg.hidden_layers:
+            fields.append(FieldSpec(f"subword_hidden_{layer}", "subword", dense, (hidden_size,), "zarr"))
+    return fields
+
+
+def read_corpora(specs: list[CorpusSpec], scheme: str | None) -> list[Corpus]:
+    """Read every corpus before anything is written; labelled ones converted to ``scheme``."""
+    corpora, seen = [], set()
+    for spec in specs:
+        key = (spec.name, spec.split)
+        if key in seen:
+            raise BuildError(f"corpus {spec.name!r} split {spec.split!r} is given twice")
+        seen.add(key)
+        c = read_corpus(spec.path, spec.name, spec.split, labelled=spec.labelled)
+        if spec.labelled and not c.labelled:
+            raise CorpusError(spec.path, None, "given as labelled but has no tags; pass it with --unlabelled")
+        corpora.append(c.to_scheme(scheme) if c.labelled and scheme else c)
+    return corpora
+
+
+def _teacher_meta(teacher_dir: str, trust_remote_code: bool) -> tuple[str, LabelSchema, str]:
+    """Kind, label schema and pooling of a teacher directory, without loading its weights when it
+    is a seqdistill teacher."""
+    import json
+    from pathlib import Path
+
+    meta = Path(teacher_dir) / "teacher.json"
+    if meta.exists():
+        obj = json.loads(meta.read_text())
+        return obj["kind"], LabelSchema.from_json(obj["label_schema"]), obj.get("pooling", "first")
+    t = load_teacher(teacher_dir, trust_remote_code=trust_remote_code)  # HF token-classification dir
+    return t.kind, t.schema, t.pooling
+
+
+def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg: BuildConfig | None = None, *,
+                teacher_id: str | None = None, storage_options: dict | None = None, log=print) -> BuildReport:
+    """Build (or extend, or resume) the cache at ``out`` with the outputs of one teacher."""
+    cfg = cfg or BuildConfig()
+    if cfg.dtype not in DTYPES:
+        raise BuildError(f"dtype {cfg.dtype!r} is not one of {', '.join(DTYPES)}")
+    rank, world = _dist_init(cfg)
+    t0 = time.time()
+    teacher_id = check_id(teacher_id or os.path.basename(os.path.normpath(teacher_dir)), "teacher id")
+    if not os.path.isdir(teacher_dir):
+        raise BuildError(f"{teacher_dir}: no such teacher directory")
+    kind, schema, pooling = _teacher_meta(teacher_dir, cfg.trust_remote_code)
+    corpora = read_corpora(corpora_specs, schema.scheme)
+    for c in corpora:
+        c.check_labels(schema)
+    rows = [row for c in corpora for row in c.example_rows()]
+    shards = [rows[i: i + cfg.shard_size] for i in range(0, len(rows), cfg.shard_size)]
+    fingerprints = teacher_fingerprints(teacher_dir)
+
+    writer = CacheWriter(out, storage_options, clean_staging=rank == 0)
+    if cfg.overwrite and rank == 0:
+        _overwrite(writer, corpora, teacher_id, log)
+    _barrier(world)
+    writer = CacheWriter(out, storage_options, clean_staging=False)
+    examples = writer.examples_layer(schema, [c.info() for c in corpora], len(shards))
+
+    teacher: Teacher | None = None
+    hidden_size = _hidden_size(teacher_dir)
+    device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    precision = cfg.precision if device.startswith("cuda") else "fp32"
+    decoding = {"k": cfg.k, "constrained": True, "scheme": schema.scheme, "precision": precision} \
+        if kind == "crf" else {"precision": precision}
+    info = TeacherInfo(teacher_id, kind, fingerprints, decoding,
+                       list(cfg.hidden_layers), pooling, str(teacher_dir))
+    layer = writer.teacher_layer(info, teacher_fields(kind, schema.num_tags, hidden_size, cfg))
+    mine = [i for i in range(len(shards)) if i % world == rank]
+    todo_examples = [i for i in mine if not examples.is_committed(i)]
+    todo = [i for i in mine if not layer.is_committed(i)]
+    needs_exports = rank == 0 and not layer.has_exports()
+    if layer.complete and examples.complete:
+        log(f"{out}: already holds teacher {teacher_id!r} over these corpora with the same fingerprints; "
+            "nothing to do")
+        return BuildReport("up-to-date", len(rows), sum(r["n_words"] for r in rows))
+    if any(layer.is_committed(i) for i in range(len(shards))) or (
+            not examples.complete and any(examples.is_committed(i) for i in range(len(shards)))):
+        status = "resumed"
+    else:
+        status = "added" if examples.complete else "built"
+    for i in todo_examples:
+        examples.write_shard(i, {k: [r[k] for r in shards[i]] for k in shards[i][0]})
+    if todo or needs_exports:
+        teacher = load_teacher(teacher_dir, trust_remote_code=cfg.trust_remote_code, device=device)
+    if needs_exports:
+        layer.write_exports(lambda d: export_for_students(teacher, d, cfg.export_layers))
+    if todo:
+        _run_teacher(teacher, schema, shards, todo, layer, cfg, rank)
+    _barrier(world)
+    report = BuildReport(status, len(rows), sum(r["n_words"] for r in rows),
+                         time.time() - t0, len(todo))
+    if rank == 0:
+        manifest = writer.commit()
+        summary = cache_summary(manifest)
+        for lay in summary["layers"]:
+            if lay["name"] == teacher_id:
+                report.bytes_per_word = {f["name"]: f["bytes_per_word"] for f in lay["fields"]}
+        log(f"{out}: {report.status}: {report.examples:,} examples, {report.words:,} words in "
+            f"{report.seconds:.1f} s ({report.words / max(report.seconds, 1e-9):,.0f} words/s); "
+            f"{summary['bytes'] / 2**20:.1f} MiB")
+        for name, bpw in report.bytes_per_word.items():
+            log(f"  {name:<22} {bpw:>10.2f} bytes/word")
+    _dist_done(world)
+    return report
+
+
+def _overwrite(writer: CacheWriter, corpora: list[Corpus], teacher_id: str, log) -> None:
+    m = writer.manifest
+    same_corpora = m is not None and sorted((c.name, c.split, c.sha256) for c in m.corpora) == sorted(
+        (c.name, c.split, c.sha256) for c in corpora)
+    if m is not None and not same_corpora:
+        log(f"--overwrite: the corpora changed; removing the whole cache")
+        writer.drop(None)
+    elif m is None and writer.store.exists("layers"):
+        log("--overwrite: removing an unfinished build")
+        writer.drop(None)
+    else:
+        log(f"--overwrite: removing the layer of teacher {teacher_id!r}")
+        writer.drop(teacher_id)
+
+
+def _hidden_size(teacher_dir: str) -> int:
+    import json
+    from pathlib import Path
+
+    config = json.loads((Path(teacher_dir) / "config.json").read_text())
+    return int(config.get("hidden_size") or config.get("d_model"))
+
+
+def batches_by_length(lengths: list[int], max_words: int) -> list[list[int]]:
+    """Indices sorted by length, cut so that batch size x longest length <= ``max_words``
+    (a sentence longer than the budget runs alone)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    out, cur, longest = [], [], 0
+    for i in order:
+        n = lengths[i]
+        if cur and (len(cur) + 1) * max(longest, n) > max_words:
+            out.append(cur)
+            cur, longest = [], 0
+        cur.append(i)
+        longest = max(longest, n)
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _run_teacher(teacher: Teacher, schema: LabelSchema, shards, todo: list[int], layer, cfg: BuildConfig,
+                 rank: int) -> None:
+    """Compute the teacher's outputs for the shards in ``todo``; a writer thread publishes them."""
+    jobs: queue.Queue = queue.Queue(maxsize=cfg.queue_size)
+    failure: list[BaseException] = []
+
+    def write_loop() -> None:
+        while True:
+            job = jobs.get()
+            if job is None:
+                return
+            if failure:
+                continue
+            try:
+                index, rows, outputs = job
+                layer.write_shard(index, shard_columns(rows, outputs, teacher.kind, cfg))
+            except BaseException as e:  # surfaced in the main thread
+                failure.append(e)
+
+    thread = threading.Thread(target=write_loop, name="seqdistill-shard-writer", daemon=True)
+    thread.start()
+    total_words = sum(r["n_words"] for i in todo for r in shards[i])
+    bar = tqdm(total=total_words, unit="word", unit_scale=True, desc=f"teacher {layer.name}"
+               + (f" [rank {rank}]" if rank else ""), smoothing=0.1)
+    t0, sentences = time.time(), 0
+    try:
+        for index in todo:
+            rows = shards[index]
+            outputs = [None] * len(rows)
+            for batch in batches_by_length([r["n_words"] for r in rows], cfg.max_words_per_batch):
+                words = [rows[i]["words"] for i in batch]
+                gold = _gold_ids(rows, batch, schema)
+                out = teacher.outputs(words, gold, k=cfg.k, marginals=cfg.marginals, hidden_layers=cfg.hidden_layers,
+                                      subwords=cfg.subwords, precision=cfg.precision)
+                host = _to_host(out)
+                for j, i in enumerate(batch):
+                    outputs[i] = (host, j)
+                n = sum(rows[i]["n_words"] for i in batch)
+                sentences += len(batch)
+                bar.update(n)
+                bar.set_postfix(sent_s=f"{sentences / (time.time() - t0):,.0f}")
+                if failure:
+                    raise failure[0]
+            jobs.put((index, rows, outputs))
+    finally:
+        jobs.put(None)
+        thread.join()
+        bar.close()
+    if failure:
+        raise failure[0]
+
+
+def _gold_ids(rows, batch, schema: LabelSchema) -> torch.Tensor | None:
+    """Gold tag ids ``[B, W]`` (-1 on padding and on unlabelled rows), or None if none is labelled."""
+    if all(rows[i]["tags"] is None for i in batch):
+        return None
+    tags = torch.full((len(batch), max(rows[i]["n_words"] for i in batch)), -1, dtype=torch.long)
+    for j, i in enumerate(batch):
+        if rows[i]["tags"] is not None:
+            tags[j, : rows[i]["n_words"]] = torch.tensor(schema.encode(rows[i]["tags"]))
+    return tags
+
+
+def _to_host(out) -> dict:
+    """The teacher's tensors on the host as numpy (float32 for floats)."""
+    host = {}
+    for name, value in out.__dict__.items():
+        if isinstance(value, torch.Tensor):
+            host[name] = value.float().cpu().numpy() if value.is_floating_point() else value.cpu().numpy()
+        elif isinstance(value, dict):
+            host[name] = {k: v.float().cpu().numpy() for k, v in value.items()}
+    return host
+
+
+def shard_columns(rows: list[dict], outputs: list, kind: str, cfg: BuildConfig) -> dict:
+    """Columns of one teacher-layer shard from the per-batch host outputs of its examples."""
+    cols: dict[str, list] = {"example_id": [r["example_id"] for r in rows]}
+
+    def add(name, value):
+        cols.setdefault(name, []).append(value)
+
+    for r, (host, j) in zip(rows, outputs):
+        n = r["n_words"]
+        if kind == "crf":
+            lp = host["kbest_log_probs"][j]
+            valid = np.isfinite(lp)
+            add("kbest_paths", host["kbest_paths"][j][valid, :n].astype(np.int16))
+            add("kbest_log_probs", lp[valid].astype(np.float32))
+            add("log_z", float(host["log_z"][j]))
+            add("emissions", host["logits"][j, :n])
+            if cfg.marginals:
+                add("marginals", host["marginals"][j, :n])
+        else:
+            add("logits", host["logits"][j, :n])
+        gold = host.get("gold_nll")
+        add("gold_nll", None if gold is None or r["tags"] is None else float(gold[j]))
+        for layer in cfg.hidden_layers:
+            add(f"hidden_{layer}", host["hidden"][layer][j, :n])
+        if cfg.subwords:
+            wid = host["subword_word_ids"][j]
+            s = int((wid >= 0).sum())
+            add("subword_word_ids", wid[:s].astype(np.int32))
+            add("subword_ids", host["subword_ids"][j, :s].astype(np.int32))
+            add("subword_logits", host["subword_logits"][j, :s])
+            for layer in cfg.hidden_layers:
+                add(f"subword_hidden_{layer}", host["subword_hidden"][layer][j, :s])
+    return cols
+
+
+# -- torch.distributed --------------------------------------------------------------------------
+
+def _dist_init(cfg: BuildConfig) -> tuple[int, int]:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        use_cuda = torch.cuda.is_available() and (cfg.device or "cuda").startswith("cuda")
+        dist.init_process_group("nccl" if use_cuda else "gloo")
+        if use_cuda:
+            local = int(os.environ.get("LOCAL_RANK", "0"))
+            torch.cuda.set_device(local)
+            cfg.device = f"cuda:{local}"
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _barrier(world: int) -> None:
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
+def _dist_done(world: int) -> None:
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
