@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import string
+
 import numpy as np
 import pytest
+import torch
 
 from seqdistill.cache_schema import CacheWriter, FieldSpec, TeacherInfo
 from seqdistill.pipeline import derive_label_schema, read_corpus
@@ -119,3 +122,19 @@ def build_cache(url, schema, corpora, shard_size: int = 2, teacher: TeacherInfo 
         if not tl.is_committed(i):
             tl.write_shard(i, cols)
     return w.commit(), shards, tcols
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder(tmp_path_factory):
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    d = tmp_path_factory.mktemp("tiny-bert")
+    chars = string.ascii_lowercase + string.digits
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, ".", ",", "-",
+             *("##" + c for c in chars), "the", "eu", "peter", "paris", "rome", "anna", "visits", "##s"]
+    BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True).save_pretrained(d)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    BertModel(config).save_pretrained(d)
+    return str(d)

@@ -1,7 +1,6 @@
 """Teachers on tiny random encoders built from a config (no downloads)."""
 
 import json
-import string
 
 import pytest
 import torch
@@ -13,22 +12,6 @@ from seqdistill.crf import log_partition, path_score
 from seqdistill.teachers import TeacherError, build_teacher, load_teacher
 
 SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
-
-
-@pytest.fixture(scope="session")
-def tiny_encoder(tmp_path_factory):
-    from transformers import BertConfig, BertModel, BertTokenizer
-
-    d = tmp_path_factory.mktemp("tiny-bert")
-    chars = string.ascii_lowercase + string.digits
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, ".", ",", "-",
-             *("##" + c for c in chars), "the", "eu", "peter", "paris", "rome", "anna", "visits", "##s"]
-    BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True).save_pretrained(d)
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64)
-    BertModel(config).save_pretrained(d)
-    return str(d)
 
 
 def _direct(teacher, ids):

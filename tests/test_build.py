@@ -1,0 +1,215 @@
+"""distill-cache build with tiny random teachers: contents, multi-teacher, refusals, kills, torchrun."""
+
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from conftest import CONLL, RAW
+from seqdistill.cache_schema import CacheReader, LabelSchema, verify_cache
+from seqdistill.pipeline.build import BuildConfig, CorpusSpec, batches_by_length, build_cache
+from seqdistill.pipeline.cli import main as cache_cli
+from seqdistill.teachers import build_teacher, load_teacher
+
+SCHEMA = LabelSchema("IOB2", ("LOC", "MISC", "ORG", "PER"))
+QUIET = dict(log=lambda *a: None)
+
+
+@pytest.fixture(scope="module")
+def teachers(tiny_encoder, tmp_path_factory):
+    d = tmp_path_factory.mktemp("teachers")
+    crf = build_teacher(tiny_encoder, SCHEMA, "crf")
+    with torch.no_grad():
+        crf.crf.transitions.normal_(generator=torch.Generator().manual_seed(3))
+    crf.save(d / "crf")
+    build_teacher(tiny_encoder, SCHEMA, "softmax").save(d / "tc")
+    return str(d / "crf"), str(d / "tc")
+
+
+@pytest.fixture
+def corpus_paths(tmp_path):
+    (tmp_path / "train.txt").write_text(CONLL)
+    (tmp_path / "raw.txt").write_text(RAW)
+    return [CorpusSpec("conll", str(tmp_path / "train.txt"), "train", True),
+            CorpusSpec("wiki", str(tmp_path / "raw.txt"), "unlabelled", False)]
+
+
+def _cfg(**kw):
+    return BuildConfig(**{"k": 4, "shard_size": 2, "hidden_layers": (1,), "device": "cpu", **kw})
+
+
+def test_build_writes_what_the_teacher_computes(teachers, corpus_paths, tmp_path):
+    crf_dir, tc_dir = teachers
+    out = str(tmp_path / "cache")
+    report = build_cache(out, crf_dir, corpus_paths, _cfg(max_words_per_batch=8), **QUIET)
+    assert report.status == "built" and report.examples == 6 and report.words == 26
+    assert set(report.bytes_per_word) >= {"kbest_paths", "emissions", "marginals", "hidden_1"}
+    assert verify_cache(out) == []
+    reader = CacheReader(out)
+    teacher = load_teacher(crf_dir)
+    rows = list(reader.iter_examples({"examples": ["words", "tags"], "crf": [
+        "kbest_paths", "kbest_log_probs", "log_z", "emissions", "marginals", "gold_nll", "hidden_1"]}))
+    words = [r["examples"]["words"] for r in rows]
+    gold = torch.full((6, max(map(len, words))), -1)
+    for i, r in enumerate(rows):
+        if r["examples"]["tags"]:
+            gold[i, : len(words[i])] = torch.tensor(SCHEMA.encode(r["examples"]["tags"]))
+    want = teacher.outputs(words, gold, k=4, hidden_layers=(1,))
+    for i, r in enumerate(rows):
+        got, n = r["crf"], len(words[i])
+        valid = torch.isfinite(want.kbest_log_probs[i])
+        assert got["kbest_paths"] == want.kbest_paths[i][valid, :n].tolist()
+        np.testing.assert_allclose(got["kbest_log_probs"], want.kbest_log_probs[i][valid].numpy(), rtol=1e-5, atol=1e-5)
+        assert got["log_z"] == pytest.approx(want.log_z[i].item(), abs=1e-4)
+        np.testing.assert_allclose(got["emissions"], want.logits[i, :n].numpy(), atol=2e-3)
+        np.testing.assert_allclose(got["marginals"].astype(np.float32).sum(1), 1.0, atol=2e-3)
+        np.testing.assert_allclose(got["hidden_1"], want.hidden[1][i, :n].numpy(), atol=5e-3)
+        labelled = r["examples"]["tags"] is not None
+        assert (got["gold_nll"] is not None) == labelled
+        if labelled:
+            assert got["gold_nll"] == pytest.approx(want.gold_nll[i].item(), abs=1e-4)
+    exports = reader.exports("crf")
+    assert {"embeddings.safetensors", "crf.safetensors", "label_schema.json", "tokenizer/tokenizer.json"} <= set(exports)
+    from safetensors.numpy import load
+
+    emb = load(reader.read_export("crf", "embeddings.safetensors"))["weight"]
+    np.testing.assert_array_equal(emb, teacher.encoder.get_input_embeddings().weight.detach().numpy())
+
+
+def test_second_teacher_adds_a_layer_and_the_same_one_is_a_no_op(teachers, corpus_paths, tmp_path):
+    crf_dir, tc_dir = teachers
+    out = tmp_path / "cache"
+    build_cache(str(out), crf_dir, corpus_paths, _cfg(), **QUIET)
+    before = {p: p.stat().st_mtime_ns for p in (out / "layers" / "examples").rglob("*") if p.is_file()}
+    report = build_cache(str(out), tc_dir, corpus_paths, _cfg(subwords=True), teacher_id="tiny-tc", **QUIET)
+    assert report.status == "added"
+    assert {p: p.stat().st_mtime_ns for p in (out / "layers" / "examples").rglob("*") if p.is_file()} == before
+    reader = CacheReader(str(out))
+    assert list(reader.manifest.layers) == ["examples", "crf", "tiny-tc"]
+    data = reader.read_shard(1, {"crf": ["emissions"], "tiny-tc": ["logits", "subword_word_ids", "subword_ids"]})
+    assert data.get("tiny-tc", "logits")[0].shape == data.get("crf", "emissions")[0].shape
+    assert data.get("tiny-tc", "subword_word_ids")[0].tolist()[0] == 0
+    assert verify_cache(str(out)) == []
+    assert build_cache(str(out), tc_dir, corpus_paths, _cfg(subwords=True), teacher_id="tiny-tc", **QUIET).status == "up-to-date"
+
+
+def test_changed_corpus_or_teacher_is_refused_unless_overwrite(teachers, corpus_paths, tmp_path, tiny_encoder):
+    crf_dir, _ = teachers
+    out = str(tmp_path / "cache")
+    build_cache(out, crf_dir, corpus_paths, _cfg(), **QUIET)
+    with open(corpus_paths[1].path, "a") as f:
+        f.write("One more sentence .\n")
+    r = CliRunner().invoke(cache_cli, ["build", "--out", out, "--teacher", crf_dir, "--labelled",
+                                       f"conll={corpus_paths[0].path}", "--unlabelled", f"wiki={corpus_paths[1].path}",
+                                       "--kbest", "4", "--shard-size", "2", "--hidden-layers", "1", "--device", "cpu"])
+    assert r.exit_code == 1 and "corpus 'wiki' split 'unlabelled' changed" in r.output
+    report = build_cache(out, crf_dir, corpus_paths, _cfg(overwrite=True), **QUIET)
+    assert report.status == "built" and report.examples == 7
+    other = tmp_path / "crf"  # another model under the same id
+    t = build_teacher(tiny_encoder, SCHEMA, "crf", seed=99)
+    t.save(other)
+    with pytest.raises(Exception, match="teacher 'crf' in the cache is a different model: weights fingerprint"):
+        build_cache(out, str(other), corpus_paths, _cfg(), **QUIET)
+    with pytest.raises(Exception, match=r"decoded with .*'k': 4.*this run asks for .*'k': 5"):
+        build_cache(out, crf_dir, corpus_paths, _cfg(k=5), **QUIET)
+    assert build_cache(out, str(other), corpus_paths, _cfg(overwrite=True), **QUIET).status == "added"
+    assert verify_cache(out) == []
+
+
+def test_bad_input_stops_before_anything_is_written(teachers, tmp_path):
+    crf_dir, _ = teachers
+    bad = tmp_path / "bad.txt"
+    bad.write_text("Ann B-PER\nsings O\n\nBob B-ANIMAL\n")
+    out = tmp_path / "cache"
+    r = CliRunner().invoke(cache_cli, ["build", "--out", str(out), "--teacher", crf_dir,
+                                       "--labelled", f"x={bad}", "--device", "cpu"])
+    assert r.exit_code == 1 and f"{bad}:4: tag 'B-ANIMAL' is not in the label schema" in r.output
+    assert not out.exists()
+
+
+def test_batches_by_length_respect_the_budget():
+    lengths = [5, 1, 9, 3, 3, 20, 2]
+    batches = batches_by_length(lengths, 10)
+    assert sorted(i for b in batches for i in b) == list(range(7))
+    for b in batches:
+        assert len(b) == 1 or len(b) * max(lengths[i] for i in b) <= 10
+    assert [lengths[b[0]] for b in batches] == sorted(lengths[b[0]] for b in batches)
+
+
+def _cli_build(out, crf_dir, specs, env=None, runner=None):
+    args = ["build", "--out", out, "--teacher", crf_dir, "--labelled", f"conll={specs[0].path}",
+            "--unlabelled", f"wiki={specs[1].path}", "--kbest", "4", "--shard-size", "2", "--hidden-layers", "1",
+            "--device", "cpu"]
+    cmd = (runner or [sys.executable, "-m", "seqdistill.pipeline.cli"]) + args
+    full_env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", **(env or {})}
+    return subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=300)
+
+
+def _contents(out):
+    reader = CacheReader(out)
+    fields = {name: layer.field_names() for name, layer in reader.manifest.layers.items()}
+    return [(s.example_ids, {k: {f: (v.values if hasattr(v, "values") else v.to_pylist()) for f, v in cols.items()}
+                             for k, cols in s.columns.items()}) for s in reader.iter_shards(fields)]
+
+
+def _close(x, y, atol):
+    if isinstance(x, np.ndarray):
+        np.testing.assert_allclose(x.astype(np.float64), y.astype(np.float64), atol=atol)
+    elif isinstance(x, list):
+        assert len(x) == len(y)
+        for a, b in zip(x, y):
+            _close(a, b, atol)
+    elif isinstance(x, float):
+        assert y == pytest.approx(x, abs=atol)
+    else:
+        assert x == y
+
+
+def _assert_same(a, b, atol=0.0):
+    assert len(a) == len(b)
+    for (ids_a, cols_a), (ids_b, cols_b) in zip(a, b):
+        assert ids_a == ids_b
+        assert cols_a.keys() == cols_b.keys()
+        for layer in cols_a:
+            for f in cols_a[layer]:
+                _close(cols_a[layer][f], cols_b[layer][f], atol)
+
+
+@pytest.mark.parametrize("point", ["shard-marker:examples:0", "shard-data:crf:1", "shard-marker:crf:2", "manifest"])
+def test_killed_build_resumes_to_the_same_cache(teachers, corpus_paths, tmp_path, point):
+    crf_dir, _ = teachers
+    clean = str(tmp_path / "clean")
+    build_cache(clean, crf_dir, corpus_paths, _cfg(), **QUIET)
+    out = str(tmp_path / "killed")
+    first = _cli_build(out, crf_dir, corpus_paths, {"SEQDISTILL_FAILPOINT": point})
+    assert first.returncode == -9, first.stderr[-2000:]
+    assert not os.path.exists(os.path.join(out, "manifest.json"))
+    second = _cli_build(out, crf_dir, corpus_paths)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "resumed" in second.stdout
+    assert verify_cache(out) == []
+    _assert_same(_contents(out), _contents(clean))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_process_torchrun_build_equals_a_single_process_build(teachers, corpus_paths, tmp_path):
+    crf_dir, _ = teachers
+    single = str(tmp_path / "single")
+    build_cache(single, crf_dir, corpus_paths, _cfg(), **QUIET)
+    out = str(tmp_path / "ranks")
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+                "--master-port", str(_free_port()), "-m", "seqdistill.pipeline.cli"]
+    r = _cli_build(out, crf_dir, corpus_paths, {"OMP_NUM_THREADS": "1"}, runner=torchrun)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert verify_cache(out) == []
+    _assert_same(_contents(out), _contents(single), atol=1e-3)
