@@ -86,6 +86,7 @@ class BuildReport:
     words: int = 0
     seconds: float = 0.0
     shards_written: int = 0
+    teacher_seconds: float = 0.0  # the streaming phase alone: teacher batches through to published shards
     bytes_per_word: dict[str, float] = field(default_factory=dict)
 
 
@@ -207,11 +208,13 @@ def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg
         teacher = load_teacher(teacher_dir, trust_remote_code=cfg.trust_remote_code, device=device)
     if needs_exports:
         layer.write_exports(lambda d: export_for_students(teacher, d, cfg.export_layers))
+    t_teacher = time.time()
     if todo:
         _run_teacher(teacher, schema, shards, todo, layer, cfg, rank)
+    t_teacher = time.time() - t_teacher
     _barrier(world)
     report = BuildReport(status, len(rows), sum(r["n_words"] for r in rows),
-                         time.time() - t0, len(todo))
+                         time.time() - t0, len(todo), t_teacher)
     if rank == 0:
         manifest = writer.commit()
         summary = cache_summary(manifest)
