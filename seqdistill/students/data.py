@@ -1,0 +1,131 @@
+"""Streaming a cache into training batches, with no teacher anywhere.
+
+:class:`CacheStream` is an ``IterableDataset`` of *batches*. Each epoch it visits the shards in an
+order drawn from ``(seed, epoch)``, split between DataLoader workers and distributed ranks; it
+reads only the layers and fields asked for (hidden states are never read unless a loss needs
+them), keeps the rows of the selected corpora and splits, and fills a bounded buffer: when the
+buffer is full it is shuffled, sorted by length, cut into batches and the batches shuffled — so
+batches have little padding, and memory stays flat whatever the size of the cache.
+
+The order is a pure function of ``(seed, epoch)``: a run resumed mid-epoch skips the batches it
+had consumed (:meth:`CacheStream.skip`) and sees exactly the rest.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader
+
+
+@dataclass
+class StreamConfig:
+    batch_size: int = 32  # sentences (paper 000, Table 6)
+    buffer_size: int = 4096  # examples shuffled and bucketed together
+    seed: int = 13
+    shuffle: bool = True
+
+
+def parse_selection(names: Sequence[str], reader: CacheReader) -> set[tuple[str, str]]:
+    """``["conll/train", "wiki"]`` to the (corpus, split) pairs of the cache they name."""
+    have = [(c.name, c.split) for c in reader.manifest.corpora]
+    out: set[tuple[str, str]] = set()
+    for name in names:
+        corpus, _, split = name.partition("/")
+        match = [(c, s) for c, s in have if c == corpus and (not split or s == split)]
+        if not match:
+            listed = ", ".join(f"{c}/{s}" for c, s in have)
+            raise CacheError(f"the cache has no corpus {name!r}; it holds: {listed}")
+        out.update(match)
+    return out
+
+
+class CacheStream(IterableDataset):
+    """Batches of example dicts (``row["examples"]["words"]``, ``row[teacher][field]``), each
+    batch passed through ``collate`` (in the DataLoader worker)."""
+
+    def __init__(self, reader: CacheReader, fields: dict[str, list[str]], select: set[tuple[str, str]],
+                 collate: Callable[[list[dict]], object], cfg: StreamConfig | None = None,
+                 rank: int = 0, world_size: int = 1):
+        self.reader, self.collate, self.cfg = reader, collate, cfg or StreamConfig()
+        self.fields = {EXAMPLES_LAYER: sorted(set(fields.get(EXAMPLES_LAYER, [])) | {"corpus", "split", "n_words"}),
+                       **{k: v for k, v in fields.items() if k != EXAMPLES_LAYER}}
+        reader.resolve(self.fields)  # fail now, with the list of what the cache holds
+        self.select, self.rank, self.world_size = select, rank, world_size
+        self.epoch, self._skip = 0, {}
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch, self._skip = epoch, {}
+
+    def skip(self, consumed: dict[int, int]) -> None:
+        """Resume mid-epoch: each stream part (rank x worker) drops the batches it had delivered,
+        as recorded from the ``origin`` of the batches the trainer consumed."""
+        self._skip = {int(k): int(v) for k, v in consumed.items()}
+
+    def shard_order(self) -> list[int]:
+        shards = list(range(self.reader.num_shards))
+        if self.cfg.shuffle:
+            random.Random(_seed(self.cfg.seed, self.epoch)).shuffle(shards)
+        return shards
+
+    def _my_shards(self) -> tuple[list[int], int]:
+        info = get_worker_info()
+        workers, worker = (info.num_workers, info.id) if info else (1, 0)
+        parts = self.world_size * workers
+        me = self.rank * workers + worker
+        return self.shard_order()[me::parts], me
+
+    def __iter__(self) -> Iterator:
+        """Collated batches; each carries ``origin = (part, n)``: the n-th batch of stream part."""
+        shards, me = self._my_shards()
+        rng = random.Random(_seed(self.cfg.seed, self.epoch, me))
+        skip = self._skip.get(me, 0)
+        for n, batch in enumerate(self._batches(shards, rng)):
+            if n >= skip:
+                out = self.collate(batch)
+                out.origin = (me, n)
+                yield out
+
+    def _batches(self, shards: list[int], rng: random.Random) -> Iterator[list[dict]]:
+        buffer: list[dict] = []
+        for index in shards:
+            data = self.reader.read_shard(index, self.fields)
+            corpus = data.get(EXAMPLES_LAYER, "corpus").to_pylist()
+            split = data.get(EXAMPLES_LAYER, "split").to_pylist()
+            for i in range(len(data)):
+                if (corpus[i], split[i]) in self.select:
+                    buffer.append(data.row(i))
+                    if len(buffer) >= self.cfg.buffer_size:
+                        yield from self._flush(buffer, rng)
+                        buffer = []
+        if buffer:
+            yield from self._flush(buffer, rng)
+
+    def _flush(self, buffer: list[dict], rng: random.Random) -> Iterator[list[dict]]:
+        if self.cfg.shuffle:
+            rng.shuffle(buffer)
+        buffer.sort(key=lambda r: r[EXAMPLES_LAYER]["n_words"])
+        bs = self.cfg.batch_size
+        batches = [buffer[i: i + bs] for i in range(0, len(buffer), bs)]
+        if self.cfg.shuffle:
+            rng.shuffle(batches)
+        yield from batches
+
+
+def _seed(*parts: int) -> int:
+    return int(np.random.SeedSequence(list(parts)).generate_state(1)[0])
+
+
+def pad_stack(arrays: list[np.ndarray], length: int, fill: float = 0.0, dtype=torch.float32) -> torch.Tensor:
+    """Stack per-example arrays ``[n_i, ...]`` into ``[B, length, ...]``."""
+    rest = arrays[0].shape[1:]
+    out = torch.full((len(arrays), length, *rest), fill, dtype=dtype)
+    for b, a in enumerate(arrays):
+        out[b, : len(a)] = torch.as_tensor(np.asarray(a, dtype=np.float32) if dtype.is_floating_point else a)
+    return out

@@ -1,0 +1,307 @@
+"""Training a student from a cache: the MGKD recipe (paper 000) on the streaming trainer.
+
+The loss is the uncertainty-weighted (eq. 9) or fixed-weight (eq. 8) sum of the chosen parts:
+``hard`` (eq. 7), ``seq-ce`` (eq. 4), ``fuzzy`` (eq. 6), ``token-em`` and ``token-pos`` (eq. 10).
+Hard labels are the gold tags on labelled rows and the teacher's best path on unlabelled rows;
+the sequence losses use the teacher's k-best paths of both (§3.2). AdamW, early stopping on dev F1
+with patience 5, the best epoch's student saved; metrics appended to ``metrics.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import load as load_safetensors
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+
+from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader, LabelSchema
+from ..crf import log_partition
+from ..metrics import span_scores
+from . import losses as L
+from .data import CacheStream, StreamConfig, pad_stack, parse_selection
+from .models import EMBEDDINGS, BiLSTMCRF, StudentConfig, WordBatch, init_embeddings, save_student, words_to_bags
+
+LOSSES = ("hard", "seq-ce", "fuzzy", "token-em", "token-pos")
+
+
+@dataclass
+class TrainConfig:
+    recipe: str = "mgkd"
+    teacher: str | None = None  # teacher layer (default: the cache's only one)
+    losses: tuple[str, ...] = ("hard", "seq-ce", "fuzzy")
+    k: int = 5  # k-best paths used (at most the K the cache holds)
+    weighting: str = "uncertainty"  # uncertainty (eq. 9) | fixed (eq. 8)
+    weights: tuple[float, ...] = ()  # fixed weights, one per loss (default 1)
+    temperature: float = 1.0  # token-level losses only
+    train: tuple[str, ...] = ()  # corpora[/split]; default: every */train, plus unlabelled ones
+    unlabelled: bool = True  # DA: add the unlabelled corpora to the default training set
+    dev: tuple[str, ...] = ()  # default: every */dev, */valid
+    embedding: str = "teacher"  # teacher (TE) | svd | random
+    embedding_dim: int | None = None  # svd/random: E (default 100); teacher: the teacher's
+    freeze_embeddings: bool = True
+    hidden_size: int = 300
+    dropout: float = 0.5
+    lr: float = 1e-3  # paper 000, Table 6 (student grid 1e-3, 5e-4)
+    weight_decay: float = 0.0
+    epochs: int = 50
+    patience: int = 5  # paper 000 §5.3
+    batch_size: int = 32
+    buffer_size: int = 4096
+    num_workers: int = 0
+    max_steps: int | None = None
+    seed: int = 13
+    device: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def _pick_teacher(reader: CacheReader, name: str | None) -> str | None:
+    teachers = [n for n, layer in reader.manifest.layers.items() if layer.kind == "teacher"]
+    if name:
+        if name not in teachers:
+            raise CacheError(f"the cache has no teacher {name!r}; it holds: {', '.join(teachers) or 'none'}")
+        return name
+    if len(teachers) == 1:
+        return teachers[0]
+    if not teachers:
+        return None
+    raise CacheError(f"the cache holds several teachers ({', '.join(teachers)}): choose one with --teacher")
+
+
+def default_splits(reader: CacheReader, cfg: TrainConfig) -> tuple[list[str], list[str]]:
+    corpora = reader.manifest.corpora
+    train = list(cfg.train) or [f"{c.name}/{c.split}" for c in corpora
+                                if (c.labelled and c.split == "train") or (not c.labelled and cfg.unlabelled)]
+    dev = list(cfg.dev) or [f"{c.name}/{c.split}" for c in corpora if c.labelled and c.split in ("dev", "valid")]
+    if not train:
+        raise CacheError("nothing to train on: no */train corpus in the cache; name one with --train")
+    return train, dev
+
+
+class Collate:
+    """Example rows -> tensors for the student and the chosen losses."""
+
+    def __init__(self, tokenizer, schema: LabelSchema, teacher: str | None, cfg: TrainConfig, kind: str):
+        self.tokenizer, self.schema, self.teacher, self.cfg, self.kind = tokenizer, schema, teacher, cfg, kind
+
+    def __call__(self, rows: list[dict]) -> "Batch":
+        words = [r[EXAMPLES_LAYER]["words"] for r in rows]
+        lengths = [len(w) for w in words]
+        Lmax = max(lengths)
+        gold = [r[EXAMPLES_LAYER].get("tags") for r in rows]
+        batch = Batch(words_to_bags(self.tokenizer, words), words, gold)
+        t = [r[self.teacher] for r in rows] if self.teacher else None
+        tags = torch.full((len(rows), Lmax), -1, dtype=torch.long)
+        for b, r in enumerate(rows):
+            if gold[b] is not None:
+                tags[b, : lengths[b]] = torch.tensor(self.schema.encode(gold[b]))
+            elif t is not None and "kbest_paths" in t[b]:
+                tags[b, : lengths[b]] = torch.tensor(t[b]["kbest_paths"][0])  # teacher top-1 (§3.2)
+        batch.tags = tags
+        batch.labelled = torch.tensor([g is not None for g in gold])
+        if t and "kbest_paths" in t[0]:
+            K = self.cfg.k
+            paths = torch.full((len(rows), K, Lmax), -1, dtype=torch.long)
+            logp = torch.full((len(rows), K), float("-inf"))
+            for b in range(len(rows)):
+                p, lp = t[b]["kbest_paths"][:K], t[b]["kbest_log_probs"][:K]
+                if p:
+                    paths[b, : len(p), : lengths[b]] = torch.tensor(p)
+                    logp[b, : len(lp)] = torch.tensor(lp)
+            batch.kbest_paths, batch.kbest_log_probs = paths, logp
+        if t and "token-em" in self.cfg.losses:
+            field_name = "emissions" if self.kind == "crf" else "logits"
+            batch.teacher_emissions = pad_stack([x[field_name] for x in t], Lmax)
+        if t and "token-pos" in self.cfg.losses:
+            batch.teacher_marginals = pad_stack([x["marginals"] for x in t], Lmax)
+        return batch
+
+
+@dataclass
+class Batch:
+    words: WordBatch
+    texts: list[list[str]]
+    gold: list[list[str] | None]
+    tags: torch.Tensor | None = None
+    labelled: torch.Tensor | None = None
+    kbest_paths: torch.Tensor | None = None
+    kbest_log_probs: torch.Tensor | None = None
+    teacher_emissions: torch.Tensor | None = None
+    teacher_marginals: torch.Tensor | None = None
+    origin: tuple[int, int] | None = None
+
+
+def loss_parts(model: BiLSTMCRF, batch: Batch, cfg: TrainConfig, device) -> dict[str, torch.Tensor]:
+    """The chosen losses of one batch, each averaged over its sentences."""
+    words = batch.words.to(device)
+    emissions = model(words)
+    mask = words.mask
+    trans, start, end = model.crf.scores()
+    log_z = log_partition(emissions, mask, trans, start, end)
+    parts = {}
+    if "hard" in cfg.losses:
+        tags = batch.tags.to(device)
+        has = (tags[:, 0] >= 0)
+        if has.any():
+            parts["hard"] = L.hard_loss(emissions[has], mask[has], tags[has], trans, start, end).mean()
+    if {"seq-ce", "fuzzy"} & set(cfg.losses):
+        t_lp = batch.kbest_log_probs.to(device)
+        s_lp = L.student_path_log_probs(emissions, mask, batch.kbest_paths.to(device), trans, start, end, log_z)
+        if "seq-ce" in cfg.losses:
+            parts["seq-ce"] = L.seq_ce_loss(t_lp, s_lp).mean()
+        if "fuzzy" in cfg.losses:
+            parts["fuzzy"] = L.seq_fuzzy_loss(t_lp, s_lp).mean()
+    if "token-em" in cfg.losses:
+        p_t = L.teacher_softmax(batch.teacher_emissions.to(device), cfg.temperature)
+        parts["token-em"] = L.token_kl_loss(emissions, p_t, mask, cfg.temperature).mean()
+    if "token-pos" in cfg.losses:
+        parts["token-pos"] = L.token_kl_loss(emissions, batch.teacher_marginals.to(device), mask, cfg.temperature).mean()
+    return parts
+
+
+@torch.no_grad()
+def predict_tags(model: BiLSTMCRF, tokenizer, sentences: list[list[str]], batch_size: int = 128) -> list[list[str]]:
+    model.eval()
+    schema = model.config.schema
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    preds: dict[int, list[str]] = {}
+    for s in range(0, len(order), batch_size):
+        idx = order[s: s + batch_size]
+        words = words_to_bags(tokenizer, [sentences[i] for i in idx]).to(model.device)
+        ids = model.decode(words)
+        for j, i in enumerate(idx):
+            preds[i] = schema.decode(ids[j, : len(sentences[i])].tolist())
+    return [preds[i] for i in range(len(sentences))]
+
+
+def read_split(reader: CacheReader, names: list[str]) -> tuple[list[list[str]], list[list[str]]]:
+    """Words and gold tags of the selected labelled corpora, in cache order."""
+    select = parse_selection(names, reader)
+    words, tags = [], []
+    for shard in reader.iter_shards({EXAMPLES_LAYER: ["corpus", "split", "words", "tags"]}):
+        c, s = shard.get(EXAMPLES_LAYER, "corpus").to_pylist(), shard.get(EXAMPLES_LAYER, "split").to_pylist()
+        w, t = shard.get(EXAMPLES_LAYER, "words").to_pylist(), shard.get(EXAMPLES_LAYER, "tags").to_pylist()
+        for i in range(len(shard)):
+            if (c[i], s[i]) in select:
+                if t[i] is None:
+                    raise CacheError(f"{c[i]}/{s[i]} is unlabelled: it cannot be used for evaluation")
+                words.append(w[i])
+                tags.append(t[i])
+    return words, tags
+
+
+def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storage_options: dict | None = None,
+                  log=print) -> dict:
+    """Train a student from ``cache`` and save the best one (by dev F1) to ``out_dir``."""
+    from transformers import AutoTokenizer
+
+    cfg = cfg or TrainConfig()
+    unknown = set(cfg.losses) - set(LOSSES)
+    if unknown or not cfg.losses:
+        raise ValueError(f"unknown losses {sorted(unknown)}; choose from {', '.join(LOSSES)}")
+    if cfg.embedding not in EMBEDDINGS:
+        raise ValueError(f"embedding {cfg.embedding!r} is not one of {EMBEDDINGS}")
+    torch.manual_seed(cfg.seed)
+    reader = CacheReader(cache, storage_options)
+    schema = reader.manifest.label_schema
+    teacher = _pick_teacher(reader, cfg.teacher)
+    if teacher is None:
+        raise CacheError("the cache holds no teacher layer: build one with `distill-cache build`")
+    kind = reader.manifest.teachers[teacher].kind
+    stored_k = reader.manifest.teachers[teacher].decoding.get("k")
+    needs_kbest = bool({"seq-ce", "fuzzy"} & set(cfg.losses)) or cfg.unlabelled
+    if kind != "crf" and ({"seq-ce", "fuzzy", "token-pos"} & set(cfg.losses)):
+        raise CacheError(f"teacher {teacher!r} is a {kind} teacher: it has no k-best paths or marginals; "
+                         "use the losses hard and token-em")
+    if needs_kbest and kind == "crf" and stored_k is not None and cfg.k > stored_k:
+        raise CacheError(f"--k {cfg.k} is more than the {stored_k} paths per sentence the cache holds")
+    export_dir = Path(reader.export_dir(teacher))
+    tokenizer = AutoTokenizer.from_pretrained(export_dir / "tokenizer")
+    weight = load_safetensors((export_dir / "embeddings.safetensors").read_bytes())["weight"]
+    dim = weight.shape[1] if cfg.embedding == "teacher" else (cfg.embedding_dim or 100)
+    scfg = StudentConfig(schema.to_json(), weight.shape[0], dim, cfg.embedding, cfg.freeze_embeddings,
+                         cfg.hidden_size, 1, cfg.dropout, extra={"teacher": teacher, "cache": str(cache)})
+    model = BiLSTMCRF(scfg)
+    init_embeddings(model, weight)
+    device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model.to(device)
+
+    train_names, dev_names = default_splits(reader, cfg)
+    fields = {EXAMPLES_LAYER: ["words", "tags"], teacher: []}
+    if needs_kbest and kind == "crf":
+        fields[teacher] += ["kbest_paths", "kbest_log_probs"]
+    if "token-em" in cfg.losses:
+        fields[teacher].append("emissions" if kind == "crf" else "logits")
+    if "token-pos" in cfg.losses:
+        fields[teacher].append("marginals")
+    stream = CacheStream(reader, fields, parse_selection(train_names, reader),
+                         Collate(tokenizer, schema, teacher, cfg, kind),
+                         StreamConfig(cfg.batch_size, cfg.buffer_size, cfg.seed))
+    dev_words, dev_tags = read_split(reader, dev_names) if dev_names else ([], [])
+    weighting = L.UncertaintyWeighting(len(cfg.losses)).to(device) if cfg.weighting == "uncertainty" else None
+    fixed = torch.tensor(cfg.weights or [1.0] * len(cfg.losses), device=device)
+    params = [p for p in model.parameters() if p.requires_grad] + (list(weighting.parameters()) if weighting else [])
+    optim = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    metrics = open(out_dir / "metrics.jsonl", "a")
+    log(f"training {scfg.arch} ({sum(p.numel() for p in model.parameters()):,} parameters, "
+        f"{sum(p.numel() for p in params):,} trainable) on {', '.join(train_names)}; losses {', '.join(cfg.losses)}")
+    best, best_epoch, step, history = -1.0, 0, 0, []
+    t_start = time.time()
+    for epoch in range(cfg.epochs):
+        stream.set_epoch(epoch)
+        model.train()
+        loader = DataLoader(stream, batch_size=None, num_workers=cfg.num_workers)
+        sums: dict[str, float] = {}
+        n = 0
+        bar = tqdm(loader, desc=f"epoch {epoch + 1}", unit="batch", leave=False)
+        for batch in bar:
+            parts = loss_parts(model, batch, cfg, device)
+            stacked = torch.stack([parts.get(name, torch.zeros((), device=device)) for name in cfg.losses])
+            loss = weighting(stacked) if weighting else (fixed * stacked).sum()
+            optim.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 5.0)
+            optim.step()
+            step, n = step + 1, n + 1
+            for name, v in parts.items():
+                sums[name] = sums.get(name, 0.0) + v.item()
+            bar.set_postfix({k: f"{v / n:.3f}" for k, v in sums.items()} | ({"best_f1": f"{100 * best:.2f}"} if best >= 0 else {}))
+            if cfg.max_steps and step >= cfg.max_steps:
+                break
+        record = {"epoch": epoch + 1, "step": step, **{f"loss_{k}": v / max(n, 1) for k, v in sums.items()},
+                  "seconds": round(time.time() - t_start, 1)}
+        if weighting:
+            record["weights"] = dict(zip(cfg.losses, weighting.weights.tolist()))
+        if dev_words:
+            scores = span_scores(dev_tags, predict_tags(model, tokenizer, dev_words), schema.scheme)
+            record["dev_f1"] = scores["f1"]
+        f1 = record.get("dev_f1", -float(sum(sums.values())))
+        improved = f1 > best
+        if improved:
+            best, best_epoch = f1, epoch + 1
+            save_student(model, tokenizer, out_dir)
+        history.append(record)
+        metrics.write(json.dumps(record) + "\n")
+        metrics.flush()
+        log(f"epoch {epoch + 1}: " + "  ".join(f"{k} {v / max(n, 1):.4f}" for k, v in sums.items())
+            + (f"  dev F1 {100 * record['dev_f1']:.2f}" if "dev_f1" in record else "")
+            + ("  (best, saved)" if improved else ""))
+        if cfg.max_steps and step >= cfg.max_steps:
+            break
+        if epoch + 1 - best_epoch >= cfg.patience:
+            log(f"no dev F1 gain for {cfg.patience} epochs: stopping")
+            break
+    metrics.close()
+    summary = {"config": asdict(cfg), "best_epoch": best_epoch, "best_dev_f1": best if dev_words else None,
+               "history": history, "steps": step, "train": train_names, "dev": dev_names}
+    (out_dir / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+__all__ = ["TrainConfig", "train_student", "predict_tags", "read_split", "LOSSES"]
