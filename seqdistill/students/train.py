@@ -217,7 +217,7 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
     if kind != "crf" and ({"seq-ce", "fuzzy", "token-pos"} & set(cfg.losses)):
         raise CacheError(f"teacher {teacher!r} is a {kind} teacher: it has no k-best paths or marginals; "
                          "use the losses hard and token-em")
-    if needs_kbest and kind == "crf" and stored_k is not None and cfg.k > stored_k:
+    if {"seq-ce", "fuzzy"} & set(cfg.losses) and stored_k is not None and cfg.k > stored_k:
         raise CacheError(f"--k {cfg.k} is more than the {stored_k} paths per sentence the cache holds")
     export_dir = Path(reader.export_dir(teacher))
     tokenizer = AutoTokenizer.from_pretrained(export_dir / "tokenizer")

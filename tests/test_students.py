@@ -1,0 +1,167 @@
+"""Stage two: streaming from a cache, the BiLSTM-CRF student, MGKD training without a teacher."""
+
+import json
+import random
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+from click.testing import CliRunner
+from torch.utils.data import DataLoader
+
+from seqdistill.cache_schema import CacheReader, LabelSchema
+from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
+from seqdistill.students.data import CacheStream, StreamConfig, parse_selection
+from seqdistill.students.models import load_student
+from seqdistill.students.train import TrainConfig, predict_tags, train_student
+from seqdistill.teachers import build_teacher
+
+SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
+
+
+def _toy(path, n, seed, labelled=True):
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n):
+        name, city = rng.choice(["peter", "anna"]), rng.choice(["paris", "rome"])
+        extra = ["the"] * rng.randint(0, 4)
+        sent = [(name, "B-PER"), ("visits", "O"), *[(w, "O") for w in extra], (city, "B-LOC")]
+        lines += [f"{w} {t}" for w, t in sent] + [""] if labelled else [" ".join(w for w, _ in sent)]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def cache(tiny_encoder, tmp_path_factory):
+    """A cache over toy train/dev/unlabelled corpora whose teacher directory no longer exists."""
+    d = tmp_path_factory.mktemp("stage2")
+    teacher = build_teacher(tiny_encoder, SCHEMA, "crf")
+    teacher.save(d / "teacher")
+    specs = [CorpusSpec("toy", _toy(d / "train.txt", 60, 0), "train", True),
+             CorpusSpec("toy", _toy(d / "dev.txt", 20, 1), "dev", True),
+             CorpusSpec("raw", _toy(d / "raw.txt", 40, 2, labelled=False), "unlabelled", False)]
+    build_cache(str(d / "cache"), str(d / "teacher"), specs,
+                BuildConfig(k=4, shard_size=16, device="cpu"), teacher_id="tiny", log=lambda *a: None)
+    shutil.rmtree(d / "teacher")
+    return str(d / "cache")
+
+
+
+class _Ids:
+    def __init__(self, rows):
+        self.ids = [r["example_id"] for r in rows]
+        self.lengths = [r["examples"]["n_words"] for r in rows]
+
+
+def _stream(reader, select=("toy/train", "raw"), **kw):
+    cfg = StreamConfig(**{"batch_size": 8, "buffer_size": 32, "seed": 5, **kw})
+    return CacheStream(reader, {"examples": ["words"]}, parse_selection(list(select), reader), _Ids, cfg)
+
+
+def test_stream_visits_each_selected_example_once_in_a_seeded_order(cache):
+    reader = CacheReader(cache)
+    stream = _stream(reader)
+    epoch0 = [b.ids for b in stream]
+    flat = [i for b in epoch0 for i in b]
+    assert len(flat) == len(set(flat)) == 100
+    assert all(i.startswith(("toy/train/", "raw/unlabelled/")) for i in flat)
+    assert [b.ids for b in stream] == epoch0  # same (seed, epoch): same batches
+    stream.set_epoch(1)
+    epoch1 = [b.ids for b in stream]
+    assert epoch1 != epoch0 and sorted(i for b in epoch1 for i in b) == sorted(flat)
+    # bucketing: within a batch, lengths differ little (the buffer is sorted by length)
+    spreads = [max(b.lengths) - min(b.lengths) for b in stream]
+    assert sum(spreads) / len(spreads) <= 2
+
+
+def test_stream_partitions_across_ranks_and_workers(cache):
+    reader = CacheReader(cache)
+    parts = [CacheStream(reader, {"examples": ["words"]}, parse_selection(["toy/train", "raw"], reader), _Ids,
+                         StreamConfig(8, 32, 5), rank=r, world_size=2) for r in range(2)]
+    seen = [[i for b in p for i in b.ids] for p in parts]
+    assert not set(seen[0]) & set(seen[1]) and len(seen[0]) + len(seen[1]) == 100
+    loader = DataLoader(_stream(reader), batch_size=None, num_workers=2)
+    ids = [i for b in loader for i in b.ids]
+    assert sorted(ids) == sorted(seen[0] + seen[1])
+
+
+def test_stream_resumes_mid_epoch_without_repeating_an_example(cache):
+    reader = CacheReader(cache)
+    stream = _stream(reader)
+    stream.set_epoch(3)
+    full = [b.ids for b in stream]
+    consumed = {}
+    seen = []
+    for n, b in enumerate(stream):
+        if n == 5:
+            break
+        consumed[b.origin[0]] = b.origin[1] + 1
+        seen += b.ids
+    resumed = _stream(reader)
+    resumed.set_epoch(3)
+    resumed.skip(consumed)
+    rest = [i for b in resumed for i in b.ids]
+    assert not set(seen) & set(rest) and seen + rest == [i for b in full for i in b]
+
+
+def test_stream_reads_only_the_fields_asked_for(cache, monkeypatch):
+    reader = CacheReader(cache)
+    asked = []
+    real = reader.read_shard
+    monkeypatch.setattr(reader, "read_shard", lambda i, f: asked.append(f) or real(i, f))
+    list(_stream(reader))
+    assert all(set(f) == {"examples"} for f in asked)
+    assert all(set(f["examples"]) == {"corpus", "split", "n_words", "words"} for f in asked)
+
+
+def test_training_never_imports_the_teachers_package():
+    code = ("import sys, seqdistill.students.train, seqdistill.students.cli; "
+            "bad = [m for m in sys.modules if m.startswith('seqdistill.teachers') or m == 'seqdistill.pipeline.build']; "
+            "assert not bad, bad")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_mgkd_student_learns_from_a_cache_whose_teacher_is_gone(cache, tmp_path):
+    from seqdistill.students.cli import main as train_cli
+
+    r = CliRunner().invoke(train_cli, ["--cache", cache, "--out", str(tmp_path / "s"), "--losses", "hard,seq-ce,fuzzy",
+                                       "--k", "3", "--embedding", "random", "--embedding-dim", "16", "--hidden-size", "16",
+                                       "--epochs", "12", "--lr", "0.02", "--batch-size", "8", "--dropout", "0.1",
+                                       "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads((tmp_path / "s" / "training.json").read_text())
+    assert summary["train"] == ["toy/train", "raw/unlabelled"] and summary["dev"] == ["toy/dev"]
+    assert summary["best_dev_f1"] > 0.9
+    lines = (tmp_path / "s" / "metrics.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    assert {"loss_hard", "loss_seq-ce", "loss_fuzzy", "dev_f1", "weights"} <= set(first)
+    model, tok = load_student(tmp_path / "s")
+    assert predict_tags(model, tok, [["anna", "visits", "the", "rome"]]) == [["B-PER", "O", "O", "B-LOC"]]
+
+
+def test_teacher_embeddings_frozen_and_svd(cache, tmp_path):
+    summary = train_student(cache, tmp_path / "te", TrainConfig(losses=("hard", "token-pos"), epochs=1, max_steps=2,
+                                                                 device="cpu", hidden_size=8), log=lambda *a: None)
+    model, _ = load_student(tmp_path / "te")
+    from safetensors.numpy import load
+
+    reader = CacheReader(cache)
+    weight = load(reader.read_export("tiny", "embeddings.safetensors"))["weight"]
+    assert torch.equal(model.embed.weight, torch.from_numpy(weight))  # TE: frozen, unchanged by training
+    assert summary["steps"] == 2
+    train_student(cache, tmp_path / "svd", TrainConfig(embedding="svd", embedding_dim=4, k=3, epochs=1, max_steps=1,
+                                                        device="cpu", hidden_size=8), log=lambda *a: None)
+    small, _ = load_student(tmp_path / "svd")
+    assert small.embed.weight.shape == (weight.shape[0], 4)
+
+
+def test_clear_errors_for_impossible_requests(cache, tmp_path):
+    with pytest.raises(Exception, match=r"--k 9 is more than the 4 paths"):
+        train_student(cache, tmp_path / "x", TrainConfig(k=9, device="cpu"), log=lambda *a: None)
+    with pytest.raises(Exception, match=r"no teacher 'big'; it holds: tiny"):
+        train_student(cache, tmp_path / "x", TrainConfig(teacher="big", k=3, device="cpu"), log=lambda *a: None)
+    with pytest.raises(Exception, match=r"no corpus 'wiki'; it holds: toy/train, toy/dev, raw/unlabelled"):
+        train_student(cache, tmp_path / "x", TrainConfig(train=("wiki",), k=3, device="cpu"), log=lambda *a: None)
