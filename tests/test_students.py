@@ -165,3 +165,22 @@ def test_clear_errors_for_impossible_requests(cache, tmp_path):
         train_student(cache, tmp_path / "x", TrainConfig(teacher="big", k=3, device="cpu"), log=lambda *a: None)
     with pytest.raises(Exception, match=r"no corpus 'wiki'; it holds: toy/train, toy/dev, raw/unlabelled"):
         train_student(cache, tmp_path / "x", TrainConfig(train=("wiki",), k=3, device="cpu"), log=lambda *a: None)
+
+
+def test_training_resumes_mid_epoch_from_its_checkpoint(cache, tmp_path, monkeypatch):
+    import seqdistill.students.train as T
+
+    seen = []
+    real = T.loss_parts
+    monkeypatch.setattr(T, "loss_parts", lambda model, batch, cfg, dev: seen.append(batch.origin) or real(model, batch, cfg, dev))
+    cfg = dict(losses=("hard",), epochs=1, device="cpu", hidden_size=8, embedding="random", embedding_dim=8,
+               batch_size=8, checkpoint_every=2)
+    train_student(cache, tmp_path / "r", TrainConfig(max_steps=5, **cfg), log=lambda *a: None)
+    first, seen[:] = list(seen), []
+    state = json.loads((tmp_path / "r" / "checkpoint" / "state.json").read_text())["state"]
+    assert (state["epoch"], state["step"]) == (0, 5)
+    summary = train_student(cache, tmp_path / "r", TrainConfig(resume=True, **cfg), log=lambda *a: None)
+    second = list(seen)
+    full = T.train_student(cache, tmp_path / "full", TrainConfig(**cfg), log=lambda *a: None)
+    assert not set(first) & set(second)
+    assert summary["steps"] == full["steps"] == len(first) + len(second)

@@ -46,9 +46,11 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--num-workers", type=int, default=0, show_default=True)
 @click.option("--seed", type=int, default=13, show_default=True)
 @click.option("--device", default=None)
+@click.option("--checkpoint-every", type=int, default=200, show_default=True, help="Steps between checkpoints.")
+@click.option("--resume", is_flag=True, help="Continue from OUT/checkpoint (same epoch, same step, no example twice).")
 def train(cache, out_dir, recipe, teacher, losses, k, weighting, weights, temperature, train_sets, unlabelled, dev_sets,
           embedding, embedding_dim, train_embeddings, hidden_size, dropout, lr, epochs, patience, batch_size, max_steps,
-          num_workers, seed, device) -> None:
+          num_workers, seed, device, checkpoint_every, resume) -> None:
     """Train a small, fast student from a soft-label cache; no teacher is ever loaded.
 
     Example: distill-train --cache runs/cache --recipe mgkd --losses hard,seq-ce,fuzzy --k 5 --out runs/student
@@ -60,7 +62,8 @@ def train(cache, out_dir, recipe, teacher, losses, k, weighting, weights, temper
                       train=_names(train_sets), unlabelled=unlabelled, dev=_names(dev_sets), embedding=embedding,
                       embedding_dim=embedding_dim, freeze_embeddings=not train_embeddings, hidden_size=hidden_size,
                       dropout=dropout, lr=lr, epochs=epochs, patience=patience, batch_size=batch_size,
-                      max_steps=max_steps, num_workers=num_workers, seed=seed, device=device)
+                      max_steps=max_steps, num_workers=num_workers, seed=seed, device=device,
+                      checkpoint_every=checkpoint_every, resume=resume)
     if cfg.weights and len(cfg.weights) != len(cfg.losses):
         raise click.BadParameter(f"{len(cfg.weights)} weights for {len(cfg.losses)} losses", param_hint="--weights")
     try:

@@ -23,6 +23,7 @@ from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader, LabelSchema
 from ..crf import log_partition
 from ..metrics import span_scores
 from . import losses as L
+from .checkpoint import load_checkpoint, save_checkpoint
 from .data import CacheStream, StreamConfig, pad_stack, parse_selection
 from .models import EMBEDDINGS, BiLSTMCRF, StudentConfig, WordBatch, init_embeddings, save_student, words_to_bags
 
@@ -54,6 +55,8 @@ class TrainConfig:
     buffer_size: int = 4096
     num_workers: int = 0
     max_steps: int | None = None
+    checkpoint_every: int = 200  # steps; also at every epoch end
+    resume: bool = False  # continue from out_dir/checkpoint
     seed: int = 13
     device: str | None = None
     extra: dict = field(default_factory=dict)
@@ -251,16 +254,32 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
     metrics = open(out_dir / "metrics.jsonl", "a")
     log(f"training {scfg.arch} ({sum(p.numel() for p in model.parameters()):,} parameters, "
         f"{sum(p.numel() for p in params):,} trainable) on {', '.join(train_names)}; losses {', '.join(cfg.losses)}")
-    best, best_epoch, step, history = -1.0, 0, 0, []
+    modules = {"model": model, **({"weighting": weighting} if weighting else {})}
+    pos = {"epoch": 0, "step": 0, "consumed": {}, "best": -1.0, "best_epoch": 0, "history": [], "sums": {}, "n": 0}
+    resumed = load_checkpoint(out_dir, modules, optim) if cfg.resume else None
+    if resumed:
+        pos.update(resumed)
+        log(f"resuming from {out_dir / 'checkpoint'}: epoch {pos['epoch'] + 1}, step {pos['step']}")
+    best, best_epoch, step, history = pos["best"], pos["best_epoch"], pos["step"], pos["history"]
     t_start = time.time()
-    for epoch in range(cfg.epochs):
+    for epoch in range(pos["epoch"], cfg.epochs):
         stream.set_epoch(epoch)
+        consumed = {int(k): v for k, v in pos["consumed"].items()} if epoch == pos["epoch"] else {}
+        stream.skip(consumed)
         model.train()
         loader = DataLoader(stream, batch_size=None, num_workers=cfg.num_workers)
-        sums: dict[str, float] = {}
-        n = 0
+        sums: dict[str, float] = dict(pos["sums"]) if epoch == pos["epoch"] else {}
+        n = pos["n"] if epoch == pos["epoch"] else 0
+
+        def checkpoint(next_epoch: int, consumed: dict) -> None:
+            save_checkpoint(out_dir, modules, optim, {
+                "epoch": next_epoch, "step": step, "consumed": {str(k): v for k, v in consumed.items()},
+                "best": best, "best_epoch": best_epoch, "history": history,
+                "sums": sums if next_epoch == epoch else {}, "n": n if next_epoch == epoch else 0})
+
         bar = tqdm(loader, desc=f"epoch {epoch + 1}", unit="batch", leave=False)
         for batch in bar:
+            consumed[batch.origin[0]] = batch.origin[1] + 1
             parts = loss_parts(model, batch, cfg, device)
             stacked = torch.stack([parts.get(name, torch.zeros((), device=device)) for name in cfg.losses])
             loss = weighting(stacked) if weighting else (fixed * stacked).sum()
@@ -272,7 +291,10 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
             for name, v in parts.items():
                 sums[name] = sums.get(name, 0.0) + v.item()
             bar.set_postfix({k: f"{v / n:.3f}" for k, v in sums.items()} | ({"best_f1": f"{100 * best:.2f}"} if best >= 0 else {}))
-            if cfg.max_steps and step >= cfg.max_steps:
+            hit_max = bool(cfg.max_steps and step >= cfg.max_steps)
+            if hit_max or (cfg.checkpoint_every and step % cfg.checkpoint_every == 0):
+                checkpoint(epoch, consumed)
+            if hit_max:
                 break
         record = {"epoch": epoch + 1, "step": step, **{f"loss_{k}": v / max(n, 1) for k, v in sums.items()},
                   "seconds": round(time.time() - t_start, 1)}
@@ -293,7 +315,8 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
             + (f"  dev F1 {100 * record['dev_f1']:.2f}" if "dev_f1" in record else "")
             + ("  (best, saved)" if improved else ""))
         if cfg.max_steps and step >= cfg.max_steps:
-            break
+            break  # mid-epoch: the checkpoint above says where to resume
+        checkpoint(epoch + 1, {})
         if epoch + 1 - best_epoch >= cfg.patience:
             log(f"no dev F1 gain for {cfg.patience} epochs: stopping")
             break

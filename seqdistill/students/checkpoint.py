@@ -1,0 +1,72 @@
+"""Training checkpoints without pickle: tensors in safetensors, everything else in JSON.
+
+A checkpoint holds the student, the optimizer (its per-parameter tensors flattened by name), the
+loss weights, the torch RNG state and the trainer's position: epoch, step, and how many batches
+each stream part had delivered in the current epoch (see ``CacheStream.skip``), so a run killed
+mid-epoch resumes with the same step count and without seeing an example twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+CHECKPOINT = "checkpoint"
+
+
+def save_checkpoint(out_dir, modules: dict[str, torch.nn.Module], optimizer: torch.optim.Optimizer,
+                    state: dict) -> None:
+    """Write ``out_dir/checkpoint`` atomically (a temporary directory renamed into place)."""
+    out_dir = Path(out_dir)
+    tmp = out_dir / f".{CHECKPOINT}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    tensors = {f"{name}.{k}": v.detach().cpu().contiguous() for name, m in modules.items()
+               for k, v in m.state_dict().items()}
+    opt = optimizer.state_dict()
+    scalars: dict = {}
+    for pid, st in opt["state"].items():
+        for k, v in st.items():
+            if torch.is_tensor(v):
+                tensors[f"optimizer.{pid}.{k}"] = v.detach().cpu().contiguous()
+            else:
+                scalars.setdefault(str(pid), {})[k] = v
+    tensors["rng.torch"] = torch.get_rng_state()
+    save_file(tensors, str(tmp / "tensors.safetensors"))
+    meta = {"state": state, "optimizer": {"param_groups": opt["param_groups"], "scalars": scalars}}
+    (tmp / "state.json").write_text(json.dumps(meta, indent=1) + "\n")
+    final = out_dir / CHECKPOINT
+    old = out_dir / f".{CHECKPOINT}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def load_checkpoint(out_dir, modules: dict[str, torch.nn.Module], optimizer: torch.optim.Optimizer) -> dict | None:
+    """Restore a checkpoint into ``modules`` and ``optimizer``; return the trainer state (None if
+    there is no checkpoint)."""
+    d = Path(out_dir) / CHECKPOINT
+    if not (d / "state.json").exists():
+        return None
+    meta = json.loads((d / "state.json").read_text())
+    tensors = load_file(str(d / "tensors.safetensors"))
+    for name, m in modules.items():
+        prefix = f"{name}."
+        m.load_state_dict({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})
+    state: dict = {}
+    for key, v in tensors.items():
+        if key.startswith("optimizer."):
+            _, pid, name = key.split(".", 2)
+            state.setdefault(int(pid), {})[name] = v
+    for pid, st in meta["optimizer"]["scalars"].items():
+        state.setdefault(int(pid), {}).update(st)
+    optimizer.load_state_dict({"state": state, "param_groups": meta["optimizer"]["param_groups"]})
+    torch.set_rng_state(tensors["rng.torch"])
+    return meta["state"]
