@@ -215,7 +215,7 @@ def test_two_process_torchrun_build_equals_a_single_process_build(teachers, corp
     _assert_same(_contents(out), _contents(single), atol=1e-3)
 
 
-def test_build_to_an_fsspec_url(teachers, corpus_paths, request):
+def test_build_to_an_fsspec_url(teachers, corpus_paths, request, tmp_path):
     crf_dir, _ = teachers
     url = f"memory://{request.node.name}/cache"
     assert build_cache(url, crf_dir, corpus_paths, _cfg(), **QUIET).status == "built"
@@ -223,5 +223,5 @@ def test_build_to_an_fsspec_url(teachers, corpus_paths, request):
     reader = CacheReader(url)
     assert reader.read_shard(2, {"crf": ["marginals"]}).get("crf", "marginals")[0].shape[1] == SCHEMA.num_tags
     assert "tokenizer/tokenizer.json" in reader.exports("crf")
-    assert os.path.exists(os.path.join(reader.export_dir("crf"), "embeddings.safetensors"))
+    assert os.path.exists(os.path.join(reader.export_dir("crf", tmp_path), "embeddings.safetensors"))
     assert build_cache(url, crf_dir, corpus_paths, _cfg(), **QUIET).status == "up-to-date"

@@ -10,6 +10,7 @@ with patience 5, the best epoch's student saved; metrics appended to ``metrics.j
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -222,9 +223,10 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
                          "use the losses hard and token-em")
     if {"seq-ce", "fuzzy"} & set(cfg.losses) and stored_k is not None and cfg.k > stored_k:
         raise CacheError(f"--k {cfg.k} is more than the {stored_k} paths per sentence the cache holds")
-    export_dir = Path(reader.export_dir(teacher))
-    tokenizer = AutoTokenizer.from_pretrained(export_dir / "tokenizer")
-    weight = load_safetensors((export_dir / "embeddings.safetensors").read_bytes())["weight"]
+    with tempfile.TemporaryDirectory(prefix="seqdistill-exports-") as tmp:  # used only for a remote cache
+        export_dir = Path(reader.export_dir(teacher, tmp))
+        tokenizer = AutoTokenizer.from_pretrained(export_dir / "tokenizer")
+        weight = load_safetensors((export_dir / "embeddings.safetensors").read_bytes())["weight"]
     dim = weight.shape[1] if cfg.embedding == "teacher" else (cfg.embedding_dim or 100)
     scfg = StudentConfig(schema.to_json(), weight.shape[0], dim, cfg.embedding, cfg.freeze_embeddings,
                          cfg.hidden_size, 1, cfg.dropout, extra={"teacher": teacher, "cache": str(cache)})
