@@ -124,6 +124,7 @@ def kbest(emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, e
         # where a sentence has ended they point to themselves
         stay = (torch.arange(k, device=dev).view(k, 1) * T + torch.arange(T, device=dev)).expand(B, k, T)
         trans_flat = trans_t.repeat(1, k).unsqueeze(0)  # [1, T(next), k * T(prev)]: A[i, j] at r * T + i
+        all_live = int(mask.sum(1).min())  # before this step every sentence is still running
         back = []
         for t in range(1, L):
             if k == 1:
@@ -139,9 +140,13 @@ def kbest(emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, e
                 top, pos = cand.view(B, T, k * k).topk(k, dim=2)
                 flat = (pos % k) * T + prev.gather(2, pos // k)
             top, flat = top.transpose(1, 2), flat.transpose(1, 2)  # [B, k, T(next)]
-            live = mask[:, t].view(B, 1, 1)
-            delta = torch.where(live, top + emissions[:, t].unsqueeze(1), delta)
-            back.append(torch.where(live, flat, stay).reshape(B, k * T))
+            top = top + emissions[:, t].unsqueeze(1)
+            if t < all_live:
+                delta, flat = top, flat.reshape(B, k * T)
+            else:
+                live = mask[:, t].view(B, 1, 1)
+                delta, flat = torch.where(live, top, delta), torch.where(live, flat, stay).reshape(B, k * T)
+            back.append(flat)
         scores, cur = (delta + end.view(1, 1, T)).reshape(B, k * T).topk(k, dim=1)  # [B, k]
         paths = torch.empty(B, k, L, dtype=torch.long, device=dev)
         paths[:, :, L - 1] = cur % T
