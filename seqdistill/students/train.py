@@ -255,7 +255,7 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
     out_dir.mkdir(parents=True, exist_ok=True)
     metrics = open(out_dir / "metrics.jsonl", "a")
     log(f"training {scfg.arch} ({sum(p.numel() for p in model.parameters()):,} parameters, "
-        f"{sum(p.numel() for p in params):,} trainable) on {', '.join(train_names)}; losses {', '.join(cfg.losses)}")
+        f"{sum(p.numel() for p in model.parameters() if p.requires_grad):,} trainable) on {', '.join(train_names)}; losses {', '.join(cfg.losses)}")
     modules = {"model": model, **({"weighting": weighting} if weighting else {})}
     pos = {"epoch": 0, "step": 0, "consumed": {}, "best": -1.0, "best_epoch": 0, "history": [], "sums": {}, "n": 0}
     resumed = load_checkpoint(out_dir, modules, optim) if cfg.resume else None
