@@ -217,7 +217,6 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
         raise CacheError("the cache holds no teacher layer: build one with `distill-cache build`")
     kind = reader.manifest.teachers[teacher].kind
     stored_k = reader.manifest.teachers[teacher].decoding.get("k")
-    needs_kbest = bool({"seq-ce", "fuzzy"} & set(cfg.losses)) or cfg.unlabelled
     if kind != "crf" and ({"seq-ce", "fuzzy", "token-pos"} & set(cfg.losses)):
         raise CacheError(f"teacher {teacher!r} is a {kind} teacher: it has no k-best paths or marginals; "
                          "use the losses hard and token-em")
@@ -236,6 +235,13 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
     model.to(device)
 
     train_names, dev_names = default_splits(reader, cfg)
+    selected = parse_selection(train_names, reader)
+    unlabelled_rows = any(not c.labelled for c in reader.manifest.corpora if (c.name, c.split) in selected)
+    if unlabelled_rows and kind != "crf":
+        raise CacheError(f"teacher {teacher!r} is a {kind} teacher: it has no paths to use as hard labels for "
+                         "the unlabelled corpora; train with --no-unlabelled")
+    # the teacher's k-best paths: for the sequence losses, and as hard labels of unlabelled rows (§3.2)
+    needs_kbest = bool({"seq-ce", "fuzzy"} & set(cfg.losses)) or unlabelled_rows
     fields = {EXAMPLES_LAYER: ["words", "tags"], teacher: []}
     if needs_kbest and kind == "crf":
         fields[teacher] += ["kbest_paths", "kbest_log_probs"]
@@ -243,7 +249,7 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
         fields[teacher].append("emissions" if kind == "crf" else "logits")
     if "token-pos" in cfg.losses:
         fields[teacher].append("marginals")
-    stream = CacheStream(reader, fields, parse_selection(train_names, reader),
+    stream = CacheStream(reader, fields, selected,
                          Collate(tokenizer, schema, teacher, cfg, kind),
                          StreamConfig(cfg.batch_size, cfg.buffer_size, cfg.seed))
     dev_words, dev_tags = read_split(reader, dev_names) if dev_names else ([], [])

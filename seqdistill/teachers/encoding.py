@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -81,6 +82,8 @@ class WordTokenizer:
             if len({w for w in wids if w is not None}) < len(words):  # the tokenizer dropped a word
                 ids, wids = self._encode_with_unk(words, set(wids))
             token_ids.append(ids), word_ids.append(wids)
+        if all(len(ids) <= self.window for ids in token_ids):
+            return self._one_window_each(batch_words, token_ids, word_ids)
         B, W = len(batch_words), max(len(w) for w in batch_words)
         segments: list[list[int]] = []
         slots: list[list[int]] = []
@@ -134,6 +137,35 @@ class WordTokenizer:
         word_mask = torch.arange(W)[None] < torch.tensor([len(w) for w in batch_words])[:, None]
         return SegmentBatch(input_ids, attention, token_slot.view(-1), token_weight.view(-1), word_mask,
                             subword_index, subword_word_ids, per_sentence)
+
+    def _one_window_each(self, batch_words, token_ids, word_ids) -> SegmentBatch:
+        """The common case, every sentence within one window: the same maps, built with numpy."""
+        B, W = len(batch_words), max(len(w) for w in batch_words)
+        P, lens = len(self.prefix), [len(ids) for ids in token_ids]
+        Lt = max(lens) + P + len(self.suffix)
+        input_ids = np.full((B, Lt), self.pad_id, dtype=np.int64)
+        attention = np.zeros((B, Lt), dtype=np.int64)
+        token_slot = np.full((B, Lt), -1, dtype=np.int64)
+        token_weight = np.zeros((B, Lt), dtype=np.float32)
+        smax = max(lens)
+        subword_index = np.full((B, smax), -1, dtype=np.int64)
+        subword_word_ids = np.full((B, smax), -1, dtype=np.int64)
+        for b, (ids, n) in enumerate(zip(token_ids, lens)):
+            row = self.prefix + ids + self.suffix
+            input_ids[b, : len(row)] = row
+            attention[b, : len(row)] = 1
+            w = np.asarray(word_ids[b], dtype=np.int64)
+            token_slot[b, P: P + n] = b * W + w
+            if self.pooling == "first":
+                token_weight[b, P: P + n] = np.concatenate(([True], w[1:] != w[:-1]))
+            else:
+                token_weight[b, P: P + n] = 1.0 / np.bincount(w)[w]
+            subword_index[b, :n] = b * Lt + P + np.arange(n)
+            subword_word_ids[b, :n] = w
+        word_mask = torch.arange(W)[None] < torch.tensor([len(w) for w in batch_words])[:, None]
+        t = torch.from_numpy
+        return SegmentBatch(t(input_ids), t(attention), t(token_slot).view(-1), t(token_weight).view(-1), word_mask,
+                            t(subword_index), t(subword_word_ids), [1] * B)
 
     def _encode_with_unk(self, words: list[str], present: set) -> tuple[list[int], list]:
         """Words that tokenize to nothing (control characters, zero-width spaces) become UNK."""
