@@ -30,7 +30,7 @@ from tqdm import tqdm
 from ..cache_schema import CacheWriter, FieldSpec, LabelSchema, TeacherInfo
 from ..cache_schema.info import cache_summary
 from ..cache_schema.manifest import check_id
-from ..teachers import CRFTeacher, Teacher, export_for_students, load_teacher, teacher_fingerprints
+from ..teachers import Teacher, export_for_students, load_teacher, teacher_fingerprints
 from .corpora import Corpus, CorpusError, read_corpus
 
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
@@ -235,7 +235,7 @@ def _overwrite(writer: CacheWriter, corpora: list[Corpus], teacher_id: str, log)
     same_corpora = m is not None and sorted((c.name, c.split, c.sha256) for c in m.corpora) == sorted(
         (c.name, c.split, c.sha256) for c in corpora)
     if m is not None and not same_corpora:
-        log(f"--overwrite: the corpora changed; removing the whole cache")
+        log("--overwrite: the corpora changed; removing the whole cache")
         writer.drop(None)
     elif m is None and writer.store.exists("layers"):
         log("--overwrite: removing an unfinished build")

@@ -58,7 +58,7 @@ class WordBatch:
 def words_to_bags(tokenizer, batch_words: list[list[str]]) -> WordBatch:
     """Tokenize words with the teacher's tokenizer into an ``EmbeddingBag`` input."""
     enc = tokenizer(batch_words, is_split_into_words=True, add_special_tokens=False)
-    B, L = len(batch_words), max(len(w) for w in batch_words)
+    L = max(len(w) for w in batch_words)
     unk = tokenizer.unk_token_id if tokenizer.unk_token_id is not None else 0
     ids, offsets = [], []
     for b, words in enumerate(batch_words):
