@@ -95,12 +95,13 @@ class KBest:
 
     paths: Tensor
     scores: Tensor
-    log_probs: Tensor
-    log_z: Tensor
+    log_probs: Tensor | None
+    log_z: Tensor | None
     valid: Tensor
 
 
-def kbest(emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor, k: int) -> KBest:
+def kbest(emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor, k: int,
+          with_log_z: bool = True) -> KBest:
     """The ``k`` highest-scoring paths of every sentence by k-best Viterbi, best first.
 
     Each state ``(t, y)`` keeps its ``k`` best partial paths, sorted; the candidates for
@@ -108,7 +109,8 @@ def kbest(emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, e
     to the (rank, tag) they extend. When ``k < T`` only the ``k`` previous tags whose best partial
     path scores highest into ``y'`` can contribute (any other tag's candidates are all beaten by
     those ``k`` heads), so ``k * k`` candidates are ranked instead of ``k * T``. All sentences and
-    beams advance together; the only loop is over time (paper 000, Appendix C).
+    beams advance together; the only loop is over time (paper 000, Appendix C). With
+    ``with_log_z=False`` log Z is not computed and ``log_probs`` / ``log_z`` are None (decoding only).
     """
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
@@ -155,6 +157,8 @@ def kbest(emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, e
             paths[:, :, t - 1] = cur % T
         valid = torch.isfinite(scores)
         paths = paths.masked_fill(~mask.unsqueeze(1) | ~valid.unsqueeze(2), PAD_TAG)
+        if not with_log_z:
+            return KBest(paths, scores, None, None, valid)
         log_z = log_partition(emissions, mask, transitions, start, end)
         log_probs = torch.where(valid, scores - log_z.unsqueeze(1), neg_inf)
         return KBest(paths, scores, log_probs, log_z, valid)
@@ -162,7 +166,7 @@ def kbest(emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, e
 
 def viterbi(emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor) -> tuple[Tensor, Tensor]:
     """The best path ``[B, L]`` (``PAD_TAG`` on padding) and its score ``[B]``."""
-    best = kbest(emissions, mask, transitions, start, end, 1)
+    best = kbest(emissions, mask, transitions, start, end, 1, with_log_z=False)
     return best.paths[:, 0], best.scores[:, 0]
 
 
