@@ -195,3 +195,27 @@ def test_inconsistent_counts_are_refused(cache):
     _edit_manifest(cache, lambda obj: obj["layers"][1]["shards"][0].update(words=999))
     with pytest.raises(ManifestError, match="shard 0 counts"):
         CacheReader(str(cache))
+
+
+def test_a_copy_of_the_listed_files_takes_another_teacher(cache, corpora, tmp_path):
+    """Another team receives only what the manifest lists, and adds its teacher's layer."""
+    import shutil
+
+    schema, cs = corpora
+    manifest = json.loads((cache / "manifest.json").read_text())
+    copy = tmp_path / "copy"
+    for layer in manifest["layers"]:
+        for shard in layer["shards"]:
+            for f in shard["files"]:
+                (copy / f["path"]).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(cache / f["path"], copy / f["path"])
+    shutil.copy(cache / "manifest.json", copy / "manifest.json")
+    assert verify_cache(str(copy)) == []
+    built, _, _ = build_cache(str(copy), schema, cs, teacher=make_teacher("theirs", "f" * 64))
+    assert list(built.layers) == ["examples", "tiny", "theirs"] and verify_cache(str(copy)) == []
+
+
+def test_another_shard_size_on_a_committed_cache_is_named(cache, corpora):
+    schema, cs = corpora
+    with pytest.raises(FingerprintMismatchError, match=r"3 shards of 2 examples; this build asks for 2 shards"):
+        CacheWriter(str(cache)).examples_layer(schema, [c.info() for c in cs], 2)

@@ -114,3 +114,12 @@ def test_check_corpus_command(corpus_files, tmp_path):
     bad.write_text("a B-PER\nb O\nc I-PER\n")
     r = CliRunner().invoke(cache_cli, ["check-corpus", str(bad), "--scheme", "IOB2"])
     assert r.exit_code == 1 and "bad.txt:3:" in r.output
+
+
+def test_scheme_names_are_case_insensitive(tmp_path):
+    p = tmp_path / "a.txt"
+    p.write_text("x B-PER\ny I-PER\n")
+    schema, (c,) = derive_label_schema([read_corpus(p, "a")], "bioes")
+    assert schema.scheme == "BIOES" and c.sentences[0].tags == ["B-PER", "E-PER"]
+    with pytest.raises(CorpusError, match="unknown tag scheme 'iob9'"):
+        derive_label_schema([read_corpus(p, "a")], "iob9")

@@ -89,6 +89,12 @@ class CacheWriter:
         }
         if self.manifest is not None:
             _compare_corpora(self.manifest.corpora, corpora, "the cache's manifest")
+            if self.manifest.num_shards != num_shards:
+                raise FingerprintMismatchError(
+                    f"the cache holds its examples in {self.manifest.num_shards} shards of "
+                    f"{self.manifest.examples.shards[0].examples} examples; this build asks for {num_shards} "
+                    "shards. Use the cache's shard size: every layer is sharded like the examples"
+                )
             if self.manifest.label_schema != label_schema:
                 raise FingerprintMismatchError(
                     f"the cache's label schema {list(self.manifest.label_schema.tags)} differs from "
@@ -288,7 +294,7 @@ class LayerWriter:
                 bad = ids[int(np.argmax(n_words == 0))]
                 raise FieldError(f"{where}: example {bad!r} has no words")
             return ids, n_words
-        ref = _examples_shard_rows(self.store, index)
+        ref = _examples_shard_rows(self.store, index, self.cache.manifest)
         if ref is None:
             raise ShardError(f"{where}: the examples layer has no shard {index}; write it first")
         ref_ids, n_words = ref
@@ -303,10 +309,16 @@ class LayerWriter:
 
 # -- helpers ------------------------------------------------------------------------------------
 
-def _examples_shard_rows(store: CacheStore, index: int) -> tuple[list[str], np.ndarray] | None:
-    if not store.exists(shard_marker(EXAMPLES_LAYER, index)):
+def _examples_shard_rows(store: CacheStore, index: int, manifest: Manifest | None) -> tuple[list[str], np.ndarray] | None:
+    """Example ids and word counts of examples shard ``index``: from the manifest of a committed
+    cache (its shard markers need not travel with a copied cache), else from a committed marker."""
+    if manifest is not None:
+        path = manifest.examples.shards[index].path
+    elif store.exists(shard_marker(EXAMPLES_LAYER, index)):
+        path = shard_dir(EXAMPLES_LAYER, index)
+    else:
         return None
-    table = read_parquet_columns(store, f"{shard_dir(EXAMPLES_LAYER, index)}/{RECORDS}", ["example_id", "n_words"])
+    table = read_parquet_columns(store, f"{path}/{RECORDS}", ["example_id", "n_words"])
     return table.column("example_id").to_pylist(), table.column("n_words").to_numpy().astype(np.int64)
 
 

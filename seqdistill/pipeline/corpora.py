@@ -160,7 +160,10 @@ def derive_label_schema(corpora: list[Corpus], scheme: str | None = None) -> tup
     if not labelled:
         raise CorpusError(corpora[0].path if corpora else "?", None,
                           "no labelled corpus: a label schema needs at least one")
-    target = scheme or labelled[0].scheme
+    try:
+        target = canonical_scheme(scheme) if scheme else labelled[0].scheme
+    except TagError as e:
+        raise CorpusError(labelled[0].path, None, str(e)) from None
     converted = [c.to_scheme(target) for c in corpora]
     schema = LabelSchema.from_sequences([s.tags for c in converted if c.labelled for s in c.sentences], target)
     return schema, converted
