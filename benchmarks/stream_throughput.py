@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.utils.data import DataLoader
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -118,6 +119,8 @@ def main() -> None:
     ap.add_argument("--cache", default=str(ROOT / ".data" / "demo" / "cache"))
     ap.add_argument("--scale", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--num-workers", type=int, default=0, help="DataLoader workers for the streamed epoch")
+    ap.add_argument("--skip-rss", action="store_true")
     args = ap.parse_args()
     torch.manual_seed(0)
     cfg = TrainConfig(k=5)
@@ -131,7 +134,7 @@ def main() -> None:
         load_t.append(time.perf_counter() - t0)
         mem_t.append(train_steps(model, batches, cfg))
         t0 = time.perf_counter()
-        train_steps(model, stream, cfg)
+        train_steps(model, DataLoader(stream, batch_size=None, num_workers=args.num_workers), cfg)
         cache_t.append(time.perf_counter() - t0)
     n = len(batches)
     lo, me, ca = (statistics.median(x) for x in (load_t, mem_t, cache_t))
@@ -143,9 +146,11 @@ def main() -> None:
     print("|---|---:|---:|")
     print(f"| loader alone (read shards, collate) | {lo:.2f} | {n / lo:,.1f} |")
     print(f"| student on in-memory batches (fwd+bwd+step) | {me:.2f} | {n / me:,.1f} |")
-    print(f"| student streaming from the cache | {ca:.2f} | {n / ca:,.1f} |")
+    print(f"| student streaming from the cache ({args.num_workers} loader workers) | {ca:.2f} | {n / ca:,.1f} |")
     print(f"\nloader / student consumption: {me / lo:.1f}x faster; epoch from cache / in memory: {ca / me:.2f}x\n")
 
+    if args.skip_rss:
+        return
     with tempfile.TemporaryDirectory() as tmp:
         big = str(Path(tmp) / "big")
         scaled_copy(args.cache, big, args.scale)
