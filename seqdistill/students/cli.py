@@ -19,59 +19,89 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.version_option(__version__, prog_name="seqdistill")
 @click.option("--cache", required=True, help="Cache directory or fsspec URL (from `distill-cache build`).")
 @click.option("--out", "out_dir", required=True, help="Directory for the student.")
-@click.option("--recipe", type=click.Choice(["mgkd"]), default="mgkd", show_default=True,
-              help="mgkd: Multi-Grained KD (paper 000), BiLSTM-CRF student.")
+@click.option("--recipe", type=click.Choice(["mgkd", "xtremedistil"]), default="mgkd", show_default=True,
+              help="mgkd: Multi-Grained KD (paper 000), BiLSTM-CRF student. xtremedistil: paper 001, BiLSTM "
+                   "tagger over subwords, logit and representation distillation.")
 @click.option("--teacher", default=None, help="Teacher layer to learn from (default: the cache's only one).")
-@click.option("--losses", default="hard,seq-ce,fuzzy", show_default=True,
-              help="Comma-separated: hard, seq-ce, fuzzy, token-em, token-pos.")
-@click.option("--k", type=int, default=5, show_default=True, help="k-best paths used by seq-ce and fuzzy.")
-@click.option("--weighting", type=click.Choice(["uncertainty", "fixed"]), default="uncertainty", show_default=True)
-@click.option("--weights", default="", help="Fixed weights, comma-separated, one per loss.")
-@click.option("--temperature", type=float, default=1.0, show_default=True, help="Token-level losses.")
+@click.option("--losses", default=None,
+              help="Comma-separated. mgkd: hard, seq-ce, fuzzy, token-em, token-pos [hard,seq-ce,fuzzy]. "
+                   "xtremedistil --schedule joint: ce, ll, rl [ce,ll].")
+@click.option("--k", type=int, default=5, show_default=True, help="mgkd: k-best paths used by seq-ce and fuzzy.")
+@click.option("--weighting", type=click.Choice(["uncertainty", "fixed"]), default="uncertainty", show_default=True,
+              help="mgkd: learned (eq. 9) or fixed (eq. 8) loss weights.")
+@click.option("--weights", default="", help="mgkd: fixed weights, comma-separated, one per loss.")
+@click.option("--temperature", type=float, default=1.0, show_default=True, help="mgkd: token-level losses.")
+@click.option("--schedule", default="d4.2", show_default=True,
+              help="xtremedistil: d0, d1, d2 (joint), d3.1, d3.2, d4.1, d4.2 (stage-wise; .2 = gradual "
+                   "unfreezing; d3 = d3.2, d4 = d4.2), or joint with --losses.")
+@click.option("--teacher-layer", type=int, default=None,
+              help="xtremedistil: teacher hidden layer for the representation loss (default: the only one stored).")
+@click.option("--alpha", type=float, default=1.0, show_default=True, help="xtremedistil: CE weight (eq. 7).")
+@click.option("--beta", type=float, default=1.0, show_default=True, help="xtremedistil: RL weight (eq. 7).")
+@click.option("--gamma", type=float, default=1.0, show_default=True, help="xtremedistil: LL weight (eq. 7).")
+@click.option("--epochs-per-step", type=int, default=10, show_default=True,
+              help="xtremedistil: most epochs of one stage or unfreezing step.")
 @click.option("--train", "train_sets", multiple=True, help="CORPUS[/SPLIT] to train on (default: */train + unlabelled).")
 @click.option("--unlabelled/--no-unlabelled", default=True, show_default=True,
               help="Add the cache's unlabelled corpora to the default training set (DA).")
 @click.option("--dev", "dev_sets", multiple=True, help="CORPUS[/SPLIT] for early stopping (default: */dev, */valid).")
-@click.option("--embedding", type=click.Choice(["teacher", "svd", "random"]), default="teacher", show_default=True)
-@click.option("--embedding-dim", type=int, default=None, help="E for svd and random embeddings (default 100).")
-@click.option("--train-embeddings", is_flag=True, help="Fine-tune the teacher's embeddings instead of freezing them.")
-@click.option("--hidden-size", type=int, default=300, show_default=True)
-@click.option("--dropout", type=float, default=0.5, show_default=True)
+@click.option("--embedding", type=click.Choice(["teacher", "svd", "random"]), default=None,
+              help="Input embeddings [mgkd: teacher (frozen); xtremedistil: svd].")
+@click.option("--embedding-dim", type=int, default=None, help="E for svd and random [mgkd: 100; xtremedistil: 300].")
+@click.option("--train-embeddings", is_flag=True, help="mgkd: fine-tune the teacher's embeddings instead of freezing them.")
+@click.option("--hidden-size", type=int, default=None, help="LSTM units per direction [mgkd: 300; xtremedistil: 600].")
+@click.option("--dropout", type=float, default=None, help="[mgkd: 0.5; xtremedistil: 0.2]")
 @click.option("--lr", type=float, default=1e-3, show_default=True)
-@click.option("--epochs", type=int, default=50, show_default=True)
-@click.option("--patience", type=int, default=5, show_default=True)
-@click.option("--batch-size", type=int, default=32, show_default=True)
-@click.option("--max-steps", type=int, default=None)
+@click.option("--epochs", type=int, default=50, show_default=True, help="mgkd: most epochs.")
+@click.option("--patience", type=int, default=None,
+              help="Epochs without gain that stop [mgkd: 5, dev F1; xtremedistil: 2 per step, validation loss].")
+@click.option("--batch-size", type=int, default=None, help="Sentences per batch [mgkd: 32; xtremedistil: 512].")
+@click.option("--max-steps", type=int, default=None, help="Most updates (xtremedistil: per epoch of a step).")
 @click.option("--num-workers", type=int, default=0, show_default=True)
 @click.option("--seed", type=int, default=13, show_default=True)
 @click.option("--device", default=None)
-@click.option("--checkpoint-every", type=int, default=200, show_default=True, help="Steps between checkpoints.")
-@click.option("--resume", is_flag=True, help="Continue from OUT/checkpoint (same epoch, same step, no example twice).")
-def train(cache, out_dir, recipe, teacher, losses, k, weighting, weights, temperature, train_sets, unlabelled, dev_sets,
-          embedding, embedding_dim, train_embeddings, hidden_size, dropout, lr, epochs, patience, batch_size, max_steps,
-          num_workers, seed, device, checkpoint_every, resume) -> None:
+@click.option("--checkpoint-every", type=int, default=200, show_default=True, help="mgkd: steps between checkpoints.")
+@click.option("--resume", is_flag=True, help="Continue from OUT/checkpoint (mgkd: same epoch and step, no example "
+                                             "twice; xtremedistil: after the last finished step).")
+def train(cache, out_dir, recipe, teacher, losses, k, weighting, weights, temperature, schedule, teacher_layer, alpha,
+          beta, gamma, epochs_per_step, train_sets, unlabelled, dev_sets, embedding, embedding_dim, train_embeddings,
+          hidden_size, dropout, lr, epochs, patience, batch_size, max_steps, num_workers, seed, device,
+          checkpoint_every, resume) -> None:
     """Train a small, fast student from a soft-label cache; no teacher is ever loaded.
 
-    Example: distill-train --cache runs/cache --recipe mgkd --losses hard,seq-ce,fuzzy --k 5 --out runs/student
+    \b
+    Examples:
+      distill-train --cache runs/cache --recipe mgkd --losses hard,seq-ce,fuzzy --k 5 --out runs/mgkd
+      distill-train --cache runs/cache --recipe xtremedistil --schedule d4 --teacher-layer 4 --out runs/xd
     """
-    from .train import TrainConfig, train_student
-
-    cfg = TrainConfig(recipe=recipe, teacher=teacher, losses=_names((losses,)), k=k, weighting=weighting,
-                      weights=tuple(float(w) for w in _names((weights,))), temperature=temperature,
-                      train=_names(train_sets), unlabelled=unlabelled, dev=_names(dev_sets), embedding=embedding,
-                      embedding_dim=embedding_dim, freeze_embeddings=not train_embeddings, hidden_size=hidden_size,
-                      dropout=dropout, lr=lr, epochs=epochs, patience=patience, batch_size=batch_size,
-                      max_steps=max_steps, num_workers=num_workers, seed=seed, device=device,
-                      checkpoint_every=checkpoint_every, resume=resume)
-    if cfg.weights and len(cfg.weights) != len(cfg.losses):
-        raise click.BadParameter(f"{len(cfg.weights)} weights for {len(cfg.losses)} losses", param_hint="--weights")
+    given = {k: v for k, v in dict(embedding=embedding, embedding_dim=embedding_dim, hidden_size=hidden_size,
+                                    dropout=dropout, patience=patience, batch_size=batch_size).items() if v is not None}
+    common = dict(teacher=teacher, train=_names(train_sets), unlabelled=unlabelled, dev=_names(dev_sets), lr=lr,
+                  max_steps=max_steps, seed=seed, device=device, resume=resume, **given)
     try:
-        summary = train_student(cache, out_dir, cfg, log=click.echo)
+        if recipe == "xtremedistil":
+            from .xtremedistil import XtremeDistilConfig, train_xtremedistil
+
+            cfg = XtremeDistilConfig(schedule=schedule, alpha=alpha, beta=beta, gamma=gamma,
+                                     teacher_layer=teacher_layer, epochs_per_step=epochs_per_step,
+                                     **({"losses": _names((losses,))} if losses else {}), **common)
+            summary = train_xtremedistil(cache, out_dir, cfg, log=click.echo)
+        else:
+            from .train import TrainConfig, train_student
+
+            cfg = TrainConfig(recipe=recipe, losses=_names((losses or "hard,seq-ce,fuzzy",)), k=k, weighting=weighting,
+                              weights=tuple(float(w) for w in _names((weights,))), temperature=temperature,
+                              freeze_embeddings=not train_embeddings, epochs=epochs, num_workers=num_workers,
+                              checkpoint_every=checkpoint_every, **common)
+            if cfg.weights and len(cfg.weights) != len(cfg.losses):
+                raise click.BadParameter(f"{len(cfg.weights)} weights for {len(cfg.losses)} losses",
+                                         param_hint="--weights")
+            summary = train_student(cache, out_dir, cfg, log=click.echo)
     except (CacheError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     best = summary["best_dev_f1"]
-    click.echo(f"best epoch {summary['best_epoch']}" + (f", dev F1 {100 * best:.2f}" if best is not None else "")
-               + f"; student in {out_dir}")
+    click.echo((f"best epoch {summary['best_epoch']}, " if "best_epoch" in summary else "")
+               + (f"dev F1 {100 * best:.2f}; " if best is not None else "") + f"student in {out_dir}")
 
 
 main = train

@@ -34,8 +34,10 @@ class StudentConfig:
     hidden_size: int = 300  # per direction (paper 000, Table 6)
     num_layers: int = 1
     dropout: float = 0.5  # on embeddings and on the LSTM output (paper 000, Table 6)
-    arch: str = "bilstm-crf"
+    arch: str = "bilstm-crf"  # bilstm-crf (paper 000) | bilstm-tagger (paper 001, see tagger.py)
     extra: dict = field(default_factory=dict)
+    projection_dim: int = 0  # bilstm-tagger: width of the projection z~ (eq. 5), the teacher's hidden size
+    pooling: str = "first"  # bilstm-tagger: subword -> word pooling, the teacher's (first | mean)
 
     @property
     def schema(self) -> LabelSchema:
@@ -101,12 +103,16 @@ class BiLSTMCRF(nn.Module):
         h, _ = nn.utils.rnn.pad_packed_sequence(h, batch_first=True, total_length=L)
         return self.out(self.dropout(h))
 
+    @staticmethod
+    def inputs(tokenizer, batch_words: list[list[str]]) -> WordBatch:
+        return words_to_bags(tokenizer, batch_words)
+
     @torch.no_grad()
     def decode(self, words: WordBatch) -> Tensor:
         return self.crf.decode(self(words), words.mask)
 
 
-def init_embeddings(model: BiLSTMCRF, teacher_weight: Tensor | None) -> None:
+def init_embeddings(model: nn.Module, teacher_weight: Tensor | None) -> None:
     """Fill the embedding matrix from the teacher's (``teacher``, or its SVD reduction to
     ``embedding_dim``: W V_E = U_E S_E, paper 001 §3), or leave it random."""
     cfg = model.config
@@ -124,13 +130,20 @@ def init_embeddings(model: BiLSTMCRF, teacher_weight: Tensor | None) -> None:
         model.embed.weight.copy_(w)
 
 
-def save_student(model: BiLSTMCRF, tokenizer, directory) -> Path:
+def save_student(model: nn.Module, tokenizer, directory) -> Path:
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     (d / "config.json").write_text(json.dumps(asdict(model.config), indent=1) + "\n")
     save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}, str(d / "model.safetensors"))
     tokenizer.save_pretrained(d / "tokenizer")
     return d
+
+
+def student_architectures() -> dict[str, type[nn.Module]]:
+    """``StudentConfig.arch`` -> model class."""
+    from .tagger import BiLSTMTagger
+
+    return {"bilstm-crf": BiLSTMCRF, "bilstm-tagger": BiLSTMTagger}
 
 
 def load_student(directory, device: str | None = None):
@@ -141,9 +154,10 @@ def load_student(directory, device: str | None = None):
     if not (d / "config.json").exists():
         raise FileNotFoundError(f"{d}: no config.json; not a seqdistill student directory")
     config = StudentConfig(**json.loads((d / "config.json").read_text()))
-    if config.arch != "bilstm-crf":
-        raise ValueError(f"{d}: unknown student architecture {config.arch!r}")
-    model = BiLSTMCRF(config)
+    archs = student_architectures()
+    if config.arch not in archs:
+        raise ValueError(f"{d}: unknown student architecture {config.arch!r}; known: {', '.join(archs)}")
+    model = archs[config.arch](config)
     model.load_state_dict(load_file(str(d / "model.safetensors")))
     model.eval()
     if device:

@@ -168,15 +168,15 @@ def loss_parts(model: BiLSTMCRF, batch: Batch, cfg: TrainConfig, device) -> dict
 
 
 @torch.no_grad()
-def predict_tags(model: BiLSTMCRF, tokenizer, sentences: list[list[str]], batch_size: int = 128) -> list[list[str]]:
+def predict_tags(model: torch.nn.Module, tokenizer, sentences: list[list[str]], batch_size: int = 128) -> list[list[str]]:
     model.eval()
     schema = model.config.schema
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     preds: dict[int, list[str]] = {}
     for s in range(0, len(order), batch_size):
         idx = order[s: s + batch_size]
-        words = words_to_bags(tokenizer, [sentences[i] for i in idx]).to(model.device)
-        ids = model.decode(words)
+        inputs = model.inputs(tokenizer, [sentences[i] for i in idx]).to(model.device)
+        ids = model.decode(inputs)
         for j, i in enumerate(idx):
             preds[i] = schema.decode(ids[j, : len(sentences[i])].tolist())
     return [preds[i] for i in range(len(sentences))]

@@ -1,0 +1,165 @@
+"""XtremeDistil (paper 001): losses by hand, the unfreezing schedule, best-weight restoring, and a
+student trained stage-wise from a cache whose teacher is gone."""
+
+import json
+import math
+import random
+import shutil
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from seqdistill.cache_schema import LabelSchema
+from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
+from seqdistill.students import losses as L
+from seqdistill.students import xtremedistil as XD
+from seqdistill.students.models import StudentConfig, load_student
+from seqdistill.students.tagger import GROUPS, BiLSTMTagger, words_to_subwords
+from seqdistill.students.train import predict_tags
+from seqdistill.teachers import build_teacher
+
+SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
+
+
+def _toy(path, n, seed, labelled=True):
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n):
+        name, city = rng.choice(["peter", "anna"]), rng.choice(["paris", "rome"])
+        sent = [(name, "B-PER"), ("visits", "O"), *[("the", "O")] * rng.randint(0, 3), (city, "B-LOC")]
+        lines += [f"{w} {t}" for w, t in sent] + [""] if labelled else [" ".join(w for w, _ in sent)]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def cache(tiny_encoder, tmp_path_factory):
+    d = tmp_path_factory.mktemp("xd")
+    teacher = build_teacher(tiny_encoder, SCHEMA, "crf")
+    teacher.save(d / "teacher")
+    specs = [CorpusSpec("toy", _toy(d / "train.txt", 60, 0), "train", True),
+             CorpusSpec("toy", _toy(d / "dev.txt", 20, 1), "dev", True),
+             CorpusSpec("raw", _toy(d / "raw.txt", 40, 2, labelled=False), "unlabelled", False)]
+    build_cache(str(d / "cache"), str(d / "teacher"), specs,
+                BuildConfig(k=2, hidden_layers=(1,), shard_size=32, device="cpu"), teacher_id="tiny",
+                log=lambda *a: None)
+    shutil.rmtree(d / "teacher")
+    return str(d / "cache")
+
+
+def test_cross_entropy_by_hand():
+    logits = torch.tensor([[[2.0, 0.0], [0.0, 1.0], [5.0, 5.0]]])
+    tags = torch.tensor([[0, 0, -1]])  # the third word has no label
+    mask = torch.tensor([[True, True, True]])
+    expected = -(math.log(math.exp(2) / (math.exp(2) + 1)) + math.log(1 / (1 + math.e)))
+    assert L.cross_entropy_loss(logits, tags, mask).item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_logit_loss_by_hand():
+    r = torch.tensor([[[1.0, 2.0], [0.0, 0.0]]])
+    t = torch.tensor([[[0.0, 4.0], [9.0, 9.0]]])
+    mask = torch.tensor([[True, False]])  # padding does not count
+    assert L.logit_loss(r, t, mask).item() == pytest.approx(0.5 * (1 + 4))
+
+
+def test_representation_loss_by_hand():
+    zs = torch.tensor([[[0.0, 0.0]]])  # softmax (1/2, 1/2)
+    zt = torch.tensor([[[math.log(3.0), 0.0]]])  # softmax (3/4, 1/4)
+    expected = 0.75 * math.log(0.75 / 0.5) + 0.25 * math.log(0.25 / 0.5)
+    assert L.representation_loss(zs, zt, torch.tensor([[True]])).item() == pytest.approx(expected, rel=1e-6)
+    assert L.representation_loss(zt, zt, torch.tensor([[True]])).item() == pytest.approx(0.0, abs=1e-7)
+
+
+def _model(hidden=4, vocab=50, pooling="first"):
+    cfg = StudentConfig(SCHEMA.to_json(), vocab, 6, "random", False, hidden, 1, 0.0, arch="bilstm-tagger",
+                        projection_dim=7, pooling=pooling)
+    return BiLSTMTagger(cfg)
+
+
+def test_gradual_unfreezing_follows_algorithm_1_top_down():
+    stages, gradual = XD.SCHEDULES["d4.2"]
+    plan = [g for losses in stages for g in XD.unfreezing_steps(losses, gradual)]
+    assert plan == [
+        ("projection",), ("projection", "bilstm"), ("projection", "bilstm", "embeddings"),
+        ("regressor",), ("regressor", "projection"), ("regressor", "projection", "bilstm"),
+        ("regressor", "projection", "bilstm", "embeddings"),
+        ("softmax",), ("softmax", "projection"), ("softmax", "projection", "bilstm"),
+        ("softmax", "projection", "bilstm", "embeddings")]
+    assert XD.unfreezing_steps(("ll", "ce"), False) == [("softmax", "regressor", "projection", "bilstm", "embeddings")]
+    model = _model()
+    by_group = model.groups()
+    for groups in plan:
+        trainable = XD.set_trainable(model, groups)
+        for name in GROUPS:
+            assert all(p.requires_grad == (name in groups) for p in by_group[name]), (groups, name)
+        assert {id(p) for p in trainable} == {id(p) for g in groups for p in by_group[g]}
+    with pytest.raises(ValueError, match="unknown parameter groups"):
+        XD.set_trainable(model, ("crf",))
+
+
+def test_mean_and_first_pooling(tiny_encoder):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_encoder)
+    x = words_to_subwords(tok, [["anna", "xq"], ["the"]])  # "xq" is two subwords: x ##q
+    assert x.first.tolist() == [[0, 1], [0, 0]] and x.word_ids.tolist() == [[0, 1, 1], [0, -1, -1]]
+    h = torch.arange(2 * 3 * 1, dtype=torch.float).view(2, 3, 1)
+    first, mean = _model(), _model(pooling="mean")
+    assert first.pool(h, x)[0, :, 0].tolist() == [0.0, 1.0]
+    assert mean.pool(h, x)[0, :, 0].tolist() == [0.0, 1.5]
+
+
+def test_a_step_restores_the_weights_of_its_best_epoch(cache, monkeypatch):
+    from seqdistill.cache_schema import CacheReader
+    from seqdistill.students.data import CacheStream, StreamConfig, parse_selection
+    from transformers import AutoTokenizer
+
+    reader = CacheReader(cache)
+    tok = AutoTokenizer.from_pretrained(reader.export_dir("tiny") + "/tokenizer")
+    model = _model(vocab=tok.vocab_size)
+    collate = XD.XDCollate(tok, SCHEMA, "tiny", None, None)
+    fields = {"examples": ["words", "tags"], "tiny": []}
+    train = CacheStream(reader, fields, parse_selection(["toy/train"], reader), collate, StreamConfig(16, 64, 1))
+    dev = CacheStream(reader, fields, parse_selection(["toy/dev"], reader), collate, StreamConfig(16, 64, 1, False))
+    snapshots, losses = [], iter([0.5, 0.9, 0.8, 0.1])
+    monkeypatch.setattr(XD, "validation_loss", lambda *a: snapshots.append(
+        {k: v.clone() for k, v in model.state_dict().items()}) or next(losses))
+    cfg = XD.XtremeDistilConfig(epochs_per_step=4, patience=2, lr=0.05)
+    record = XD.run_step(model, GROUPS, ("ce",), train, dev, 4, cfg, "cpu")
+    assert record == {"epochs": 3, "best_epoch": 1, "val_loss": 0.5}  # epochs 2, 3 no better: stop
+    assert not torch.equal(snapshots[0]["project.weight"], snapshots[2]["project.weight"])
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, snapshots[0][k]), k
+
+
+def test_cosine_schedule_from_high_to_low():
+    assert XD.cosine_lr(0, 10, 1e-3, 1e-8) == pytest.approx(1e-3)
+    assert XD.cosine_lr(5, 10, 1e-3, 1e-8) == pytest.approx((1e-3 + 1e-8) / 2)
+    assert XD.cosine_lr(10, 10, 1e-3, 1e-8) == XD.cosine_lr(99, 10, 1e-3, 1e-8) == pytest.approx(1e-8)
+
+
+def test_xtremedistil_d4_student_learns_from_the_cache(cache, tmp_path):
+    from seqdistill.students.cli import main as train_cli
+
+    r = CliRunner().invoke(train_cli, [
+        "--cache", cache, "--out", str(tmp_path / "xd"), "--recipe", "xtremedistil", "--schedule", "d4",
+        "--teacher-layer", "1", "--embedding-dim", "8", "--hidden-size", "12", "--batch-size", "16",
+        "--epochs-per-step", "3", "--lr", "0.02", "--dropout", "0.0", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads((tmp_path / "xd" / "training.json").read_text())
+    steps = [(h["stage"], h["groups"][-1]) for h in summary["history"]]
+    assert steps[0] == (1, "projection") and steps[3] == (2, "regressor") and steps[-1] == (3, "embeddings")
+    assert len(steps) == 11
+    assert summary["best_dev_f1"] > 0.9
+    model, tok = load_student(tmp_path / "xd")
+    assert model.config.arch == "bilstm-tagger" and model.config.projection_dim == 32  # the teacher's width
+    assert predict_tags(model, tok, [["anna", "visits", "the", "rome"]]) == [["B-PER", "O", "O", "B-LOC"]]
+
+
+def test_missing_teacher_layer_lists_the_stored_ones(cache, tmp_path):
+    with pytest.raises(Exception, match=r"no hidden layer 5 in the cache; stored layers: 1"):
+        XD.train_xtremedistil(cache, tmp_path / "x", XD.XtremeDistilConfig(teacher_layer=5, device="cpu"),
+                              log=lambda *a: None)
+    with pytest.raises(Exception, match=r"unknown schedule 'd9'"):
+        XD.train_xtremedistil(cache, tmp_path / "x", XD.XtremeDistilConfig(schedule="d9"), log=lambda *a: None)
