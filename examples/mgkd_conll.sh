@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Paper 000's Table 1 on full CoNLL-2003 with the MiniLM-L6+CRF teacher (docs/RESULTS.md).
 #   TEACHER=.data/teachers/minilm-crf-conll WIKI=10000 EPOCHS=30 examples/mgkd_conll.sh
-# The teacher comes from `distill-cache finetune-teacher` (the command is in docs/RESULTS.md).
+# The teacher comes from `distill-cache finetune-teacher` (the command is in docs/RESULTS.md); the cache
+# from examples/conll_cache.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -12,19 +13,13 @@ OUT=${OUT:-.data/mgkd-conll}
 VARIANTS=${VARIANTS:-"vanilla te te-em te-pos te-seq te-da te-da-seq"}
 export TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
+TEACHER=$TEACHER WIKI=$WIKI examples/conll_cache.sh
+CACHE=${DATA:-.data/conll}/cache
 D=$($BIN/python -c "import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec('neuroner').origin).parent / 'data/conll2003/en')")
-if [ ! -f "$OUT/wiki.txt" ]; then
-  DEMO_WIKI=$WIKI $BIN/python -c "
-import sys; sys.path.insert(0, 'examples'); from pathlib import Path; import demo
-print(demo.write_wikipedia(Path('$OUT/wiki.txt'), $WIKI), 'Wikipedia sentences')"
-fi
-$BIN/distill-cache build --out "$OUT/cache" --teacher "$TEACHER" --teacher-id minilm \
-  --labelled conll=$D/train.txt@train --labelled conll=$D/valid.txt@dev --labelled conll=$D/test.txt@test \
-  --unlabelled wiki=$OUT/wiki.txt --kbest 10 --device cpu
 train() {  # name, then distill-train options
   local name=$1; shift
   [ -f "$OUT/$name/training.json" ] && return 0
-  $BIN/distill-train --cache "$OUT/cache" --out "$OUT/$name" --epochs "$EPOCHS" --device cpu "$@" > "$OUT/$name.log" 2>&1
+  $BIN/distill-train --cache "$CACHE" --out "$OUT/$name" --epochs "$EPOCHS" --device cpu "$@" > "$OUT/$name.log" 2>&1
 }
 for v in $VARIANTS; do
   case $v in
@@ -35,6 +30,7 @@ for v in $VARIANTS; do
     te-seq)    train te-seq    --losses hard,seq-ce,fuzzy --k 5 --no-unlabelled ;;
     te-da)     train te-da     --losses hard ;;
     te-da-seq) train te-da-seq --losses hard,seq-ce,fuzzy --k 5 ;;
+    svd-da-seq) train svd-da-seq --losses hard,seq-ce,fuzzy --k 5 --embedding svd --embedding-dim 100 ;;
   esac
 done
 models=("$TEACHER"); for v in $VARIANTS; do models+=("$OUT/$v"); done

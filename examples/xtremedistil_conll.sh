@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Paper 001's Table 3 (strategies D0-D4.2) on full CoNLL-2003 with the MiniLM-L6+CRF teacher and
+# Wikipedia as transfer data, from the cache of examples/conll_cache.sh (docs/RESULTS.md).
+#   E=100 H=200 EPS=3 SCHEDULES="d0 d1 d2 d3.1 d3.2 d4.1 d4.2" examples/xtremedistil_conll.sh
+# E, H: the student's embedding dimension and LSTM units per direction; EPS: most epochs per stage
+# or unfreezing step (patience 1 on the validation loss).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=.venv/bin
+TEACHER=${TEACHER:-.data/teachers/minilm-crf-conll}
+E=${E:-100}
+H=${H:-200}
+EPS=${EPS:-3}
+LAYER=${LAYER:-4}
+OUT=${OUT:-.data/xd-conll}
+SCHEDULES=${SCHEDULES:-"d0 d1 d2 d3.1 d3.2 d4.1 d4.2"}
+export TOKENIZERS_PARALLELISM=false
+mkdir -p "$OUT"
+TEACHER=$TEACHER LAYERS=$LAYER examples/conll_cache.sh
+CACHE=${DATA:-.data/conll}/cache
+D=$($BIN/python -c "import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec('neuroner').origin).parent / 'data/conll2003/en')")
+for s in $SCHEDULES; do
+  name=$s-e$E-h$H
+  [ -f "$OUT/$name/training.json" ] && continue
+  $BIN/distill-train --cache "$CACHE" --out "$OUT/$name" --recipe xtremedistil --schedule "$s" \
+    --teacher-layer "$LAYER" --embedding-dim "$E" --hidden-size "$H" --epochs-per-step "$EPS" --patience 1 \
+    --device cpu > "$OUT/$name.log" 2>&1
+done
+models=("$TEACHER"); for s in $SCHEDULES; do models+=("$OUT/$s-e$E-h$H"); done
+args=(); for m in "${models[@]}"; do args+=(--model "$m"); done
+$BIN/distill-eval "${args[@]}" --data "$D/test.txt" | tee "$OUT/eval-e$E-h$H.md"
