@@ -2,6 +2,7 @@
 candidate at a time and against brute-force enumeration on a tiny random model."""
 
 import itertools
+import json
 import random
 
 import pytest
@@ -113,3 +114,61 @@ def test_wide_beam_is_exact_against_brute_force(tokenizer):
         for (g, _), (e, _) in zip(got, every):
             assert g == pytest.approx(e, abs=1e-3)
         assert torch.isinf(out.beam_scores[b, n:]).all()  # beams beyond the valid sequences do not exist
+
+
+# -- the teacher: fine-tuning on SenT' targets, and the cache it builds ------------------------
+
+CONLL = "".join(f"{a} B-PER\nvisits O\n{c} B-LOC\n\n" for a, c in
+                [("anna", "paris"), ("peter", "rome"), ("anna", "rome"), ("peter", "paris")] * 4)
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(tmp_path_factory, tokenizer):
+    """A tiny random BERT with [unusedN] tokens: warm-started as encoder and decoder."""
+    from transformers import BertConfig, BertModel
+
+    d = tmp_path_factory.mktemp("sent-enc")
+    tokenizer.save_pretrained(d)
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=32, max_position_embeddings=128)).save_pretrained(d)
+    return str(d)
+
+
+def test_sentscore_teacher_finetunes_and_builds_a_cache(encoder_dir, tmp_path):
+    from click.testing import CliRunner
+
+    from seqdistill.cache_schema import CacheReader, verify_cache
+    from seqdistill.pipeline.cli import main as cache_cli
+    from seqdistill.teachers import load_teacher
+
+    (tmp_path / "train.txt").write_text(CONLL)
+    r = CliRunner().invoke(cache_cli, ["finetune-teacher", "--encoder", encoder_dir, "--train", str(tmp_path / "train.txt"),
+                                       "--dev", str(tmp_path / "train.txt"), "--out", str(tmp_path / "t"),
+                                       "--head", "sentscore", "--epochs", "12", "--patience", "12", "--lr", "1e-2", "--batch-size", "4",
+                                       "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads((tmp_path / "t" / "training.json").read_text())
+    assert summary["history"][-1]["loss"] < summary["history"][0]["loss"] / 2
+    assert summary["best_dev_f1"] == 1.0  # the toy task is learnt: SenTScore decodes every entity
+    teacher = load_teacher(tmp_path / "t")
+    assert teacher.kind == "sentscore" and teacher.schema.tags == ("O", "I", "LOC", "PER")
+
+    (tmp_path / "raw.txt").write_text("anna visits rome\npeter visits paris today\n")
+    r = CliRunner().invoke(cache_cli, ["build", "--out", str(tmp_path / "cache"), "--teacher", str(tmp_path / "t"),
+                                       "--labelled", f"toy={tmp_path / 'train.txt'}",
+                                       "--unlabelled", f"raw={tmp_path / 'raw.txt'}", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    reader = CacheReader(str(tmp_path / "cache"))
+    assert reader.manifest.label_schema.scheme == "sBIO" and reader.manifest.teachers["t"].decoding["k"] == 1
+    assert verify_cache(str(tmp_path / "cache")) == []
+    rows = list(reader.iter_examples({"examples": ["words", "tags"], "t": ["kbest_paths", "kbest_scores",
+                                                                         "tag_scores", "gold_nll"]}))
+    assert len(rows) == 18
+    for row in rows:
+        n = len(row["examples"]["words"])
+        path, scores = row["t"]["kbest_paths"][0], row["t"]["tag_scores"]
+        assert len(path) == n and scores.shape == (n, 4)
+        assert list(path) == list(scores.argmax(1))  # greedy: the pseudo-label is each step's best tag
+        assert row["t"]["kbest_scores"][0] == pytest.approx(scores.max(1).sum(), abs=1e-3)
+        assert (row["t"]["gold_nll"] is None) == (row["examples"]["tags"] is None)

@@ -17,6 +17,7 @@ writes the exports and, after all ranks finish, the manifest.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import queue
 import threading
@@ -63,7 +64,7 @@ class CorpusSpec:
 
 @dataclass
 class BuildConfig:
-    k: int = 10  # k-best paths per sentence (paper 000 uses K up to 10)
+    k: int | None = None  # paths per sentence; None: 10 for a CRF teacher (paper 000), 1 for SenTScore (004)
     marginals: bool = True
     hidden_layers: tuple[int, ...] = ()
     subwords: bool = False
@@ -106,6 +107,16 @@ def teacher_fields(kind: str, num_tags: int, hidden_size: int, cfg: BuildConfig)
         if cfg.marginals:
             fields.append(FieldSpec("marginals", "word", dense, (num_tags,), "zarr",
                                     description="CRF posterior tag marginals"))
+    elif kind == "sentscore":
+        fields += [
+            FieldSpec("kbest_paths", "example", "int16", ("k", "words"),
+                      description="the SenTScore beams (sBIO tag ids), best first; the first is the pseudo-label"),
+            FieldSpec("kbest_scores", "example", "float32", ("k",),
+                      description="log-likelihood of each beam's SenT' output under the teacher"),
+            FieldSpec("tag_scores", "word", "float32", (num_tags,), "zarr",
+                      description="log-likelihood of 't s_i' for each sBIO tag t at word i on the best beam "
+                                  "(-inf where sBIO forbids t)"),
+        ]
     else:
         fields.append(FieldSpec("logits", "word", dense, (num_tags,), "zarr", description="tag logits"))
     fields.append(FieldSpec("gold_nll", "example", "float32", nullable=True,
@@ -166,6 +177,11 @@ def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg
     if not os.path.isdir(teacher_dir):
         raise BuildError(f"{teacher_dir}: no such teacher directory")
     kind, schema, pooling = _teacher_meta(teacher_dir, cfg.trust_remote_code)
+    if cfg.k is None:  # the paper defaults: K = 10 paths for a CRF (paper 000), greedy SenTScore (paper 004)
+        cfg = dataclasses.replace(cfg, k=1 if kind == "sentscore" else 10)
+    if kind == "sentscore" and (cfg.hidden_layers or cfg.subwords):
+        raise BuildError("a SenTScore teacher stores no hidden layers or subword fields: leave out "
+                         "--hidden-layers and --subwords")
     corpora = read_corpora(corpora_specs, schema.scheme)
     for c in corpora:
         c.check_labels(schema)
@@ -185,7 +201,9 @@ def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg
     device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
     precision = cfg.precision if device.startswith("cuda") else "fp32"
     decoding = {"k": cfg.k, "constrained": True, "scheme": schema.scheme, "precision": precision} \
-        if kind == "crf" else {"precision": precision}
+        if kind in ("crf", "sentscore") else {"precision": precision}
+    if kind == "sentscore":
+        decoding["algorithm"] = "sentscore"
     info = TeacherInfo(teacher_id, kind, fingerprints, decoding,
                        list(cfg.hidden_layers), pooling, str(teacher_dir))
     layer = writer.teacher_layer(info, teacher_fields(kind, schema.num_tags, hidden_size, cfg))
@@ -250,6 +268,7 @@ def _hidden_size(teacher_dir: str) -> int:
     from pathlib import Path
 
     config = json.loads((Path(teacher_dir) / "config.json").read_text())
+    config = config.get("encoder", config)  # an EncoderDecoderModel keeps the encoder's config apart
     return int(config.get("hidden_size") or config.get("d_model"))
 
 
@@ -362,6 +381,12 @@ def shard_columns(rows: list[dict], outputs: list, kind: str, cfg: BuildConfig) 
             add("emissions", host["logits"][j, :n])
             if cfg.marginals:
                 add("marginals", host["marginals"][j, :n])
+        elif kind == "sentscore":
+            scores = host["kbest_log_probs"][j]
+            valid = np.isfinite(scores)
+            add("kbest_paths", host["kbest_paths"][j][valid, :n].astype(np.int16))
+            add("kbest_scores", scores[valid].astype(np.float32))
+            add("tag_scores", host["logits"][j, :n].astype(np.float32))
         else:
             add("logits", host["logits"][j, :n])
         gold = host.get("gold_nll")

@@ -109,7 +109,8 @@ def check_corpus(path: str, fmt: str, scheme: str | None, unlabelled: bool, word
 @click.option("--teacher-id", default=None, help="Name of the teacher's layer (default: the directory name).")
 @click.option("--labelled", multiple=True, metavar="NAME=PATH[@SPLIT]", help="Labelled corpus (split default: train).")
 @click.option("--unlabelled", multiple=True, metavar="NAME=PATH[@SPLIT]", help="Unlabelled corpus (split default: unlabelled).")
-@click.option("--kbest", "k", type=int, default=BuildConfig.k, show_default=True, help="CRF teachers: paths kept per sentence.")
+@click.option("--kbest", "k", type=int, default=None,
+              help="Paths kept per sentence: CRF teachers' k-best (default 10), SenTScore's beam (default 1).")
 @click.option("--no-marginals", is_flag=True, help="CRF teachers: do not store marginals.")
 @click.option("--hidden-layers", default="", help="Comma-separated encoder layers to store (0 = embeddings), e.g. 6,7.")
 @click.option("--subwords", is_flag=True, help="Also store subword-level fields (for students sharing the tokenizer).")
@@ -161,7 +162,9 @@ def build(out, teacher_dir, teacher_id, labelled, unlabelled, k, no_marginals, h
 @click.option("--dev", "dev_path", required=True, help="Labelled dev corpus, for early stopping on F1.")
 @click.option("--test", "test_path", default=None, help="Labelled test corpus: scored with the best epoch at the end.")
 @click.option("--out", "out_dir", required=True, help="Directory for the fine-tuned teacher.")
-@click.option("--head", type=click.Choice(["crf", "softmax"]), default="crf", show_default=True)
+@click.option("--head", type=click.Choice(["crf", "softmax", "sentscore"]), default="crf", show_default=True,
+              help="crf, softmax: an encoder with a tagging head. sentscore: a sequence-to-sequence model (or an "
+                   "encoder warm-started as encoder and decoder) trained on SenT' targets, tags in sBIO (paper 004).")
 @click.option("--scheme", default=None, help="Tag scheme to train in (default: that of --train).")
 @click.option("--epochs", type=int, default=FinetuneConfig.epochs, show_default=True)
 @click.option("--batch-size", type=int, default=FinetuneConfig.batch_size, show_default=True)
@@ -188,12 +191,14 @@ def finetune_teacher(encoder, train_path, dev_path, test_path, out_dir, head, sc
     from ..teachers import load_teacher
     from ..teachers.finetune import evaluate, finetune
 
+    # SenT' targets are sBIO tags: corpora in other schemes are converted
+    target = "sBIO" if head == "sentscore" else scheme
     try:
         corpora = [read_corpus(train_path, "train", "train", scheme=scheme),
                    read_corpus(dev_path, "dev", "dev", scheme=scheme)]
         if test_path:
             corpora.append(read_corpus(test_path, "test", "test", scheme=scheme))
-        schema, corpora = derive_label_schema(corpora, scheme)
+        schema, corpora = derive_label_schema(corpora, target)
         for c in corpora:
             c.check_labels(schema)
     except CorpusError as e:

@@ -26,7 +26,7 @@ from .models import Teacher, build_teacher
 
 @dataclass
 class FinetuneConfig:
-    head: str = "crf"  # crf | softmax
+    head: str = "crf"  # crf | softmax | sentscore (an encoder-decoder on SenT' targets, paper 004)
     epochs: int = 10
     batch_size: int = 32  # paper 000, Table 6
     lr: float = 1e-5  # encoder top block (paper 000, Table 6: "BERT initial 1e-5")
@@ -87,7 +87,9 @@ def finetune(encoder: str, train, dev, schema: LabelSchema, out_dir, cfg: Finetu
     if cfg.max_train_sentences:
         sentences = random.Random(cfg.seed).sample(sentences, min(cfg.max_train_sentences, len(sentences)))
     steps = cfg.epochs * ((len(sentences) + cfg.batch_size - 1) // cfg.batch_size)
-    optim = torch.optim.AdamW(layerwise_groups(teacher, cfg))
+    groups = ([{"params": list(teacher.parameters()), "lr": cfg.lr, "weight_decay": cfg.weight_decay}]
+              if cfg.head == "sentscore" else layerwise_groups(teacher, cfg))  # paper 004: one AdamW rate
+    optim = torch.optim.AdamW(groups)
     warm = max(1, int(cfg.warmup * steps))
     sched = torch.optim.lr_scheduler.LambdaLR(
         optim, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm))))

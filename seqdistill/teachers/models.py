@@ -35,7 +35,7 @@ from .encoding import SegmentBatch, WordTokenizer
 
 TEACHER_JSON = "teacher.json"
 HEAD_FILE = "head.safetensors"
-KINDS = ("crf", "softmax")
+KINDS = ("crf", "softmax", "sentscore")  # sentscore: an encoder-decoder, see seq2seq.py
 WEIGHT_FILES = ("model.safetensors", HEAD_FILE)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json",
                    "spiece.model", "sentencepiece.bpe.model", "vocab.json", "merges.txt")
@@ -241,6 +241,10 @@ def build_teacher(encoder_path: str, schema: LabelSchema, kind: str = "crf", *, 
 
     if kind not in KINDS:
         raise TeacherError(f"teacher kind {kind!r} is not one of {KINDS}")
+    if kind == "sentscore":
+        from .seq2seq import build_sentscore_teacher
+
+        return build_sentscore_teacher(encoder_path, schema, trust_remote_code=trust_remote_code, seed=seed)
     tokenizer = AutoTokenizer.from_pretrained(encoder_path, trust_remote_code=trust_remote_code)
     encoder = AutoModel.from_pretrained(encoder_path, trust_remote_code=trust_remote_code)
     torch.manual_seed(seed)
@@ -263,6 +267,13 @@ def load_teacher(directory, *, trust_remote_code: bool = False, device: str | to
         kind = meta.get("kind")
         if kind not in KINDS:
             raise TeacherError(f"{meta_path}: unknown teacher kind {kind!r}")
+        if kind == "sentscore":
+            from .seq2seq import load_sentscore_teacher
+
+            teacher = load_sentscore_teacher(d, meta, trust_remote_code)
+            teacher.source_dir = d
+            teacher.eval()
+            return teacher.to(device) if device is not None else teacher
         schema = LabelSchema.from_json(meta["label_schema"])
         tokenizer = AutoTokenizer.from_pretrained(d, trust_remote_code=trust_remote_code)
         encoder = AutoModel.from_pretrained(d, trust_remote_code=trust_remote_code)

@@ -1,0 +1,185 @@
+"""The encoder-decoder teacher of paper 004: a sequence-to-sequence model read with SenTScore.
+
+:class:`SentScoreTeacher` has the teacher interface of :mod:`.models` (kind ``sentscore``, label
+schema, fingerprints, ``predict``, ``outputs``, ``save``), over any ``AutoModelForSeq2SeqLM`` (T5,
+BART...) or an ``EncoderDecoderModel`` built from an encoder for both halves (offline: MiniLM, as
+the data notes describe). Its label schema is sBIO over the corpus's entity types.
+
+Decisions, named here:
+
+* Training is teacher forcing with the language-modelling loss on SenT' targets (§4.1: "the
+  finetuning objective is still the original language modelling one").
+* A sentence longer than the model's sentinels allow (99 words with T5's 100 extra ids) is split
+  into consecutive pieces, each decoded on its own; beam j of the sentence is beam j of every piece
+  (scores added). An entity across a piece boundary is cut in two.
+* ``outputs`` returns, as ``logits``, the per-word tag scores of the best beam (log-likelihood of
+  "t s_i", -inf on tags the sBIO constraints forbid): paper 004's u*_i, softmaxed at a temperature
+  by the student.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from ..cache_schema import LabelSchema
+from .sentscore import SentFormat, encode_batch, sentscore
+
+TEACHER_JSON = "teacher.json"
+
+
+class SentScoreTeacher(nn.Module):
+    kind = "sentscore"
+    pooling = "first"
+
+    def __init__(self, model: nn.Module, tokenizer, schema: LabelSchema, k: int = 1):
+        super().__init__()
+        if schema.scheme != "sBIO":
+            raise ValueError(f"a SenTScore teacher tags in sBIO, not {schema.scheme}: convert the label schema")
+        self.model, self.tokenizer, self.schema, self.k = model, tokenizer, schema, k
+        self.format = SentFormat(tokenizer, schema.tags)
+        self.source_dir: Path | None = None
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def encoder(self) -> nn.Module:
+        """The encoder half (its input embeddings are what students are given)."""
+        return self.model.get_encoder()
+
+    @property
+    def num_layers(self) -> int:
+        cfg = self.encoder.config
+        return int(getattr(cfg, "num_hidden_layers", None) or cfg.num_layers)
+
+    # -- training -------------------------------------------------------------------------------
+    def loss(self, batch_words: list[list[str]], tags: Tensor) -> Tensor:
+        """Mean token-level language-modelling loss of the SenT' targets (teacher forcing)."""
+        enc_ids, enc_mask = encode_batch(self.format, batch_words, self.device)
+        labels = self._labels(batch_words, tags).to(self.device)
+        return self.model(input_ids=enc_ids, attention_mask=enc_mask, labels=labels).loss
+
+    def _labels(self, batch_words, tags: Tensor) -> Tensor:
+        """SenT' targets ``[B, T]``, -100 on padding (ignored by the loss)."""
+        targets = [self.format.encode_target(self.schema.decode(tags[b, : len(w)].tolist()))
+                   for b, w in enumerate(batch_words)]
+        labels = torch.full((len(targets), max(len(t) for t in targets)), -100, dtype=torch.long)
+        for b, t in enumerate(targets):
+            labels[b, : len(t)] = torch.tensor(t)
+        return labels
+
+    # -- inference ------------------------------------------------------------------------------
+    def _pieces(self, batch_words):
+        n = self.format.max_words
+        pieces, owner = [], []
+        for b, words in enumerate(batch_words):
+            for s in range(0, len(words), n):
+                pieces.append(words[s: s + n])
+                owner.append(b)
+        return pieces, owner
+
+    @torch.no_grad()
+    def decode_batch(self, batch_words: list[list[str]], k: int | None = None):
+        """SenTScore over a batch: ``(paths [B, K, W], beam scores [B, K], tag scores [B, W, T̄])``."""
+        k = k or self.k
+        pieces, owner = self._pieces(batch_words)
+        out = sentscore(self.model, self.format, pieces, k=k)
+        B, W, T = len(batch_words), max(len(w) for w in batch_words), len(self.schema.tags)
+        paths = torch.full((B, k, W), -1, dtype=torch.long)
+        beams = torch.zeros(B, k)
+        scores = torch.full((B, W, T), float("-inf"))
+        offset = [0] * B
+        for p, (b, words) in enumerate(zip(owner, pieces)):
+            n, o = len(words), offset[b]
+            paths[b, :, o: o + n] = out.tags[p, :, :n].cpu()
+            beams[b] += out.beam_scores[p].cpu()
+            scores[b, o: o + n] = out.tag_scores[p, 0, :n].cpu()
+            offset[b] += n
+        paths[torch.isinf(beams)] = -1
+        return paths, beams, scores
+
+    @torch.no_grad()
+    def predict(self, batch_words: list[list[str]]) -> list[list[str]]:
+        paths, _, _ = self.decode_batch(batch_words, k=1)
+        return [self.schema.decode(paths[b, 0, : len(w)].tolist()) for b, w in enumerate(batch_words)]
+
+    def outputs(self, batch_words, tags: Tensor | None = None, *, k: int = 1, hidden_layers=(), **_):
+        """What a cache stores for this teacher: k-best sBIO paths, their scores, per-word tag
+        scores of the best beam, and the LM loss of the gold target on labelled rows."""
+        from .models import TeacherOutput
+
+        if hidden_layers:
+            raise ValueError("a SenTScore teacher stores no hidden layers; leave --hidden-layers out")
+        self.model.eval()
+        with torch.inference_mode():
+            paths, beams, scores = self.decode_batch(batch_words, k)
+            W = paths.shape[-1]
+            mask = torch.arange(W)[None] < torch.tensor([len(w) for w in batch_words])[:, None]
+            out = TeacherOutput(mask, scores, kbest_paths=paths, kbest_log_probs=beams)
+            if tags is not None:
+                out.gold_nll = self.gold_nll(batch_words, tags)
+        return out
+
+    def gold_nll(self, batch_words: list[list[str]], tags: Tensor) -> Tensor:
+        """Negative log-likelihood of each gold SenT' target (NaN on rows without gold tags)."""
+        rows = [b for b in range(len(batch_words)) if tags[b, 0] >= 0]
+        nll = torch.full((len(batch_words),), float("nan"))
+        if rows:
+            words = [batch_words[b] for b in rows]
+            enc_ids, enc_mask = encode_batch(self.format, words, self.device)
+            labels = self._labels(words, tags[rows]).to(self.device)
+            logits = self.model(input_ids=enc_ids, attention_mask=enc_mask, labels=labels).logits
+            logp = torch.log_softmax(logits.float(), -1).gather(2, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+            nll[rows] = -(logp * (labels >= 0)).sum(1).cpu()
+        return nll
+
+    # -- identity and persistence ---------------------------------------------------------------
+    def fingerprints(self) -> dict[str, str]:
+        from .models import teacher_fingerprints
+
+        if self.source_dir is None:
+            raise ValueError("this teacher was not loaded from a directory: save it first")
+        return teacher_fingerprints(self.source_dir)
+
+    def save(self, directory) -> Path:
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(d, safe_serialization=True)
+        self.tokenizer.save_pretrained(d)
+        meta = {"format": "seqdistill-teacher", "format_version": 1, "kind": self.kind,
+                "label_schema": self.schema.to_json(), "pooling": self.pooling, "k": self.k}
+        (d / TEACHER_JSON).write_text(json.dumps(meta, indent=1) + "\n")
+        self.source_dir = d
+        return d
+
+
+def build_sentscore_teacher(model_path: str, schema: LabelSchema, *, trust_remote_code: bool = False,
+                            seed: int = 13) -> SentScoreTeacher:
+    """A new SenTScore teacher: a sequence-to-sequence checkpoint as it is, or an encoder-only one
+    (BERT, MiniLM...) warm-started as both encoder and decoder of an ``EncoderDecoderModel`` (its
+    cross-attention initialised at random)."""
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, EncoderDecoderModel
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+    config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+    torch.manual_seed(seed)
+    if getattr(config, "is_encoder_decoder", False):
+        model = AutoModelForSeq2SeqLM.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+    else:
+        model = EncoderDecoderModel.from_encoder_decoder_pretrained(model_path, model_path)
+        model.config.decoder_start_token_id = tokenizer.cls_token_id
+        model.config.pad_token_id = tokenizer.pad_token_id
+    return SentScoreTeacher(model, tokenizer, LabelSchema("sBIO", schema.entity_types))
+
+
+def load_sentscore_teacher(d: Path, meta: dict, trust_remote_code: bool = False) -> SentScoreTeacher:
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(d, trust_remote_code=trust_remote_code)
+    tokenizer = AutoTokenizer.from_pretrained(d, trust_remote_code=trust_remote_code)
+    return SentScoreTeacher(model, tokenizer, LabelSchema.from_json(meta["label_schema"]), k=meta.get("k", 1))
