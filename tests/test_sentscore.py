@@ -3,6 +3,7 @@ candidate at a time and against brute-force enumeration on a tiny random model."
 
 import itertools
 import json
+import math
 import random
 
 import pytest
@@ -172,3 +173,75 @@ def test_sentscore_teacher_finetunes_and_builds_a_cache(encoder_dir, tmp_path):
         assert list(path) == list(scores.argmax(1))  # greedy: the pseudo-label is each step's best tag
         assert row["t"]["kbest_scores"][0] == pytest.approx(scores.max(1).sum(), abs=1e-3)
         assert (row["t"]["gold_nll"] is None) == (row["examples"]["tags"] is None)
+
+
+# -- the student recipe: eq. 2, few-shot splits, training from the cache -----------------------
+
+def test_sentscore_kd_loss_by_hand():
+    from seqdistill.students.losses import sentscore_kd_loss
+
+    logits = torch.zeros(2, 1, 3)  # q = (1/3, 1/3, 1/3)
+    tags = torch.tensor([[0], [0]])
+    u = torch.tensor([[[math.log(0.5), math.log(0.5), float("-inf")]]] * 2)  # p* = (1/2, 1/2, 0) at tau 1
+    mask = torch.ones(2, 1, dtype=torch.bool)
+    got = sentscore_kd_loss(logits, tags, u, mask, torch.tensor([True, False]), lambda_kl=2.0, temperature=1.0)
+    assert got.tolist() == pytest.approx([math.log(3) + 2 * math.log(1.5), math.log(3)], rel=1e-6)
+    # tau flattens the teacher: u / 10 of scores (0, -10) gives p* = softmax(0, -1)
+    u2 = torch.tensor([[[0.0, -10.0, float("-inf")]]])
+    p = torch.softmax(torch.tensor([0.0, -1.0]), 0)
+    expected = math.log(3) + sum(float(pi) * math.log(float(pi) * 3) for pi in p)
+    assert sentscore_kd_loss(logits[:1], tags[:1], u2, mask[:1], torch.tensor([True])).item() == pytest.approx(expected, rel=1e-5)
+
+
+def test_few_shot_split(tmp_path):
+    from seqdistill.pipeline.splits import few_shot_split
+
+    (tmp_path / "all.txt").write_text(CONLL)
+    paths = few_shot_split(str(tmp_path / "all.txt"), tmp_path / "fs", 3, 2, seed=1)
+    train = (tmp_path / "fs" / "gold_train.txt").read_text().strip().split("\n\n")
+    dev = (tmp_path / "fs" / "gold_dev.txt").read_text().strip().split("\n\n")
+    silver = (tmp_path / "fs" / "silver.txt").read_text().splitlines()
+    assert (len(train), len(dev), len(silver)) == (3, 2, 11)
+    assert all(len(line.split()) == 3 for line in silver) and "B-" not in "".join(silver)
+    few_shot_split(str(tmp_path / "all.txt"), tmp_path / "fs2", 3, 2, seed=1)
+    assert (tmp_path / "fs2" / "gold_train.txt").read_text() == (tmp_path / "fs" / "gold_train.txt").read_text()
+    with pytest.raises(Exception, match="cannot draw 10 train"):
+        few_shot_split(str(tmp_path / "all.txt"), tmp_path / "x", 10, 6)
+
+
+def test_sentscore_student_learns_from_the_cache(encoder_dir, tmp_path):
+    from click.testing import CliRunner
+
+    from seqdistill.pipeline.cli import main as cache_cli
+    from seqdistill.students.cli import main as train_cli
+    from seqdistill.students.models import load_student
+    from seqdistill.students.train import predict_tags
+
+    (tmp_path / "all.txt").write_text(CONLL * 2)
+    r = CliRunner().invoke(cache_cli, ["few-shot-split", "--corpus", str(tmp_path / "all.txt"), "--out",
+                                       str(tmp_path / "fs"), "--train", "8", "--dev", "4"])
+    assert r.exit_code == 0, r.output
+    fs = tmp_path / "fs"
+    r = CliRunner().invoke(cache_cli, ["finetune-teacher", "--encoder", encoder_dir, "--train", str(fs / "gold_train.txt"),
+                                       "--dev", str(fs / "gold_dev.txt"), "--out", str(tmp_path / "t"), "--head",
+                                       "sentscore", "--epochs", "25", "--patience", "25", "--lr", "1e-2",
+                                       "--batch-size", "4", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(cache_cli, ["build", "--out", str(tmp_path / "cache"), "--teacher", str(tmp_path / "t"),
+                                       "--labelled", f"toy={fs / 'gold_train.txt'}@train",
+                                       "--labelled", f"toy={fs / 'gold_dev.txt'}@dev",
+                                       "--unlabelled", f"silver={fs / 'silver.txt'}", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    for lam in ("1", "0"):
+        out = tmp_path / f"s{lam}"
+        r = CliRunner().invoke(train_cli, ["--cache", str(tmp_path / "cache"), "--out", str(out), "--recipe", "sentscore",
+                                           "--lambda-kl", lam, "--embedding", "random", "--embedding-dim", "8",
+                                           "--hidden-size", "16", "--epochs", "15", "--lr", "0.02", "--dropout", "0",
+                                           "--device", "cpu"])
+        assert r.exit_code == 0, r.output
+        summary = json.loads((out / "training.json").read_text())
+        assert summary["train"] == ["toy/train", "silver/unlabelled"]
+        assert summary["best_dev_f1"] == 1.0, summary["history"]
+    model, tok = load_student(tmp_path / "s1")
+    assert model.config.schema.scheme == "sBIO"
+    assert predict_tags(model, tok, [["anna", "visits", "rome"]]) == [["PER", "O", "LOC"]]

@@ -19,9 +19,10 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.version_option(__version__, prog_name="seqdistill")
 @click.option("--cache", required=True, help="Cache directory or fsspec URL (from `distill-cache build`).")
 @click.option("--out", "out_dir", required=True, help="Directory for the student.")
-@click.option("--recipe", type=click.Choice(["mgkd", "xtremedistil"]), default="mgkd", show_default=True,
+@click.option("--recipe", type=click.Choice(["mgkd", "xtremedistil", "sentscore"]), default="mgkd", show_default=True,
               help="mgkd: Multi-Grained KD (paper 000), BiLSTM-CRF student. xtremedistil: paper 001, BiLSTM "
-                   "tagger over subwords, logit and representation distillation.")
+                   "tagger over subwords, logit and representation distillation. sentscore: paper 004, BiLSTM "
+                   "tagger on a SenTScore teacher's pseudo-labels and tag scores.")
 @click.option("--teacher", default=None, help="Teacher layer to learn from (default: the cache's only one).")
 @click.option("--losses", default=None,
               help="Comma-separated. mgkd: hard, seq-ce, fuzzy, token-em, token-pos [hard,seq-ce,fuzzy]. "
@@ -30,7 +31,10 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--weighting", type=click.Choice(["uncertainty", "fixed"]), default="uncertainty", show_default=True,
               help="mgkd: learned (eq. 9) or fixed (eq. 8) loss weights.")
 @click.option("--weights", default="", help="mgkd: fixed weights, comma-separated, one per loss.")
-@click.option("--temperature", type=float, default=1.0, show_default=True, help="mgkd: token-level losses.")
+@click.option("--temperature", type=float, default=None,
+              help="Distillation temperature [mgkd: 1, token-level losses; sentscore: 10, the teacher's scores].")
+@click.option("--lambda-kl", type=float, default=1.0, show_default=True,
+              help="sentscore: weight of the KL term (eq. 2); 0 trains on pseudo-labels alone.")
 @click.option("--schedule", default="d4.2", show_default=True,
               help="xtremedistil: d0, d1, d2 (joint), d3.1, d3.2, d4.1, d4.2 (stage-wise; .2 = gradual "
                    "unfreezing; d3 = d3.2, d4 = d4.2), or joint with --losses.")
@@ -49,10 +53,10 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
               help="Input embeddings [mgkd: teacher (frozen); xtremedistil: svd].")
 @click.option("--embedding-dim", type=int, default=None, help="E for svd and random [mgkd: 100; xtremedistil: 300].")
 @click.option("--train-embeddings", is_flag=True, help="mgkd: fine-tune the teacher's embeddings instead of freezing them.")
-@click.option("--hidden-size", type=int, default=None, help="LSTM units per direction [mgkd: 300; xtremedistil: 600].")
+@click.option("--hidden-size", type=int, default=None, help="LSTM units per direction [mgkd: 300; xtremedistil: 600; sentscore: 200].")
 @click.option("--dropout", type=float, default=None, help="[mgkd: 0.5; xtremedistil: 0.2]")
 @click.option("--lr", type=float, default=1e-3, show_default=True)
-@click.option("--epochs", type=int, default=50, show_default=True, help="mgkd: most epochs.")
+@click.option("--epochs", type=int, default=None, help="Most epochs [mgkd: 50; sentscore: 100].")
 @click.option("--patience", type=int, default=None,
               help="Epochs without gain that stop [mgkd: 5, dev F1; xtremedistil: 2 per step, validation loss].")
 @click.option("--batch-size", type=int, default=None, help="Sentences per batch [mgkd: 32; xtremedistil: 512].")
@@ -63,7 +67,7 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--checkpoint-every", type=int, default=200, show_default=True, help="mgkd: steps between checkpoints.")
 @click.option("--resume", is_flag=True, help="Continue from OUT/checkpoint (mgkd: same epoch and step, no example "
                                              "twice; xtremedistil: after the last finished step).")
-def train(cache, out_dir, recipe, teacher, losses, k, weighting, weights, temperature, schedule, teacher_layer, alpha,
+def train(cache, out_dir, recipe, teacher, losses, k, weighting, weights, temperature, lambda_kl, schedule, teacher_layer, alpha,
           beta, gamma, epochs_per_step, train_sets, unlabelled, dev_sets, embedding, embedding_dim, train_embeddings,
           hidden_size, dropout, lr, epochs, patience, batch_size, max_steps, num_workers, seed, device,
           checkpoint_every, resume) -> None:
@@ -73,13 +77,21 @@ def train(cache, out_dir, recipe, teacher, losses, k, weighting, weights, temper
     Examples:
       distill-train --cache runs/cache --recipe mgkd --losses hard,seq-ce,fuzzy --k 5 --out runs/mgkd
       distill-train --cache runs/cache --recipe xtremedistil --schedule d4 --teacher-layer 4 --out runs/xd
+      distill-train --cache runs/sent-cache --recipe sentscore --lambda-kl 1 --out runs/sent
     """
     given = {k: v for k, v in dict(embedding=embedding, embedding_dim=embedding_dim, hidden_size=hidden_size,
                                     dropout=dropout, patience=patience, batch_size=batch_size).items() if v is not None}
+    epochs_given = {"epochs": epochs} if epochs is not None else {}
     common = dict(teacher=teacher, train=_names(train_sets), unlabelled=unlabelled, dev=_names(dev_sets), lr=lr,
                   max_steps=max_steps, seed=seed, device=device, resume=resume, **given)
     try:
-        if recipe == "xtremedistil":
+        if recipe == "sentscore":
+            from .sentscore_kd import SentScoreKDConfig, train_sentscore_student
+
+            cfg = SentScoreKDConfig(lambda_kl=lambda_kl, **epochs_given,
+                                    **({"temperature": temperature} if temperature is not None else {}), **common)
+            summary = train_sentscore_student(cache, out_dir, cfg, log=click.echo)
+        elif recipe == "xtremedistil":
             from .xtremedistil import XtremeDistilConfig, train_xtremedistil
 
             cfg = XtremeDistilConfig(schedule=schedule, alpha=alpha, beta=beta, gamma=gamma,
@@ -90,8 +102,9 @@ def train(cache, out_dir, recipe, teacher, losses, k, weighting, weights, temper
             from .train import TrainConfig, train_student
 
             cfg = TrainConfig(recipe=recipe, losses=_names((losses or "hard,seq-ce,fuzzy",)), k=k, weighting=weighting,
-                              weights=tuple(float(w) for w in _names((weights,))), temperature=temperature,
-                              freeze_embeddings=not train_embeddings, epochs=epochs, num_workers=num_workers,
+                              weights=tuple(float(w) for w in _names((weights,))),
+                              temperature=1.0 if temperature is None else temperature,
+                              freeze_embeddings=not train_embeddings, num_workers=num_workers, **epochs_given,
                               checkpoint_every=checkpoint_every, **common)
             if cfg.weights and len(cfg.weights) != len(cfg.losses):
                 raise click.BadParameter(f"{len(cfg.weights)} weights for {len(cfg.losses)} losses",

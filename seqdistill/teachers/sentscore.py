@@ -152,6 +152,7 @@ class _Decoder:
     def __init__(self, model, enc_h: Tensor, enc_mask: Tensor):
         self.model, self.enc_h, self.enc_mask = model, enc_h, enc_mask
         self.absolute = model.config.model_type == "encoder-decoder"  # BERT-style decoder: explicit positions
+        self._rows, self._enc = None, None
 
     def __call__(self, rows: Tensor, ids: Tensor, mask: Tensor, cache, n_real: Tensor):
         """Decoder logits for ``ids [R, C]`` after ``cache`` (rows ``R``, of sentences ``rows``);
@@ -161,44 +162,42 @@ class _Decoder:
             kwargs["decoder_position_ids"] = n_real[:, None] + torch.arange(ids.shape[1], device=ids.device)
         from transformers.modeling_outputs import BaseModelOutput
 
-        out = self.model(encoder_outputs=BaseModelOutput(last_hidden_state=self.enc_h[rows]),
-                         attention_mask=self.enc_mask[rows], decoder_input_ids=ids, decoder_attention_mask=mask,
+        if rows is not self._rows:  # the encoder states of the rows, gathered once per set of rows
+            self._rows, self._enc = rows, (self.enc_h[rows], self.enc_mask[rows])
+        out = self.model(encoder_outputs=BaseModelOutput(last_hidden_state=self._enc[0]),
+                         attention_mask=self._enc[1], decoder_input_ids=ids, decoder_attention_mask=mask,
                          past_key_values=cache, use_cache=True, **kwargs)
-        return torch.log_softmax(out.logits.float(), dim=-1), out.past_key_values
+        return out.logits, out.past_key_values
 
 
 def _self_attention_layers(cache):
-    inner = getattr(cache, "self_attention_cache", cache)
-    return inner.layers
+    return getattr(cache, "self_attention_cache", cache).layers
 
 
 @torch.inference_mode()
 def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) -> SentScoreOutput:
-    """Algorithm 1 over a batch of sentences, batched over sentences, beams and tags."""
+    """Algorithm 1 over a batch of sentences, batched over sentences and beams; the |T̄| tags are
+    scored by one decoder call each over all beams, every call reading the same prefix cache."""
     device = next(model.parameters()).device
     B, n_t = len(batch_words), len(fmt.tags)
-    lengths = torch.tensor([len(w) for w in batch_words], device=device)
-    L = int(lengths.max())
-    enc_ids, enc_mask = encode_batch(fmt, batch_words, device)
+    order = sorted(range(B), key=lambda b: -len(batch_words[b]))  # longest first: live sentences are a prefix
+    words = [batch_words[b] for b in order]
+    lengths = [len(w) for w in words]
+    L = lengths[0]
+    enc_ids, enc_mask = encode_batch(fmt, words, device)
     enc_h = model.get_encoder()(input_ids=enc_ids, attention_mask=enc_mask).last_hidden_state
     dec = _Decoder(model, enc_h, enc_mask)
-
-    # candidate token blocks "t s_i": [T̄, C] right-padded, with their lengths
-    C = max(len(t) for t in fmt.tag_ids) + 1
-    tag_tok = torch.zeros(n_t, C, dtype=torch.long, device=device)
-    for t, ids in enumerate(fmt.tag_ids):
-        tag_tok[t, : len(ids)] = torch.tensor(ids)
-    tag_len = torch.tensor([len(t) + 1 for t in fmt.tag_ids], device=device)
+    C = max(len(t) for t in fmt.tag_ids) + 1  # the longest "t s_i" block
     start_ok, after_ok = (x.to(device) for x in fmt.allowed())
+    neg_inf = torch.tensor(float("-inf"), device=device)
 
-    # prefix [decoder start, s_0] for every sentence, then K beams per sentence
+    # the prefix [decoder start, s_0] of every sentence, then K beams per sentence (sentence-major rows)
     prefix = torch.tensor([_decoder_start(model), fmt.sentinels[0]], device=device).expand(B, 2)
-    rows = torch.arange(B, device=device)
-    logp, cache = dec(rows, prefix, torch.ones(B, 2, dtype=torch.long, device=device), None,
-                      torch.zeros(B, dtype=torch.long, device=device))
-    last = logp[:, -1].repeat_interleave(k, 0)  # [B*K, V]: next-token log-probs after each beam
+    logits, cache = dec(torch.arange(B, device=device), prefix, torch.ones(B, 2, dtype=torch.long, device=device),
+                        None, torch.zeros(B, dtype=torch.long, device=device))
+    last = torch.log_softmax(logits[:, -1].float(), -1).repeat_interleave(k, 0)  # [R, V] next-token log-probs
     cache.batch_repeat_interleave(k)
-    rows = rows.repeat_interleave(k)
+    rows = torch.arange(B, device=device).repeat_interleave(k)  # the sentence of each row
     mask = torch.ones(B * k, 2, dtype=torch.long, device=device)
     n_real = torch.full((B * k,), 2, dtype=torch.long, device=device)
     beam = torch.full((B, k), float("-inf"), device=device)
@@ -206,59 +205,66 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
     prev_tag = torch.full((B, k), -1, dtype=torch.long, device=device)
     tags = torch.full((B, k, L), -1, dtype=torch.long, device=device)
     scores = torch.full((B, k, L, n_t), float("-inf"), device=device)
-    sentinels = torch.tensor(fmt.sentinels, device=device)
-
+    live = B
     for i in range(1, L + 1):
-        live = lengths >= i  # [B]
-        R = B * k
-        # score every candidate "t s_i" of every beam in one decoder call
-        block = tag_tok.clone()
-        block[torch.arange(n_t, device=device), tag_len - 1] = sentinels[i]
-        ids = block.repeat(R, 1)  # [R*T̄, C]
-        cache.batch_repeat_interleave(n_t)
-        cand_mask = torch.cat([mask.repeat_interleave(n_t, 0), torch.ones(R * n_t, C, dtype=torch.long, device=device)], 1)
-        logp, cache = dec(rows.repeat_interleave(n_t), ids, cand_mask, cache, n_real.repeat_interleave(n_t))
-        # log p(token_0 | beam) + sum_j log p(token_j | beam, tokens_<j), over each candidate's real tokens
-        first = last.repeat_interleave(n_t, 0).gather(1, ids[:, :1]).squeeze(1)
-        rest = logp[:, :-1].gather(2, ids[:, 1:].unsqueeze(-1)).squeeze(-1)  # [R*T̄, C-1]
-        real = torch.arange(1, C, device=device)[None] < tag_len.repeat(R)[:, None]
-        step = (first + (rest * real).sum(1)).view(B, k, n_t)  # eq. 1 scores
-        ok = torch.where(prev_tag[..., None] < 0, start_ok.expand(B, k, n_t),
-                         after_ok[prev_tag.clamp(min=0)])
+        n = sum(1 for x in lengths if x >= i)
+        if n < live:  # sentences that have ended leave the batch: their results are recorded
+            keep = torch.arange(n * k, device=device)
+            cache.batch_select_indices(keep)
+            rows, mask, n_real, last = rows[keep], mask[keep], n_real[keep], last[keep]
+            live = n
+        R = live * k
+        step = torch.empty(R, n_t, device=device)
+        ends, blocks = [], []
+        for t, tag_ids in enumerate(fmt.tag_ids):  # eq. 1: log L("t s_i" | beam) for every beam at once
+            ids = torch.tensor(tag_ids + [fmt.sentinels[i]], device=device).expand(R, -1)
+            m = ids.shape[1]
+            logits, cache = dec(rows, ids, torch.cat([mask, mask.new_ones(R, m)], 1), cache, n_real)
+            logits = logits.float()
+            lse = logits.logsumexp(-1)  # [R, m]
+            first = last.gather(1, ids[:, :1]).squeeze(1)
+            rest = (logits[:, :-1].gather(2, ids[:, 1:, None]).squeeze(-1) - lse[:, :-1]).sum(1)
+            step[:, t] = first + rest
+            ends.append(logits[:, -1] - lse[:, -1:])  # after "t s_i": the next step's first-token log-probs
+            blocks.append([(layer.keys[..., -m:, :], layer.values[..., -m:, :]) for layer in _self_attention_layers(cache)])
+            for layer in _self_attention_layers(cache):  # back to the prefix (views; the next call copies)
+                layer.keys, layer.values = layer.keys[..., :-m, :], layer.values[..., :-m, :]
+        step = step.view(live, k, n_t)
+        ok = torch.where(prev_tag[:live, :, None] < 0, start_ok.expand(live, k, n_t), after_ok[prev_tag[:live].clamp(min=0)])
         step = step.masked_fill(~ok, float("-inf"))  # constrained: an invalid tag scores -inf
-        total = beam[..., None] + step
-        top, arg = total.view(B, k * n_t).topk(k, dim=1)
-        src_beam, tag = arg // n_t, arg % n_t
-        # finished sentences keep their beams: they take an all-padding block
-        src_beam = torch.where(live[:, None], src_beam, torch.arange(k, device=device).expand(B, k))
-        new_beam = torch.where(live[:, None], top, beam)
-        take = torch.arange(B, device=device)[:, None] * k + src_beam  # [B, K] source rows
-        tags = tags.gather(1, src_beam[..., None].expand(-1, -1, L)).clone()
-        tags[:, :, i - 1] = torch.where(live[:, None], tag, tags[:, :, i - 1])
-        scores = scores.gather(1, src_beam[..., None, None].expand(-1, -1, L, n_t)).clone()
-        scores[:, :, i - 1] = torch.where(live[:, None, None], step.gather(1, src_beam[..., None].expand(-1, -1, n_t)),
-                                          scores[:, :, i - 1])
-        # the kept candidates' cache rows, right-aligned
-        chosen = take.reshape(-1) * n_t + torch.where(live[:, None], tag, 0).reshape(-1)  # rows of the candidate run
-        used = torch.where(live[:, None], tag_len[tag], 0).reshape(-1)  # real tokens appended per beam
-        cache.batch_select_indices(chosen)
-        shift = C - used  # padding to roll to the left
+        total = beam[:live, :, None] + step
+        top, arg = total.view(live, k * n_t).topk(k, dim=1)
+        src, tag = arg // n_t, arg % n_t  # [live, K]: the beam each new beam extends, and with which tag
+        tags[:live] = tags[:live].gather(1, src[..., None].expand(-1, -1, L))
+        tags[:live, :, i - 1] = tag
+        scores[:live] = scores[:live].gather(1, src[..., None, None].expand(-1, -1, L, n_t))
+        scores[:live, :, i - 1] = step.gather(1, src[..., None].expand(-1, -1, n_t))
+        beam[:live], prev_tag[:live] = top, tag
+        # the new cache: each kept beam's prefix + its chosen block, right-aligned (padding rolled left)
+        take = (torch.arange(live, device=device)[:, None] * k + src).reshape(-1)
+        chosen = tag.reshape(-1)
+        used = torch.tensor([len(t) + 1 for t in fmt.tag_ids], device=device)[chosen]
         width = mask.shape[1] + C
-        index = (torch.arange(width, device=device)[None] - shift[:, None]) % width  # [R, width]
-        for layer in _self_attention_layers(cache):
-            g = index[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[-1])
-            layer.keys, layer.values = layer.keys.gather(2, g), layer.values.gather(2, g)
-        new_mask = torch.cat([mask[take.reshape(-1)], (torch.arange(C, device=device)[None] < used[:, None]).long()], 1)
+        index = (torch.arange(width, device=device)[None] - (C - used)[:, None]) % width
+        for j, layer in enumerate(_self_attention_layers(cache)):
+            for attr, which in (("keys", 0), ("values", 1)):
+                pre = getattr(layer, attr)[take]
+                block = pre.new_zeros(R, pre.shape[1], C, pre.shape[-1])
+                for t in range(n_t):
+                    sel = chosen == t
+                    if sel.any():
+                        b = blocks[t][j][which][take[sel]]
+                        block[sel, :, : b.shape[2]] = b
+                full = torch.cat([pre, block], 2)
+                setattr(layer, attr, full.gather(2, index[:, None, :, None].expand(-1, full.shape[1], -1, full.shape[-1])))
+        # the cross-attention cache needs no selection: beams of one sentence share it
+        new_mask = torch.cat([mask[take], (torch.arange(C, device=device)[None] < used[:, None]).long()], 1)
         mask = new_mask.gather(1, index)
-        last_pos = (used - 1).clamp(min=0)
-        last = torch.where(live.repeat_interleave(k)[:, None], logp[chosen, last_pos], last[take.reshape(-1)])
-        n_real = n_real[take.reshape(-1)] + used
-        prev_tag = torch.where(live[:, None], tag, prev_tag.gather(1, src_beam))
-        beam = new_beam
-    past = torch.arange(L, device=device)[None, None] >= lengths[:, None, None]
-    tags = tags.masked_fill(past, -1)
-    scores = scores.masked_fill(past[..., None], float("-inf"))
-    return SentScoreOutput(tags, beam, scores)
+        last = torch.stack(ends)[chosen, take]
+        n_real = n_real[take] + used
+    inverse = torch.empty(B, dtype=torch.long, device=device)
+    inverse[torch.tensor(order, device=device)] = torch.arange(B, device=device)
+    return SentScoreOutput(tags[inverse], beam[inverse], scores[inverse])
 
 
 @torch.inference_mode()

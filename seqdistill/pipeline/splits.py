@@ -1,0 +1,42 @@
+"""Few-shot splits (paper 004 §5.2): a small gold train/dev subset, the rest as silver text.
+
+``few_shot_split`` draws ``n_train`` + ``n_dev`` sentences of a labelled corpus at random (seeded)
+as the gold train and dev sets, and writes every other sentence as silver data with its labels
+hidden (raw text, one sentence per line), for a teacher fine-tuned on the gold split to label.
+Decision: ``-DOCSTART-`` document markers are dropped (the draw is over sentences, as in the
+paper); the files keep the corpus's own tag scheme.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from .corpora import CorpusError, read_corpus
+
+
+def few_shot_split(corpus_path: str, out_dir, n_train: int, n_dev: int, seed: int = 13) -> dict[str, str]:
+    """Write ``gold_train.txt``, ``gold_dev.txt`` (CoNLL, ``word tag`` lines) and ``silver.txt``
+    (raw text) under ``out_dir``; return their paths."""
+    corpus = read_corpus(corpus_path, "corpus", "train")
+    if not corpus.labelled:
+        raise CorpusError(corpus_path, None, "a few-shot split needs a labelled corpus")
+    n = len(corpus.sentences)
+    if n_train < 1 or n_dev < 1 or n_train + n_dev >= n:
+        raise CorpusError(corpus_path, None, f"cannot draw {n_train} train + {n_dev} dev sentences from {n} "
+                                             "and leave silver data: choose smaller sizes")
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    train, dev, silver = order[:n_train], order[n_train: n_train + n_dev], sorted(order[n_train + n_dev:])
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"gold_train": out / "gold_train.txt", "gold_dev": out / "gold_dev.txt", "silver": out / "silver.txt"}
+    for key, idx in (("gold_train", sorted(train)), ("gold_dev", sorted(dev))):
+        with open(paths[key], "w", encoding="utf-8") as f:
+            for i in idx:
+                s = corpus.sentences[i]
+                f.write("".join(f"{w} {t}\n" for w, t in zip(s.words, s.tags)) + "\n")
+    with open(paths["silver"], "w", encoding="utf-8") as f:
+        for i in silver:
+            f.write(" ".join(corpus.sentences[i].words) + "\n")
+    return {k: str(v) for k, v in paths.items()}

@@ -1,0 +1,170 @@
+"""The SenTScore distillation recipe (paper 004 §4.2 and §5.2) from a cache alone.
+
+The cache comes from a SenTScore teacher (``distill-cache build`` with a ``sentscore`` teacher):
+gold rows (the few-shot gold split) keep their labels; silver rows (the rest of the training data,
+labels hidden, built as unlabelled corpora) are labelled by the teacher's SenTScore path and carry
+its per-word tag scores. The student is a BiLSTM tagger with a softmax over the sBIO tags
+(:class:`~seqdistill.students.tagger.BiLSTMTagger`, the teacher's tokenizer and SVD-reduced
+embeddings), trained on eq. 2: cross entropy on the hard labels plus lambda_KL times the KL from
+the teacher's tag distribution at temperature tau = 10; lambda_KL = 0 is the pseudo-label baseline.
+
+AdamW at 1e-3, batch 16, early stopping on dev F1 with patience 25 over at most 100 epochs (the
+paper's BiLSTM settings, §5); the best epoch's student is saved.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import load as load_safetensors
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+
+from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader, LabelSchema
+from ..metrics import span_scores
+from . import losses as L
+from .data import CacheStream, StreamConfig, pad_stack, parse_selection
+from .models import EMBEDDINGS, StudentConfig, init_embeddings, save_student
+from .tagger import BiLSTMTagger, words_to_subwords
+from .train import _pick_teacher, default_splits, predict_tags, read_split
+
+
+@dataclass
+class SentScoreKDConfig:
+    lambda_kl: float = 1.0  # paper 004, Table 4 (0 = pseudo-labels only)
+    temperature: float = 10.0  # tau, §5.2
+    teacher: str | None = None
+    train: tuple[str, ...] = ()
+    unlabelled: bool = True  # the silver rows
+    dev: tuple[str, ...] = ()
+    embedding: str = "svd"
+    embedding_dim: int = 100
+    hidden_size: int = 200  # the paper's BiLSTM (§5)
+    dropout: float = 0.5
+    lr: float = 1e-3
+    batch_size: int = 16
+    epochs: int = 100
+    patience: int = 25
+    buffer_size: int = 4096
+    max_steps: int | None = None
+    resume: bool = False  # accepted for a uniform CLI; this recipe restarts from scratch
+    seed: int = 13
+    device: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+class KDCollate:
+    def __init__(self, tokenizer, schema: LabelSchema, teacher: str):
+        self.tokenizer, self.schema, self.teacher = tokenizer, schema, teacher
+
+    def __call__(self, rows: list[dict]):
+        words = [r[EXAMPLES_LAYER]["words"] for r in rows]
+        Lmax = max(len(w) for w in words)
+        tags = torch.full((len(rows), Lmax), -1, dtype=torch.long)
+        silver = torch.zeros(len(rows), dtype=torch.bool)
+        for b, r in enumerate(rows):
+            gold = r[EXAMPLES_LAYER].get("tags")
+            if gold is not None:
+                tags[b, : len(gold)] = torch.tensor(self.schema.encode(gold))
+            else:  # silver: the teacher's SenTScore path is the pseudo-label
+                path = r[self.teacher]["kbest_paths"]
+                if len(path):
+                    tags[b, : len(words[b])] = torch.tensor(path[0])
+                silver[b] = True
+        scores = pad_stack([r[self.teacher]["tag_scores"] for r in rows], Lmax, fill=0.0)
+        return _KDBatch(words_to_subwords(self.tokenizer, words), tags, silver, scores)
+
+
+@dataclass
+class _KDBatch:
+    inputs: object
+    tags: torch.Tensor
+    silver: torch.Tensor
+    scores: torch.Tensor
+    origin: tuple[int, int] | None = None
+
+
+def train_sentscore_student(cache: str, out_dir, cfg: SentScoreKDConfig | None = None, *,
+                            storage_options: dict | None = None, log=print) -> dict:
+    from transformers import AutoTokenizer
+
+    cfg = cfg or SentScoreKDConfig()
+    if cfg.embedding not in EMBEDDINGS:
+        raise ValueError(f"embedding {cfg.embedding!r} is not one of {EMBEDDINGS}")
+    torch.manual_seed(cfg.seed)
+    reader = CacheReader(cache, storage_options)
+    schema = reader.manifest.label_schema
+    teacher = _pick_teacher(reader, cfg.teacher)
+    if teacher is None or reader.manifest.teachers[teacher].kind != "sentscore":
+        kinds = {n: t.kind for n, t in reader.manifest.teachers.items()}
+        raise CacheError(f"the sentscore recipe needs a SenTScore teacher layer; the cache holds {kinds or 'none'}")
+    with tempfile.TemporaryDirectory(prefix="seqdistill-exports-") as tmp:
+        export_dir = Path(reader.export_dir(teacher, tmp))
+        tokenizer = AutoTokenizer.from_pretrained(export_dir / "tokenizer")
+        weight = load_safetensors((export_dir / "embeddings.safetensors").read_bytes())["weight"]
+    dim = weight.shape[1] if cfg.embedding == "teacher" else cfg.embedding_dim
+    scfg = StudentConfig(schema.to_json(), weight.shape[0], dim, cfg.embedding, False, cfg.hidden_size, 1,
+                         cfg.dropout, arch="bilstm-tagger", projection_dim=2 * cfg.hidden_size,
+                         extra={"teacher": teacher, "cache": str(cache), "recipe": "sentscore",
+                                "lambda_kl": cfg.lambda_kl, "temperature": cfg.temperature})
+    model = BiLSTMTagger(scfg)
+    init_embeddings(model, weight)
+    device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model.to(device)
+    train_names, dev_names = default_splits(reader, cfg)
+    if not dev_names:
+        raise CacheError("early stopping needs a dev split in the cache (or name one with --dev)")
+    stream = CacheStream(reader, {EXAMPLES_LAYER: ["words", "tags"], teacher: ["kbest_paths", "tag_scores"]},
+                         parse_selection(train_names, reader), KDCollate(tokenizer, schema, teacher),
+                         StreamConfig(cfg.batch_size, cfg.buffer_size, cfg.seed))
+    dev_words, dev_tags = read_split(reader, dev_names)
+    optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    metrics = open(out_dir / "metrics.jsonl", "a")
+    log(f"training bilstm-tagger ({sum(p.numel() for p in model.parameters()):,} parameters) on "
+        f"{', '.join(train_names)}; lambda_KL {cfg.lambda_kl}, tau {cfg.temperature}")
+    best, best_epoch, history, step, t0 = -1.0, 0, [], 0, time.time()
+    for epoch in range(cfg.epochs):
+        stream.set_epoch(epoch)
+        model.train()
+        total, n = 0.0, 0
+        bar = tqdm(DataLoader(stream, batch_size=None), desc=f"epoch {epoch + 1}", unit="batch", leave=False)
+        for batch in bar:
+            x = batch.inputs.to(device)
+            out = model(x)
+            loss = L.sentscore_kd_loss(out.logits, batch.tags.to(device), batch.scores.to(device), x.word_mask,
+                                       batch.silver.to(device), cfg.lambda_kl, cfg.temperature).mean()
+            optim.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            optim.step()
+            total, n, step = total + loss.item(), n + 1, step + 1
+            bar.set_postfix(loss=f"{total / n:.3f}", best_f1=f"{100 * max(best, 0):.2f}")
+            if cfg.max_steps and step >= cfg.max_steps:
+                break
+        f1 = span_scores(dev_tags, predict_tags(model, tokenizer, dev_words), schema.scheme)["f1"]
+        record = {"epoch": epoch + 1, "step": step, "loss": total / max(n, 1), "dev_f1": f1,
+                  "seconds": round(time.time() - t0, 1)}
+        history.append(record)
+        metrics.write(json.dumps(record) + "\n")
+        metrics.flush()
+        if f1 > best:
+            best, best_epoch = f1, epoch + 1
+            save_student(model, tokenizer, out_dir)
+        log(f"epoch {epoch + 1}: loss {record['loss']:.4f}  dev F1 {100 * f1:.2f}" + ("  (best, saved)" if best_epoch == epoch + 1 else ""))
+        if (cfg.max_steps and step >= cfg.max_steps) or epoch + 1 - best_epoch >= cfg.patience:
+            break
+    metrics.close()
+    summary = {"config": asdict(cfg), "recipe": "sentscore", "best_epoch": best_epoch, "best_dev_f1": best,
+               "history": history, "steps": step, "train": train_names, "dev": dev_names}
+    (out_dir / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+__all__ = ["SentScoreKDConfig", "train_sentscore_student"]
