@@ -9,13 +9,17 @@ teacher, ms/sentence at batch 32 and batch 1 on this machine, the speedups, and 
 Each grid point is trained from the cache with ``train_xtremedistil`` (skipped when OUT/eE-hH
 already holds a finished student), then every model is scored and timed in this one process, one
 after the other (``distill-eval``'s measurement: median over batches of test sentences, after a
-warm-up). Prints Markdown rows for docs/RESULTS.md.
+warm-up). ``--latency-only`` saves untrained students instead (parameters and latency do not
+depend on the weights; F1 is then not reported). ``--student DIR`` adds trained students of any
+size. Prints Markdown rows for docs/RESULTS.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -25,6 +29,26 @@ sys.path.insert(0, str(ROOT))
 
 from seqdistill.pipeline.evaluate import evaluate_taggers  # noqa: E402
 from seqdistill.students.xtremedistil import XtremeDistilConfig, train_xtremedistil  # noqa: E402
+
+
+def untrained(cache: str, d: Path, e: int, h: int) -> None:
+    """A randomly initialised XtremeDistil student of size (E, H) over the cache's teacher vocabulary."""
+    from safetensors.torch import load as load_st
+    from transformers import AutoTokenizer
+
+    from seqdistill.cache_schema import CacheReader
+    from seqdistill.students.models import StudentConfig, save_student
+    from seqdistill.students.tagger import BiLSTMTagger
+
+    reader = CacheReader(cache)
+    teacher = next(n for n, layer in reader.manifest.layers.items() if layer.kind == "teacher")
+    with tempfile.TemporaryDirectory() as tmp:
+        exports = Path(reader.export_dir(teacher, tmp))
+        tok = AutoTokenizer.from_pretrained(exports / "tokenizer")
+        weight = load_st((exports / "embeddings.safetensors").read_bytes())["weight"]
+    cfg = StudentConfig(reader.manifest.label_schema.to_json(), weight.shape[0], e, "svd", False, h, 1, 0.2,
+                        arch="bilstm-tagger", projection_dim=weight.shape[1])
+    save_student(BiLSTMTagger(cfg), tok, d)
 
 
 def main() -> None:
@@ -39,6 +63,8 @@ def main() -> None:
     ap.add_argument("--patience", type=int, default=1)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--latency-only", action="store_true", help="untrained students: parameters and latency only")
+    ap.add_argument("--student", action="append", default=[], help="a trained XtremeDistil student (repeatable)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -46,24 +72,32 @@ def main() -> None:
     dirs = []
     for e, h in points:
         d = Path(args.out) / f"e{e}-h{h}"
-        if not (d / "training.json").exists():
+        if args.latency_only:
+            untrained(args.cache, d, e, h)
+        elif not (d / "training.json").exists():
             print(f"training E={e} H={h} ({args.schedule})", flush=True)
             train_xtremedistil(args.cache, d, XtremeDistilConfig(
                 schedule=args.schedule, embedding_dim=e, hidden_size=h, teacher_layer=args.teacher_layer,
                 epochs_per_step=args.epochs_per_step, patience=args.patience, device="cpu"), log=lambda *a: None)
         dirs.append(str(d))
+    for d in args.student:
+        cfg = json.loads((Path(d) / "config.json").read_text())
+        points.append((cfg["embedding_dim"], cfg["hidden_size"]))
+        dirs.append(d)
     rows = evaluate_taggers([args.teacher, *dirs], args.test, threads=args.threads)
     teacher = rows[0]
     print(f"\nthreads: {torch.get_num_threads()}; schedule {args.schedule}, at most {args.epochs_per_step} epochs per step\n")
-    print("| E | H | params | compression | ms/sent b32 | speedup b32 | ms/sent b1 | speedup b1 | test F1 | % of teacher |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| E | H | params | compression | ms/sent b32 | speedup b32 | ms/sent b1 | speedup b1 | test F1 | % of teacher | model |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     print(f"| teacher | | {teacher['params']:,} | 1x | {teacher['ms_per_sentence_batch32']:.2f} | 1x | "
-          f"{teacher['ms_per_sentence_batch1']:.2f} | 1x | {100 * teacher['f1']:.2f} | 100% |")
-    for (e, h), r in zip(points, rows[1:]):
+          f"{teacher['ms_per_sentence_batch1']:.2f} | 1x | {100 * teacher['f1']:.2f} | 100% | {args.teacher} |")
+    for (e, h), d, r in zip(points, dirs, rows[1:]):
+        f1 = "—" if args.latency_only and d not in args.student else f"{100 * r['f1']:.2f}"
+        share = "—" if f1 == "—" else f"{100 * r['f1'] / teacher['f1']:.1f}%"
         print(f"| {e} | {h} | {r['params']:,} | {teacher['params'] / r['params']:.1f}x | "
               f"{r['ms_per_sentence_batch32']:.3f} | {teacher['ms_per_sentence_batch32'] / r['ms_per_sentence_batch32']:.1f}x | "
               f"{r['ms_per_sentence_batch1']:.2f} | {teacher['ms_per_sentence_batch1'] / r['ms_per_sentence_batch1']:.1f}x | "
-              f"{100 * r['f1']:.2f} | {100 * r['f1'] / teacher['f1']:.1f}% |")
+              f"{f1} | {share} | {d} |")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ for v in $VARIANTS; do
     svd-da-seq) train svd-da-seq --losses hard,seq-ce,fuzzy --k 5 --embedding svd --embedding-dim 100 ;;
   esac
 done
+[ -n "${NO_EVAL:-}" ] && exit 0  # train only (score later, on a quiet machine)
 models=("$TEACHER"); for v in $VARIANTS; do models+=("$OUT/$v"); done
 args=(); for m in "${models[@]}"; do args+=(--model "$m"); done
 $BIN/distill-eval "${args[@]}" --data "$D/test.txt" | tee "$OUT/eval.md"

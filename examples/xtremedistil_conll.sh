@@ -26,6 +26,7 @@ for s in $SCHEDULES; do
     --teacher-layer "$LAYER" --embedding-dim "$E" --hidden-size "$H" --epochs-per-step "$EPS" --patience 1 \
     --device cpu > "$OUT/$name.log" 2>&1
 done
+[ -n "${NO_EVAL:-}" ] && exit 0  # train only (score later, on a quiet machine)
 models=("$TEACHER"); for s in $SCHEDULES; do models+=("$OUT/$s-e$E-h$H"); done
 args=(); for m in "${models[@]}"; do args+=(--model "$m"); done
 $BIN/distill-eval "${args[@]}" --data "$D/test.txt" | tee "$OUT/eval-e$E-h$H.md"

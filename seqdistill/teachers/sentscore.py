@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 SBIO_INSIDE, SBIO_OUTSIDE = "I", "O"
 
@@ -147,15 +147,27 @@ def encode_batch(fmt: SentFormat, batch_words: list[list[str]], device) -> tuple
 
 
 class _Decoder:
-    """The decoder over left-padded, gap-free rows with a key/value cache."""
+    """The decoder over left-padded, gap-free rows with a key/value cache.
+
+    A call returns the states *before* the output projection when the model's output layer is a
+    plain linear map (T5's ``lm_head``, BERT's ``cls.predictions.decoder``): :meth:`project` then
+    applies it to the positions that are scored only, which on a CPU is most of the cost (a
+    30k-word projection per position). Other models return logits and ``project`` is the identity.
+    """
 
     def __init__(self, model, enc_h: Tensor, enc_mask: Tensor):
         self.model, self.enc_h, self.enc_mask = model, enc_h, enc_mask
         self.absolute = model.config.model_type == "encoder-decoder"  # BERT-style decoder: explicit positions
         self._rows, self._enc = None, None
+        head = model.get_output_embeddings()
+        self.head = head if isinstance(head, nn.Linear) else None
+
+    def project(self, h: Tensor) -> Tensor:
+        """Logits (float32) from what a call returned."""
+        return (nn.functional.linear(h, self.head.weight, self.head.bias) if self.head is not None else h).float()
 
     def __call__(self, rows: Tensor, ids: Tensor, mask: Tensor, cache, n_real: Tensor):
-        """Decoder logits for ``ids [R, C]`` after ``cache`` (rows ``R``, of sentences ``rows``);
+        """States for ``ids [R, C]`` after ``cache`` (rows ``R``, of sentences ``rows``);
         ``mask [R, past + C]``; ``n_real [R]`` real tokens before ``ids``."""
         kwargs = {}
         if self.absolute:
@@ -164,10 +176,20 @@ class _Decoder:
 
         if rows is not self._rows:  # the encoder states of the rows, gathered once per set of rows
             self._rows, self._enc = rows, (self.enc_h[rows], self.enc_mask[rows])
-        out = self.model(encoder_outputs=BaseModelOutput(last_hidden_state=self._enc[0]),
-                         attention_mask=self._enc[1], decoder_input_ids=ids, decoder_attention_mask=mask,
-                         past_key_values=cache, use_cache=True, **kwargs)
+        if self.head is not None:
+            self.head.forward = _identity  # skip the output projection inside the model, for this call
+        try:
+            out = self.model(encoder_outputs=BaseModelOutput(last_hidden_state=self._enc[0]),
+                             attention_mask=self._enc[1], decoder_input_ids=ids, decoder_attention_mask=mask,
+                             past_key_values=cache, use_cache=True, **kwargs)
+        finally:
+            if self.head is not None:
+                del self.head.forward
         return out.logits, out.past_key_values
+
+
+def _identity(x: Tensor) -> Tensor:
+    return x
 
 
 def _self_attention_layers(cache):
@@ -195,7 +217,7 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
     prefix = torch.tensor([_decoder_start(model), fmt.sentinels[0]], device=device).expand(B, 2)
     logits, cache = dec(torch.arange(B, device=device), prefix, torch.ones(B, 2, dtype=torch.long, device=device),
                         None, torch.zeros(B, dtype=torch.long, device=device))
-    last = torch.log_softmax(logits[:, -1].float(), -1).repeat_interleave(k, 0)  # [R, V] next-token log-probs
+    last = torch.log_softmax(dec.project(logits[:, -1]), -1).repeat_interleave(k, 0)  # [R, V] next-token log-probs
     cache.batch_repeat_interleave(k)
     rows = torch.arange(B, device=device).repeat_interleave(k)  # the sentence of each row
     mask = torch.ones(B * k, 2, dtype=torch.long, device=device)
@@ -219,13 +241,11 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
         for t, tag_ids in enumerate(fmt.tag_ids):  # eq. 1: log L("t s_i" | beam) for every beam at once
             ids = torch.tensor(tag_ids + [fmt.sentinels[i]], device=device).expand(R, -1)
             m = ids.shape[1]
-            logits, cache = dec(rows, ids, torch.cat([mask, mask.new_ones(R, m)], 1), cache, n_real)
-            logits = logits.float()
-            lse = logits.logsumexp(-1)  # [R, m]
-            first = last.gather(1, ids[:, :1]).squeeze(1)
-            rest = (logits[:, :-1].gather(2, ids[:, 1:, None]).squeeze(-1) - lse[:, :-1]).sum(1)
-            step[:, t] = first + rest
-            ends.append(logits[:, -1] - lse[:, -1:])  # after "t s_i": the next step's first-token log-probs
+            states, cache = dec(rows, ids, torch.cat([mask, mask.new_ones(R, m)], 1), cache, n_real)
+            logits = dec.project(states[:, :-1])  # [R, m-1, V]: the positions that predict tokens 2..m
+            rest = (logits.gather(2, ids[:, 1:, None]).squeeze(-1) - logits.logsumexp(-1)).sum(1)
+            step[:, t] = last.gather(1, ids[:, :1]).squeeze(1) + rest
+            ends.append(states[:, -1])  # after "t s_i": projected below for the chosen tag only
             blocks.append([(layer.keys[..., -m:, :], layer.values[..., -m:, :]) for layer in _self_attention_layers(cache)])
             for layer in _self_attention_layers(cache):  # back to the prefix (views; the next call copies)
                 layer.keys, layer.values = layer.keys[..., :-m, :], layer.values[..., :-m, :]
@@ -260,7 +280,7 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
         # the cross-attention cache needs no selection: beams of one sentence share it
         new_mask = torch.cat([mask[take], (torch.arange(C, device=device)[None] < used[:, None]).long()], 1)
         mask = new_mask.gather(1, index)
-        last = torch.stack(ends)[chosen, take]
+        last = torch.log_softmax(dec.project(torch.stack(ends)[chosen, take]), -1)
         n_real = n_real[take] + used
     inverse = torch.empty(B, dtype=torch.long, device=device)
     inverse[torch.tensor(order, device=device)] = torch.arange(B, device=device)
