@@ -154,6 +154,12 @@ def test_sentscore_teacher_finetunes_and_builds_a_cache(encoder_dir, tmp_path):
     assert summary["best_dev_f1"] == 1.0  # the toy task is learnt: SenTScore decodes every entity
     teacher = load_teacher(tmp_path / "t")
     assert teacher.kind == "sentscore" and teacher.schema.tags == ("O", "I", "LOC", "PER")
+    long = ["anna", "visits", "rome"] * 9  # 27 words: more than the 11 sentinels, decoded in pieces
+    pieces = teacher.predict([long[:11], long[11:22], long[22:]])
+    assert teacher.predict([long])[0] == pieces[0] + pieces[1] + pieces[2]
+    ids = torch.tensor([teacher.schema.encode(["PER", "O", "LOC"] * 9)])
+    assert torch.isfinite(teacher.loss([long], ids)) and teacher.gold_nll([long, ["anna"]], torch.cat(
+        [ids, torch.full((1, 27), -1)])).isnan().tolist() == [False, True]
 
     (tmp_path / "raw.txt").write_text("anna visits rome\npeter visits paris today\n")
     r = CliRunner().invoke(cache_cli, ["build", "--out", str(tmp_path / "cache"), "--teacher", str(tmp_path / "t"),

@@ -122,13 +122,19 @@ def test_a_step_restores_the_weights_of_its_best_epoch(cache, monkeypatch):
     fields = {"examples": ["words", "tags"], "tiny": []}
     train = CacheStream(reader, fields, parse_selection(["toy/train"], reader), collate, StreamConfig(16, 64, 1))
     dev = CacheStream(reader, fields, parse_selection(["toy/dev"], reader), collate, StreamConfig(16, 64, 1, False))
-    snapshots, losses = [], iter([0.5, 0.9, 0.8, 0.1])
+    snapshots, losses = [], iter([0.7, 0.5, 0.9, 0.8, 0.1])  # before training, then after each epoch
     monkeypatch.setattr(XD, "validation_loss", lambda *a: snapshots.append(
         {k: v.clone() for k, v in model.state_dict().items()}) or next(losses))
     cfg = XD.XtremeDistilConfig(epochs_per_step=4, patience=2, lr=0.05)
     record = XD.run_step(model, GROUPS, ("ce",), train, dev, 4, cfg, "cpu")
     assert record == {"epochs": 3, "best_epoch": 1, "val_loss": 0.5}  # epochs 2, 3 no better: stop
-    assert not torch.equal(snapshots[0]["project.weight"], snapshots[2]["project.weight"])
+    assert not torch.equal(snapshots[1]["project.weight"], snapshots[3]["project.weight"])
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, snapshots[1][k]), k  # epoch 1's weights, not the last epoch's
+    snapshots.clear()
+    losses = iter([0.1, 0.5, 0.6])  # no epoch beats the starting weights: the step is undone
+    record = XD.run_step(model, GROUPS, ("ce",), train, dev, 4, cfg, "cpu")
+    assert record == {"epochs": 2, "best_epoch": 0, "val_loss": 0.1}
     for k, v in model.state_dict().items():
         assert torch.equal(v, snapshots[0][k]), k
 

@@ -166,13 +166,14 @@ def build(out, teacher_dir, teacher_id, labelled, unlabelled, k, no_marginals, h
               help="crf, softmax: an encoder with a tagging head. sentscore: a sequence-to-sequence model (or an "
                    "encoder warm-started as encoder and decoder) trained on SenT' targets, tags in sBIO (paper 004).")
 @click.option("--scheme", default=None, help="Tag scheme to train in (default: that of --train).")
-@click.option("--epochs", type=int, default=FinetuneConfig.epochs, show_default=True)
+@click.option("--epochs", type=int, default=None, help="Most epochs [crf, softmax: 10; sentscore: 20].")
 @click.option("--batch-size", type=int, default=FinetuneConfig.batch_size, show_default=True)
-@click.option("--lr", type=float, default=FinetuneConfig.lr, show_default=True, help="Encoder top-block learning rate.")
+@click.option("--lr", type=float, default=None,
+              help="Encoder top-block learning rate [crf, softmax: 1e-5]; sentscore: the one rate [1e-3].")
 @click.option("--head-lr", type=float, default=FinetuneConfig.head_lr, show_default=True, help="Linear head and CRF learning rate.")
 @click.option("--layer-decay", type=float, default=FinetuneConfig.layer_decay, show_default=True)
 @click.option("--dropout", type=float, default=FinetuneConfig.dropout, show_default=True)
-@click.option("--patience", type=int, default=FinetuneConfig.patience, show_default=True)
+@click.option("--patience", type=int, default=None, help="Epochs without dev F1 gain [crf, softmax: 3; sentscore: 5].")
 @click.option("--pooling", type=click.Choice(["first", "mean"]), default="first", show_default=True)
 @click.option("--max-length", type=int, default=None, help="Subwords per window (default: the encoder's maximum).")
 @click.option("--max-train-sentences", type=int, default=None, help="Train on a random subset of this size.")
@@ -203,9 +204,10 @@ def finetune_teacher(encoder, train_path, dev_path, test_path, out_dir, head, sc
             c.check_labels(schema)
     except CorpusError as e:
         raise click.ClickException(str(e)) from None
-    cfg = FinetuneConfig(head=head, epochs=epochs, batch_size=batch_size, lr=lr, head_lr=head_lr,
-                         layer_decay=layer_decay, dropout=dropout, patience=patience, pooling=pooling,
-                         max_length=max_length, max_train_sentences=max_train_sentences, seed=seed)
+    given = {k: v for k, v in dict(epochs=epochs, lr=lr, patience=patience).items() if v is not None}
+    cfg = FinetuneConfig.for_head(head, batch_size=batch_size, head_lr=head_lr, layer_decay=layer_decay,
+                                  dropout=dropout, pooling=pooling, max_length=max_length,
+                                  max_train_sentences=max_train_sentences, seed=seed, **given)
     click.echo(f"label schema: {schema.scheme} over {', '.join(schema.entity_types)}; "
                f"{len(corpora[0].sentences):,} training sentences")
     summary = finetune(encoder, corpora[0].sentences, corpora[1].sentences, schema, out_dir, cfg,

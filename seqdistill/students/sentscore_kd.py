@@ -126,7 +126,7 @@ def train_sentscore_student(cache: str, out_dir, cfg: SentScoreKDConfig | None =
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    metrics = open(out_dir / "metrics.jsonl", "a")
+    metrics = open(out_dir / "metrics.jsonl", "w")  # this recipe always starts afresh
     log(f"training bilstm-tagger ({sum(p.numel() for p in model.parameters()):,} parameters) on "
         f"{', '.join(train_names)}; lambda_KL {cfg.lambda_kl}, tau {cfg.temperature}")
     best, best_epoch, history, step, t0 = -1.0, 0, [], 0, time.time()

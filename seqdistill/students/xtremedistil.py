@@ -280,6 +280,9 @@ def train_xtremedistil(cache: str, out_dir, cfg: XtremeDistilConfig | None = Non
         if index < done:
             continue
         rows = labelled_sel if losses == ("ce",) else selected
+        if not rows:
+            raise CacheError(f"stage {s} trains on labels, and the training set {', '.join(train_names)} has no "
+                             "labelled corpus: add one with --train")
         train_stream, dev_stream = stream(rows), stream(dev_sel, shuffle=False)
         per_epoch = sum(math.ceil(counts[k] / cfg.batch_size) for k in rows)
         record = run_step(model, groups, losses, train_stream, dev_stream, per_epoch, cfg, device,
@@ -309,7 +312,9 @@ def run_step(model: BiLSTMTagger, groups: tuple[str, ...], losses: tuple[str, ..
     params = set_trainable(model, groups)
     optim = torch.optim.Adam(params, lr=cfg.lr)
     total = cfg.epochs_per_step * per_epoch
-    best, best_epoch, best_state, updates, epoch = math.inf, 0, None, 0, 0
+    # the weights the step starts from count as epoch 0: a step that only makes things worse is undone
+    best, best_epoch, updates, epoch = validation_loss(model, dev_stream, losses, cfg, device), 0, 0, 0
+    best_state = copy.deepcopy(model.state_dict())
     for epoch in range(1, cfg.epochs_per_step + 1):
         train_stream.set_epoch(epoch)
         model.train()
@@ -336,8 +341,7 @@ def run_step(model: BiLSTMTagger, groups: tuple[str, ...], losses: tuple[str, ..
             best_state = copy.deepcopy(model.state_dict())
         if epoch - best_epoch >= cfg.patience:
             break
-    if best_state is not None:
-        model.load_state_dict(best_state)
+    model.load_state_dict(best_state)
     return {"epochs": epoch, "best_epoch": best_epoch, "val_loss": best}
 
 

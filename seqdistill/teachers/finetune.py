@@ -41,6 +41,13 @@ class FinetuneConfig:
     max_train_sentences: int | None = None  # a subset, for demos and quick runs
     seed: int = 13
 
+    @classmethod
+    def for_head(cls, head: str, **overrides) -> "FinetuneConfig":
+        """The defaults of the paper behind ``head``: paper 000's for crf and softmax; paper 004's
+        for sentscore (§5: AdamW at 1e-3 for the whole model, 20 epochs, patience 5, batch 32)."""
+        base = {"epochs": 20, "lr": 1e-3, "patience": 5} if head == "sentscore" else {}
+        return cls(head=head, **{**base, **overrides})
+
 
 def layerwise_groups(teacher: Teacher, cfg: FinetuneConfig) -> list[dict]:
     """Parameter groups: block i of N at lr * decay^(N-1-i), embeddings at lr * decay^N."""

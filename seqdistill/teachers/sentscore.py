@@ -15,10 +15,12 @@ sentinel acts as an end-of-tag mark, so a tag that is a prefix of another is not
 top-K extensions over (beam, tag) are kept, and each kept beam records the scores of all |T̄|
 tags at that step: the per-word tag-score distribution used for distillation (eq. 2).
 
-Batched over sentences, beams and tags at once with the decoder's key/value cache: one decoder
-call per step scores the B·K·|T̄| candidates (right-padded to the longest tag), and the cache rows
-of the kept candidates are selected and *right-aligned* (their padding rolled to the left and
-masked out), so every sequence in the batch stays left-padded and gap-free. Relative position
+Batched over sentences and beams with the decoder's key/value cache. Each step makes one decoder
+call per tag, over every beam of every sentence at once, each call reading the same prefix cache
+(the |T̄| calls are cheaper than one call over B·K·|T̄| rows, which would copy the cache |T̄|
+times); the output projection is applied only at the positions scored. The cache rows of the kept
+candidates are then *right-aligned* (padding rolled to the left and masked out), so every sequence
+stays left-padded and gap-free, and sentences that have ended leave the batch. Relative position
 biases (T5) see the true distances; decoders with absolute positions (BERT in an
 ``EncoderDecoderModel``) are given explicit position ids. Invalid sBIO continuations (``I`` first
 or after ``O``) get -inf, so every output is a valid tag sequence of the input's length.
@@ -202,6 +204,8 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
     scored by one decoder call each over all beams, every call reading the same prefix cache."""
     device = next(model.parameters()).device
     B, n_t = len(batch_words), len(fmt.tags)
+    if not B or any(not w for w in batch_words):
+        raise ValueError("SenTScore needs a non-empty batch of non-empty sentences")
     order = sorted(range(B), key=lambda b: -len(batch_words[b]))  # longest first: live sentences are a prefix
     words = [batch_words[b] for b in order]
     lengths = [len(w) for w in words]
@@ -246,7 +250,8 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
             rest = (logits.gather(2, ids[:, 1:, None]).squeeze(-1) - logits.logsumexp(-1)).sum(1)
             step[:, t] = last.gather(1, ids[:, :1]).squeeze(1) + rest
             ends.append(states[:, -1])  # after "t s_i": projected below for the chosen tag only
-            blocks.append([(layer.keys[..., -m:, :], layer.values[..., -m:, :]) for layer in _self_attention_layers(cache)])
+            blocks.append([(layer.keys[..., -m:, :].clone(), layer.values[..., -m:, :].clone())  # small: free the rest
+                           for layer in _self_attention_layers(cache)])
             for layer in _self_attention_layers(cache):  # back to the prefix (views; the next call copies)
                 layer.keys, layer.values = layer.keys[..., :-m, :], layer.values[..., :-m, :]
         step = step.view(live, k, n_t)

@@ -1,17 +1,20 @@
 """The encoder-decoder teacher of paper 004: a sequence-to-sequence model read with SenTScore.
 
 :class:`SentScoreTeacher` has the teacher interface of :mod:`.models` (kind ``sentscore``, label
-schema, fingerprints, ``predict``, ``outputs``, ``save``), over any ``AutoModelForSeq2SeqLM`` (T5,
-BART...) or an ``EncoderDecoderModel`` built from an encoder for both halves (offline: MiniLM, as
+schema, fingerprints, ``predict``, ``outputs``, ``save``), over an ``AutoModelForSeq2SeqLM`` whose
+vocabulary has sentinels and whose positions are relative (T5, mT5, Flan-T5) or an
+``EncoderDecoderModel`` built from an encoder for both halves (offline: MiniLM, as
 the data notes describe). Its label schema is sBIO over the corpus's entity types.
 
 Decisions, named here:
 
 * Training is teacher forcing with the language-modelling loss on SenT' targets (§4.1: "the
   finetuning objective is still the original language modelling one").
-* A sentence longer than the model's sentinels allow (99 words with T5's 100 extra ids) is split
-  into consecutive pieces, each decoded on its own; beam j of the sentence is beam j of every piece
-  (scores added). An entity across a piece boundary is cut in two.
+* A sentence longer than the model allows is split into consecutive pieces, each decoded (and
+  trained, and scored for the gold NLL) on its own; beam j of the sentence is beam j of every piece
+  (scores added). The limit is the sentinels (99 words with T5's 100 extra ids) and, for decoders
+  with absolute positions (BERT), the position table: a piece's SenT' input and output must both
+  fit. An entity across a piece boundary is cut in two.
 * ``outputs`` returns, as ``logits``, the per-word tag scores of the best beam (log-likelihood of
   "t s_i", -inf on tags the sBIO constraints forbid): paper 004's u*_i, softmaxed at a temperature
   by the student.
@@ -60,9 +63,22 @@ class SentScoreTeacher(nn.Module):
     # -- training -------------------------------------------------------------------------------
     def loss(self, batch_words: list[list[str]], tags: Tensor) -> Tensor:
         """Mean token-level language-modelling loss of the SenT' targets (teacher forcing)."""
-        enc_ids, enc_mask = encode_batch(self.format, batch_words, self.device)
-        labels = self._labels(batch_words, tags).to(self.device)
+        words, piece_tags = self._split(batch_words, tags)
+        enc_ids, enc_mask = encode_batch(self.format, words, self.device)
+        labels = self._labels(words, piece_tags).to(self.device)
         return self.model(input_ids=enc_ids, attention_mask=enc_mask, labels=labels).loss
+
+    def _split(self, batch_words, tags: Tensor) -> tuple[list[list[str]], Tensor]:
+        """Sentences and their tag ids ``[B, W]`` cut into the pieces the model takes whole."""
+        words, rows = [], []
+        for b, w in enumerate(batch_words):
+            for s, e in self._spans(w):
+                words.append(w[s:e])
+                rows.append(tags[b, s:e])
+        out = torch.full((len(rows), max(len(r) for r in rows)), -1, dtype=torch.long)
+        for i, r in enumerate(rows):
+            out[i, : len(r)] = r
+        return words, out
 
     def _labels(self, batch_words, tags: Tensor) -> Tensor:
         """SenT' targets ``[B, T]``, -100 on padding (ignored by the loss)."""
@@ -74,12 +90,35 @@ class SentScoreTeacher(nn.Module):
         return labels
 
     # -- inference ------------------------------------------------------------------------------
+    def _positions(self) -> int | None:
+        """Positions of an absolute-position model (encoder and decoder alike), None if relative."""
+        cfg = self.model.config
+        if cfg.model_type != "encoder-decoder":
+            return None
+        return min(cfg.encoder.max_position_embeddings, cfg.decoder.max_position_embeddings)
+
+    def _spans(self, words: list[str]) -> list[tuple[int, int]]:
+        """Consecutive [start, end) pieces of a sentence that the model can take whole."""
+        limit, longest_tag = self._positions(), max(len(t) for t in self.format.tag_ids) + 1
+        spans, start, enc, dec = [], 0, 0, 0
+        for i, w in enumerate(words):
+            cost = len(self.tokenizer(w, add_special_tokens=False)["input_ids"] or [0]) + 1
+            full = i - start >= self.format.max_words
+            if limit is not None:
+                full = full or enc + cost + len(self.format.prefix) + len(self.format.suffix) + 1 > limit \
+                    or dec + longest_tag + 3 > limit
+            if full and i > start:
+                spans.append((start, i))
+                start, enc, dec = i, 0, 0
+            enc, dec = enc + cost, dec + longest_tag
+        spans.append((start, len(words)))
+        return spans
+
     def _pieces(self, batch_words):
-        n = self.format.max_words
         pieces, owner = [], []
         for b, words in enumerate(batch_words):
-            for s in range(0, len(words), n):
-                pieces.append(words[s: s + n])
+            for s, e in self._spans(words):
+                pieces.append(words[s:e])
                 owner.append(b)
         return pieces, owner
 
@@ -108,7 +147,7 @@ class SentScoreTeacher(nn.Module):
         paths, _, _ = self.decode_batch(batch_words, k=1)
         return [self.schema.decode(paths[b, 0, : len(w)].tolist()) for b, w in enumerate(batch_words)]
 
-    def outputs(self, batch_words, tags: Tensor | None = None, *, k: int = 1, hidden_layers=(), **_):
+    def outputs(self, batch_words, tags: Tensor | None = None, *, k: int | None = None, hidden_layers=(), **_):
         """What a cache stores for this teacher: k-best sBIO paths, their scores, per-word tag
         scores of the best beam, and the LM loss of the gold target on labelled rows."""
         from .models import TeacherOutput
@@ -130,12 +169,15 @@ class SentScoreTeacher(nn.Module):
         rows = [b for b in range(len(batch_words)) if tags[b, 0] >= 0]
         nll = torch.full((len(batch_words),), float("nan"))
         if rows:
-            words = [batch_words[b] for b in rows]
+            words, piece_tags = self._split([batch_words[b] for b in rows], tags[rows])
+            owner = [rows[j] for j, b in enumerate(rows) for _ in self._spans(batch_words[b])]
             enc_ids, enc_mask = encode_batch(self.format, words, self.device)
-            labels = self._labels(words, tags[rows]).to(self.device)
+            labels = self._labels(words, piece_tags).to(self.device)
             logits = self.model(input_ids=enc_ids, attention_mask=enc_mask, labels=labels).logits
             logp = torch.log_softmax(logits.float(), -1).gather(2, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-            nll[rows] = -(logp * (labels >= 0)).sum(1).cpu()
+            per_piece = -(logp * (labels >= 0)).sum(1).cpu()
+            nll[rows] = 0.0
+            nll.index_add_(0, torch.tensor(owner), per_piece)
         return nll
 
     # -- identity and persistence ---------------------------------------------------------------
