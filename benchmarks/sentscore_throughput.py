@@ -97,7 +97,7 @@ def main() -> None:
         sentscore_one_at_a_time(model, fmt, words_)
     naive = len(naive_sample) / (time.perf_counter() - t)
 
-    print(f"\n| mode | sentences/s | s/sentence | vs one sentence at a time |")
+    print("\n| mode | sentences/s | s/sentence | vs one sentence at a time |")
     print("|---|---:|---:|---:|")
     print(f"| one candidate at a time (no cache), {len(naive_sample)} sentences | {naive:.2f} | {1 / naive:.3f} | "
           f"{naive / single:.2f}x |")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import string
 
 import numpy as np
@@ -138,3 +139,35 @@ def tiny_encoder(tmp_path_factory):
                         intermediate_size=64, max_position_embeddings=64)
     BertModel(config).save_pretrained(d)
     return str(d)
+
+
+def toy_corpus(path, n, seed, labelled=True):
+    """n sentences "NAME visits [the ...] CITY" in CoNLL (or raw text when not labelled)."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n):
+        name, city = rng.choice(["peter", "anna"]), rng.choice(["paris", "rome"])
+        extra = ["the"] * rng.randint(0, 4)
+        sent = [(name, "B-PER"), ("visits", "O"), *[(w, "O") for w in extra], (city, "B-LOC")]
+        lines += [f"{w} {t}" for w, t in sent] + [""] if labelled else [" ".join(w for w, _ in sent)]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def toy_cache(encoder: str, d, **build) -> str:
+    """A cache of a tiny CRF teacher (IOB2 over LOC, PER) over toy train/dev/unlabelled corpora,
+    whose teacher directory is deleted afterwards: stage two must not need it."""
+    import shutil
+
+    from seqdistill.cache_schema import LabelSchema
+    from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
+    from seqdistill.teachers import build_teacher
+
+    build_teacher(encoder, LabelSchema("IOB2", ("LOC", "PER")), "crf").save(d / "teacher")
+    specs = [CorpusSpec("toy", toy_corpus(d / "train.txt", 60, 0), "train", True),
+             CorpusSpec("toy", toy_corpus(d / "dev.txt", 20, 1), "dev", True),
+             CorpusSpec("raw", toy_corpus(d / "raw.txt", 40, 2, labelled=False), "unlabelled", False)]
+    build_cache(str(d / "cache"), str(d / "teacher"), specs, BuildConfig(device="cpu", **build), teacher_id="tiny",
+                log=lambda *a: None)
+    shutil.rmtree(d / "teacher")
+    return str(d / "cache")

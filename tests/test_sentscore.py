@@ -203,7 +203,7 @@ def test_few_shot_split(tmp_path):
     from seqdistill.pipeline.splits import few_shot_split
 
     (tmp_path / "all.txt").write_text(CONLL)
-    paths = few_shot_split(str(tmp_path / "all.txt"), tmp_path / "fs", 3, 2, seed=1)
+    few_shot_split(str(tmp_path / "all.txt"), tmp_path / "fs", 3, 2, seed=1)
     train = (tmp_path / "fs" / "gold_train.txt").read_text().strip().split("\n\n")
     dev = (tmp_path / "fs" / "gold_dev.txt").read_text().strip().split("\n\n")
     silver = (tmp_path / "fs" / "silver.txt").read_text().splitlines()

@@ -1,51 +1,27 @@
 """Stage two: streaming from a cache, the BiLSTM-CRF student, MGKD training without a teacher."""
 
 import json
-import random
-import shutil
 import subprocess
 import sys
 
 import pytest
+from conftest import toy_cache
 import torch
 from click.testing import CliRunner
 from torch.utils.data import DataLoader
 
 from seqdistill.cache_schema import CacheReader, LabelSchema
-from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.students.data import CacheStream, StreamConfig, parse_selection
 from seqdistill.students.models import load_student
 from seqdistill.students.train import TrainConfig, predict_tags, train_student
-from seqdistill.teachers import build_teacher
 
 SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
-
-
-def _toy(path, n, seed, labelled=True):
-    rng = random.Random(seed)
-    lines = []
-    for _ in range(n):
-        name, city = rng.choice(["peter", "anna"]), rng.choice(["paris", "rome"])
-        extra = ["the"] * rng.randint(0, 4)
-        sent = [(name, "B-PER"), ("visits", "O"), *[(w, "O") for w in extra], (city, "B-LOC")]
-        lines += [f"{w} {t}" for w, t in sent] + [""] if labelled else [" ".join(w for w, _ in sent)]
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
 
 
 @pytest.fixture(scope="module")
 def cache(tiny_encoder, tmp_path_factory):
     """A cache over toy train/dev/unlabelled corpora whose teacher directory no longer exists."""
-    d = tmp_path_factory.mktemp("stage2")
-    teacher = build_teacher(tiny_encoder, SCHEMA, "crf")
-    teacher.save(d / "teacher")
-    specs = [CorpusSpec("toy", _toy(d / "train.txt", 60, 0), "train", True),
-             CorpusSpec("toy", _toy(d / "dev.txt", 20, 1), "dev", True),
-             CorpusSpec("raw", _toy(d / "raw.txt", 40, 2, labelled=False), "unlabelled", False)]
-    build_cache(str(d / "cache"), str(d / "teacher"), specs,
-                BuildConfig(k=4, shard_size=16, device="cpu"), teacher_id="tiny", log=lambda *a: None)
-    shutil.rmtree(d / "teacher")
-    return str(d / "cache")
+    return toy_cache(tiny_encoder, tmp_path_factory.mktemp("stage2"), k=4, shard_size=16)
 
 
 

@@ -3,49 +3,25 @@ student trained stage-wise from a cache whose teacher is gone."""
 
 import json
 import math
-import random
-import shutil
 
 import pytest
+from conftest import toy_cache
 import torch
 from click.testing import CliRunner
 
 from seqdistill.cache_schema import LabelSchema
-from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.students import losses as L
 from seqdistill.students import xtremedistil as XD
 from seqdistill.students.models import StudentConfig, load_student
 from seqdistill.students.tagger import GROUPS, BiLSTMTagger, words_to_subwords
 from seqdistill.students.train import predict_tags
-from seqdistill.teachers import build_teacher
 
 SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
 
 
-def _toy(path, n, seed, labelled=True):
-    rng = random.Random(seed)
-    lines = []
-    for _ in range(n):
-        name, city = rng.choice(["peter", "anna"]), rng.choice(["paris", "rome"])
-        sent = [(name, "B-PER"), ("visits", "O"), *[("the", "O")] * rng.randint(0, 3), (city, "B-LOC")]
-        lines += [f"{w} {t}" for w, t in sent] + [""] if labelled else [" ".join(w for w, _ in sent)]
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
-
-
 @pytest.fixture(scope="module")
 def cache(tiny_encoder, tmp_path_factory):
-    d = tmp_path_factory.mktemp("xd")
-    teacher = build_teacher(tiny_encoder, SCHEMA, "crf")
-    teacher.save(d / "teacher")
-    specs = [CorpusSpec("toy", _toy(d / "train.txt", 60, 0), "train", True),
-             CorpusSpec("toy", _toy(d / "dev.txt", 20, 1), "dev", True),
-             CorpusSpec("raw", _toy(d / "raw.txt", 40, 2, labelled=False), "unlabelled", False)]
-    build_cache(str(d / "cache"), str(d / "teacher"), specs,
-                BuildConfig(k=2, hidden_layers=(1,), shard_size=32, device="cpu"), teacher_id="tiny",
-                log=lambda *a: None)
-    shutil.rmtree(d / "teacher")
-    return str(d / "cache")
+    return toy_cache(tiny_encoder, tmp_path_factory.mktemp("xd"), k=2, hidden_layers=(1,), shard_size=32)
 
 
 def test_cross_entropy_by_hand():

@@ -44,7 +44,7 @@ def load_tagger(directory, device: str = "cpu", trust_remote_code: bool = False)
     config = d / "config.json"
     if config.exists() and "arch" in json.loads(config.read_text()):
         from ..students.models import load_student
-        from ..students.train import predict_tags
+        from ..students.common import predict_tags
 
         model, tokenizer = load_student(d, device)
         return Tagger(d.name, "student", model.config.schema.scheme, sum(p.numel() for p in model.parameters()),

@@ -15,23 +15,21 @@ paper's BiLSTM settings, §5); the best epoch's student is saved.
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors.torch import load as load_safetensors
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader, LabelSchema
+from ..cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ..metrics import span_scores
 from . import losses as L
 from .data import CacheStream, StreamConfig, pad_stack, parse_selection
-from .models import EMBEDDINGS, StudentConfig, init_embeddings, save_student
+from .models import StudentConfig, init_embeddings, save_student
 from .tagger import BiLSTMTagger, words_to_subwords
-from .train import _pick_teacher, default_splits, predict_tags, read_split
+from .common import default_splits, device_for, open_cache, predict_tags, read_split, teacher_exports
 
 
 @dataclass
@@ -91,22 +89,13 @@ class _KDBatch:
 
 def train_sentscore_student(cache: str, out_dir, cfg: SentScoreKDConfig | None = None, *,
                             storage_options: dict | None = None, log=print) -> dict:
-    from transformers import AutoTokenizer
-
     cfg = cfg or SentScoreKDConfig()
-    if cfg.embedding not in EMBEDDINGS:
-        raise ValueError(f"embedding {cfg.embedding!r} is not one of {EMBEDDINGS}")
-    torch.manual_seed(cfg.seed)
-    reader = CacheReader(cache, storage_options)
+    reader, teacher = open_cache(cache, storage_options, cfg.teacher, cfg.embedding, cfg.seed)
     schema = reader.manifest.label_schema
-    teacher = _pick_teacher(reader, cfg.teacher)
-    if teacher is None or reader.manifest.teachers[teacher].kind != "sentscore":
+    if reader.manifest.teachers[teacher].kind != "sentscore":
         kinds = {n: t.kind for n, t in reader.manifest.teachers.items()}
         raise CacheError(f"the sentscore recipe needs a SenTScore teacher layer; the cache holds {kinds or 'none'}")
-    with tempfile.TemporaryDirectory(prefix="seqdistill-exports-") as tmp:
-        export_dir = Path(reader.export_dir(teacher, tmp))
-        tokenizer = AutoTokenizer.from_pretrained(export_dir / "tokenizer")
-        weight = load_safetensors((export_dir / "embeddings.safetensors").read_bytes())["weight"]
+    tokenizer, weight = teacher_exports(reader, teacher)
     dim = weight.shape[1] if cfg.embedding == "teacher" else cfg.embedding_dim
     scfg = StudentConfig(schema.to_json(), weight.shape[0], dim, cfg.embedding, False, cfg.hidden_size, 1,
                          cfg.dropout, arch="bilstm-tagger", projection_dim=2 * cfg.hidden_size,
@@ -114,7 +103,7 @@ def train_sentscore_student(cache: str, out_dir, cfg: SentScoreKDConfig | None =
                                 "lambda_kl": cfg.lambda_kl, "temperature": cfg.temperature})
     model = BiLSTMTagger(scfg)
     init_embeddings(model, weight)
-    device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = device_for(cfg.device)
     model.to(device)
     train_names, dev_names = default_splits(reader, cfg)
     if not dev_names:

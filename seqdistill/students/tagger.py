@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .models import StudentConfig
+from .models import StudentConfig, word_pieces
 
 # Parameter groups from the top of the network to the bottom: the order of gradual unfreezing (§5.3).
 GROUPS = ("softmax", "regressor", "projection", "bilstm", "embeddings")
@@ -50,23 +50,11 @@ class SubwordBatch:
 
 
 def words_to_subwords(tokenizer, batch_words: list[list[str]]) -> SubwordBatch:
-    """Tokenize words with the teacher's tokenizer (no special tokens); a word with no subword gets
-    the unknown token, so every word has at least one."""
-    enc = tokenizer(batch_words, is_split_into_words=True, add_special_tokens=False)
-    unk = tokenizer.unk_token_id if tokenizer.unk_token_id is not None else 0
+    """Tokenize words with the teacher's tokenizer (see ``word_pieces``) into subword sequences."""
     seqs, owners = [], []
-    for b, words in enumerate(batch_words):
-        per_word: list[list[int]] = [[] for _ in words]
-        for tok, w in zip(enc["input_ids"][b], enc.word_ids(b)):
-            if w is not None:
-                per_word[w].append(tok)
-        ids, own = [], []
-        for w, toks in enumerate(per_word):
-            toks = toks or [unk]
-            ids += toks
-            own += [w] * len(toks)
-        seqs.append(ids)
-        owners.append(own)
+    for pieces in word_pieces(tokenizer, batch_words):
+        seqs.append([t for p in pieces for t in p])
+        owners.append([w for w, p in enumerate(pieces) for _ in p])
     B, S, L = len(batch_words), max(len(s) for s in seqs), max(len(w) for w in batch_words)
     ids = torch.zeros(B, S, dtype=torch.long)
     word_ids = torch.full((B, S), -1, dtype=torch.long)

@@ -10,23 +10,22 @@ with patience 5, the best epoch's student saved; metrics appended to ``metrics.j
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors.torch import load as load_safetensors
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader, LabelSchema
+from ..cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ..crf import log_partition
 from ..metrics import span_scores
 from . import losses as L
 from .checkpoint import load_checkpoint, save_checkpoint
+from .common import default_splits, device_for, open_cache, predict_tags, read_split, teacher_exports
 from .data import CacheStream, StreamConfig, pad_stack, parse_selection
-from .models import EMBEDDINGS, BiLSTMCRF, StudentConfig, WordBatch, init_embeddings, save_student, words_to_bags
+from .models import BiLSTMCRF, StudentConfig, WordBatch, init_embeddings, save_student, words_to_bags
 
 LOSSES = ("hard", "seq-ce", "fuzzy", "token-em", "token-pos")
 
@@ -61,29 +60,6 @@ class TrainConfig:
     seed: int = 13
     device: str | None = None
     extra: dict = field(default_factory=dict)
-
-
-def _pick_teacher(reader: CacheReader, name: str | None) -> str | None:
-    teachers = [n for n, layer in reader.manifest.layers.items() if layer.kind == "teacher"]
-    if name:
-        if name not in teachers:
-            raise CacheError(f"the cache has no teacher {name!r}; it holds: {', '.join(teachers) or 'none'}")
-        return name
-    if len(teachers) == 1:
-        return teachers[0]
-    if not teachers:
-        return None
-    raise CacheError(f"the cache holds several teachers ({', '.join(teachers)}): choose one with --teacher")
-
-
-def default_splits(reader: CacheReader, cfg: TrainConfig) -> tuple[list[str], list[str]]:
-    corpora = reader.manifest.corpora
-    train = list(cfg.train) or [f"{c.name}/{c.split}" for c in corpora
-                                if (c.labelled and c.split == "train") or (not c.labelled and cfg.unlabelled)]
-    dev = list(cfg.dev) or [f"{c.name}/{c.split}" for c in corpora if c.labelled and c.split in ("dev", "valid")]
-    if not train:
-        raise CacheError("nothing to train on: no */train corpus in the cache; name one with --train")
-    return train, dev
 
 
 class Collate:
@@ -167,54 +143,15 @@ def loss_parts(model: BiLSTMCRF, batch: Batch, cfg: TrainConfig, device) -> dict
     return parts
 
 
-@torch.no_grad()
-def predict_tags(model: torch.nn.Module, tokenizer, sentences: list[list[str]], batch_size: int = 128) -> list[list[str]]:
-    model.eval()
-    schema = model.config.schema
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    preds: dict[int, list[str]] = {}
-    for s in range(0, len(order), batch_size):
-        idx = order[s: s + batch_size]
-        inputs = model.inputs(tokenizer, [sentences[i] for i in idx]).to(model.device)
-        ids = model.decode(inputs)
-        for j, i in enumerate(idx):
-            preds[i] = schema.decode(ids[j, : len(sentences[i])].tolist())
-    return [preds[i] for i in range(len(sentences))]
-
-
-def read_split(reader: CacheReader, names: list[str]) -> tuple[list[list[str]], list[list[str]]]:
-    """Words and gold tags of the selected labelled corpora, in cache order."""
-    select = parse_selection(names, reader)
-    words, tags = [], []
-    for shard in reader.iter_shards({EXAMPLES_LAYER: ["corpus", "split", "words", "tags"]}):
-        c, s = shard.get(EXAMPLES_LAYER, "corpus").to_pylist(), shard.get(EXAMPLES_LAYER, "split").to_pylist()
-        w, t = shard.get(EXAMPLES_LAYER, "words").to_pylist(), shard.get(EXAMPLES_LAYER, "tags").to_pylist()
-        for i in range(len(shard)):
-            if (c[i], s[i]) in select:
-                if t[i] is None:
-                    raise CacheError(f"{c[i]}/{s[i]} is unlabelled: it cannot be used for evaluation")
-                words.append(w[i])
-                tags.append(t[i])
-    return words, tags
-
-
 def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storage_options: dict | None = None,
                   log=print) -> dict:
     """Train a student from ``cache`` and save the best one (by dev F1) to ``out_dir``."""
-    from transformers import AutoTokenizer
-
     cfg = cfg or TrainConfig()
     unknown = set(cfg.losses) - set(LOSSES)
     if unknown or not cfg.losses:
         raise ValueError(f"unknown losses {sorted(unknown)}; choose from {', '.join(LOSSES)}")
-    if cfg.embedding not in EMBEDDINGS:
-        raise ValueError(f"embedding {cfg.embedding!r} is not one of {EMBEDDINGS}")
-    torch.manual_seed(cfg.seed)
-    reader = CacheReader(cache, storage_options)
+    reader, teacher = open_cache(cache, storage_options, cfg.teacher, cfg.embedding, cfg.seed)
     schema = reader.manifest.label_schema
-    teacher = _pick_teacher(reader, cfg.teacher)
-    if teacher is None:
-        raise CacheError("the cache holds no teacher layer: build one with `distill-cache build`")
     kind = reader.manifest.teachers[teacher].kind
     stored_k = reader.manifest.teachers[teacher].decoding.get("k")
     if kind != "crf" and ({"seq-ce", "fuzzy", "token-pos"} & set(cfg.losses)):
@@ -222,16 +159,13 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
                          "use the losses hard and token-em")
     if {"seq-ce", "fuzzy"} & set(cfg.losses) and stored_k is not None and cfg.k > stored_k:
         raise CacheError(f"--k {cfg.k} is more than the {stored_k} paths per sentence the cache holds")
-    with tempfile.TemporaryDirectory(prefix="seqdistill-exports-") as tmp:  # used only for a remote cache
-        export_dir = Path(reader.export_dir(teacher, tmp))
-        tokenizer = AutoTokenizer.from_pretrained(export_dir / "tokenizer")
-        weight = load_safetensors((export_dir / "embeddings.safetensors").read_bytes())["weight"]
+    tokenizer, weight = teacher_exports(reader, teacher)
     dim = weight.shape[1] if cfg.embedding == "teacher" else (cfg.embedding_dim or 100)
     scfg = StudentConfig(schema.to_json(), weight.shape[0], dim, cfg.embedding, cfg.freeze_embeddings,
                          cfg.hidden_size, 1, cfg.dropout, extra={"teacher": teacher, "cache": str(cache)})
     model = BiLSTMCRF(scfg)
     init_embeddings(model, weight)
-    device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = device_for(cfg.device)
     model.to(device)
 
     train_names, dev_names = default_splits(reader, cfg)

@@ -37,24 +37,22 @@ from __future__ import annotations
 import copy
 import json
 import math
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors.torch import load as load_safetensors
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader, LabelSchema
+from ..cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ..metrics import span_scores
 from . import losses as L
 from .checkpoint import load_checkpoint, save_checkpoint
 from .data import CacheStream, StreamConfig, pad_stack, parse_selection
-from .models import EMBEDDINGS, StudentConfig, init_embeddings, save_student
+from .models import StudentConfig, init_embeddings, save_student
 from .tagger import GROUPS, BiLSTMTagger, SubwordBatch, words_to_subwords
-from .train import _pick_teacher, default_splits, predict_tags, read_split
+from .common import default_splits, device_for, open_cache, predict_tags, read_split, teacher_exports
 
 XD_LOSSES = ("ce", "ll", "rl")
 SCHEDULES: dict[str, tuple[tuple[tuple[str, ...], ...], bool]] = {  # stages (their losses), gradual unfreezing
@@ -201,19 +199,11 @@ def stage_loss(model: BiLSTMTagger, batch: XDBatch, losses: tuple[str, ...], cfg
 def train_xtremedistil(cache: str, out_dir, cfg: XtremeDistilConfig | None = None, *,
                        storage_options: dict | None = None, log=print) -> dict:
     """Train an XtremeDistil student from ``cache`` and save it to ``out_dir``."""
-    from transformers import AutoTokenizer
-
     cfg = cfg or XtremeDistilConfig()
     stages, gradual = resolve_schedule(cfg)
-    if cfg.embedding not in EMBEDDINGS:
-        raise ValueError(f"embedding {cfg.embedding!r} is not one of {EMBEDDINGS}")
     used = {loss for stage in stages for loss in stage}
-    torch.manual_seed(cfg.seed)
-    reader = CacheReader(cache, storage_options)
+    reader, teacher = open_cache(cache, storage_options, cfg.teacher, cfg.embedding, cfg.seed)
     schema = reader.manifest.label_schema
-    teacher = _pick_teacher(reader, cfg.teacher)
-    if teacher is None:
-        raise CacheError("the cache holds no teacher layer: build one with `distill-cache build`")
     info = reader.manifest.teachers[teacher]
     layer = reader.manifest.layers[teacher]
     logits_field = ("emissions" if info.kind == "crf" else "logits") if "ll" in used else None
@@ -231,10 +221,7 @@ def train_xtremedistil(cache: str, out_dir, cfg: XtremeDistilConfig | None = Non
         hidden_field = f"hidden_{wanted}"
         hidden_size = layer.field(hidden_field).shape[0]
 
-    with tempfile.TemporaryDirectory(prefix="seqdistill-exports-") as tmp:  # used only for a remote cache
-        export_dir = Path(reader.export_dir(teacher, tmp))
-        tokenizer = AutoTokenizer.from_pretrained(export_dir / "tokenizer")
-        weight = load_safetensors((export_dir / "embeddings.safetensors").read_bytes())["weight"]
+    tokenizer, weight = teacher_exports(reader, teacher)
     dim = weight.shape[1] if cfg.embedding == "teacher" else cfg.embedding_dim
     scfg = StudentConfig(schema.to_json(), weight.shape[0], dim, cfg.embedding, False, cfg.hidden_size, 1,
                          cfg.dropout, arch="bilstm-tagger", projection_dim=hidden_size or weight.shape[1],
@@ -242,7 +229,7 @@ def train_xtremedistil(cache: str, out_dir, cfg: XtremeDistilConfig | None = Non
                                                      "schedule": cfg.schedule})
     model = BiLSTMTagger(scfg)
     init_embeddings(model, weight)
-    device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = device_for(cfg.device)
     model.to(device)
 
     train_names, dev_names = default_splits(reader, cfg)

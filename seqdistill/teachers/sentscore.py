@@ -215,7 +215,6 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
     dec = _Decoder(model, enc_h, enc_mask)
     C = max(len(t) for t in fmt.tag_ids) + 1  # the longest "t s_i" block
     start_ok, after_ok = (x.to(device) for x in fmt.allowed())
-    neg_inf = torch.tensor(float("-inf"), device=device)
 
     # the prefix [decoder start, s_0] of every sentence, then K beams per sentence (sentence-major rows)
     prefix = torch.tensor([_decoder_start(model), fmt.sentinels[0]], device=device).expand(B, 2)

@@ -1,0 +1,98 @@
+"""What every recipe does the same way: open the cache and pick its teacher, load the exports a
+student starts from, choose the training and dev splits, read a labelled split, predict tags."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors.torch import load as load_safetensors
+
+from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader
+from .data import parse_selection
+from .models import EMBEDDINGS
+
+
+def open_cache(cache: str, storage_options: dict | None, teacher: str | None, embedding: str,
+               seed: int) -> tuple[CacheReader, str]:
+    """The cache's reader and the teacher layer to learn from (checked), with torch seeded."""
+    if embedding not in EMBEDDINGS:
+        raise ValueError(f"embedding {embedding!r} is not one of {EMBEDDINGS}")
+    torch.manual_seed(seed)
+    reader = CacheReader(cache, storage_options)
+    name = _pick_teacher(reader, teacher)
+    if name is None:
+        raise CacheError("the cache holds no teacher layer: build one with `distill-cache build`")
+    return reader, name
+
+
+def teacher_exports(reader: CacheReader, teacher: str):
+    """The teacher's tokenizer and input embedding matrix, from the cache's exports."""
+    from transformers import AutoTokenizer
+
+    with tempfile.TemporaryDirectory(prefix="seqdistill-exports-") as tmp:  # used only for a remote cache
+        export_dir = Path(reader.export_dir(teacher, tmp))
+        tokenizer = AutoTokenizer.from_pretrained(export_dir / "tokenizer")
+        weight = load_safetensors((export_dir / "embeddings.safetensors").read_bytes())["weight"]
+    return tokenizer, weight
+
+
+def device_for(name: str | None) -> torch.device:
+    return torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+def _pick_teacher(reader: CacheReader, name: str | None) -> str | None:
+    teachers = [n for n, layer in reader.manifest.layers.items() if layer.kind == "teacher"]
+    if name:
+        if name not in teachers:
+            raise CacheError(f"the cache has no teacher {name!r}; it holds: {', '.join(teachers) or 'none'}")
+        return name
+    if len(teachers) == 1:
+        return teachers[0]
+    if not teachers:
+        return None
+    raise CacheError(f"the cache holds several teachers ({', '.join(teachers)}): choose one with --teacher")
+
+
+def default_splits(reader: CacheReader, cfg) -> tuple[list[str], list[str]]:
+    """Training and dev corpora: ``cfg.train`` and ``cfg.dev`` when named, else every */train (and,
+    with ``cfg.unlabelled``, every unlabelled corpus) and every */dev or */valid."""
+    corpora = reader.manifest.corpora
+    train = list(cfg.train) or [f"{c.name}/{c.split}" for c in corpora
+                                if (c.labelled and c.split == "train") or (not c.labelled and cfg.unlabelled)]
+    dev = list(cfg.dev) or [f"{c.name}/{c.split}" for c in corpora if c.labelled and c.split in ("dev", "valid")]
+    if not train:
+        raise CacheError("nothing to train on: no */train corpus in the cache; name one with --train")
+    return train, dev
+
+
+@torch.no_grad()
+def predict_tags(model: torch.nn.Module, tokenizer, sentences: list[list[str]], batch_size: int = 128) -> list[list[str]]:
+    model.eval()
+    schema = model.config.schema
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    preds: dict[int, list[str]] = {}
+    for s in range(0, len(order), batch_size):
+        idx = order[s: s + batch_size]
+        inputs = model.inputs(tokenizer, [sentences[i] for i in idx]).to(model.device)
+        ids = model.decode(inputs)
+        for j, i in enumerate(idx):
+            preds[i] = schema.decode(ids[j, : len(sentences[i])].tolist())
+    return [preds[i] for i in range(len(sentences))]
+
+
+def read_split(reader: CacheReader, names: list[str]) -> tuple[list[list[str]], list[list[str]]]:
+    """Words and gold tags of the selected labelled corpora, in cache order."""
+    select = parse_selection(names, reader)
+    words, tags = [], []
+    for shard in reader.iter_shards({EXAMPLES_LAYER: ["corpus", "split", "words", "tags"]}):
+        c, s = shard.get(EXAMPLES_LAYER, "corpus").to_pylist(), shard.get(EXAMPLES_LAYER, "split").to_pylist()
+        w, t = shard.get(EXAMPLES_LAYER, "words").to_pylist(), shard.get(EXAMPLES_LAYER, "tags").to_pylist()
+        for i in range(len(shard)):
+            if (c[i], s[i]) in select:
+                if t[i] is None:
+                    raise CacheError(f"{c[i]}/{s[i]} is unlabelled: it cannot be used for evaluation")
+                words.append(w[i])
+                tags.append(t[i])
+    return words, tags
