@@ -10,12 +10,11 @@ import torch
 from click.testing import CliRunner
 from torch.utils.data import DataLoader
 
-from seqdistill.cache_schema import CacheReader, LabelSchema
+from seqdistill.cache_schema import CacheReader
 from seqdistill.students.data import CacheStream, StreamConfig, parse_selection
 from seqdistill.students.models import load_student
 from seqdistill.students.train import TrainConfig, predict_tags, train_student
 
-SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
 
 
 @pytest.fixture(scope="module")
