@@ -92,7 +92,8 @@ def test_stream_reads_only_the_fields_asked_for(cache, monkeypatch):
 
 
 def test_training_never_imports_the_teachers_package():
-    code = ("import sys, seqdistill.students.train, seqdistill.students.cli; "
+    code = ("import sys, seqdistill.students.train, seqdistill.students.cli, seqdistill.students.xtremedistil, "
+            "seqdistill.students.sentscore_kd; "
             "bad = [m for m in sys.modules if m.startswith('seqdistill.teachers') or m == 'seqdistill.pipeline.build']; "
             "assert not bad, bad")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
