@@ -116,6 +116,12 @@ def test_mgkd_student_learns_from_a_cache_whose_teacher_is_gone(cache, tmp_path)
     assert {"loss_hard", "loss_seq-ce", "loss_fuzzy", "dev_f1", "weights"} <= set(first)
     model, tok = load_student(tmp_path / "s")
     assert predict_tags(model, tok, [["anna", "visits", "the", "rome"]]) == [["B-PER", "O", "O", "B-LOC"]]
+    from seqdistill.pipeline.evaluate import eval_main
+
+    (tmp_path / "test.txt").write_text("peter B-PER\nvisits O\nparis B-LOC\n\n")
+    r = CliRunner().invoke(eval_main, ["--model", str(tmp_path / "s"), "--data", str(tmp_path / "test.txt")])
+    assert r.exit_code == 0, r.output
+    assert "| student | " in r.output and "| 100.00 | 100.00 | 100.00 |" in r.output
 
 
 def test_teacher_embeddings_frozen_and_svd(cache, tmp_path):

@@ -137,6 +137,19 @@ def test_xtremedistil_d4_student_learns_from_the_cache(cache, tmp_path):
     model, tok = load_student(tmp_path / "xd")
     assert model.config.arch == "bilstm-tagger" and model.config.projection_dim == 32  # the teacher's width
     assert predict_tags(model, tok, [["anna", "visits", "the", "rome"]]) == [["B-PER", "O", "O", "B-LOC"]]
+    # distill-eval and distill-predict take it like any model directory: no cache, no teacher
+    from seqdistill.pipeline.evaluate import eval_main, predict_main
+
+    (tmp_path / "test.txt").write_text("peter B-PER\nvisits O\nparis B-LOC\n\nanna B-PER\nvisits O\nrome B-LOC\n")
+    r = CliRunner().invoke(eval_main, ["--model", str(tmp_path / "xd"), "--data", str(tmp_path / "test.txt"), "--json"])
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.output)[0]
+    assert row["kind"] == "student" and row["f1"] == 1.0 and row["ms_per_sentence_batch32"] > 0
+    (tmp_path / "raw.txt").write_text("anna visits paris\n")
+    r = CliRunner().invoke(predict_main, ["--model", str(tmp_path / "xd"), "--input", str(tmp_path / "raw.txt"),
+                                          "--output", str(tmp_path / "out.jsonl"), "--output-format", "jsonl"])
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "out.jsonl").read_text())["tags"] == ["B-PER", "O", "B-LOC"]
 
 
 def test_missing_teacher_layer_lists_the_stored_ones(cache, tmp_path):
