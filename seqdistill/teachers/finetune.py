@@ -129,7 +129,8 @@ def finetune(encoder: str, train, dev, schema: LabelSchema, out_dir, cfg: Finetu
         if improved:
             best, best_epoch = scores["f1"], epoch + 1
             teacher.save(out_dir)
-        elif epoch + 1 - best_epoch >= cfg.patience:
+        elif best > 0 and epoch + 1 - best_epoch >= cfg.patience:  # patience counts once something is learnt
+            # (a SenTScore teacher tags every word O for its first epochs: dev F1 0 is no plateau)
             log(f"no dev F1 gain for {cfg.patience} epochs: stopping")
             break
     summary = {"config": asdict(cfg), "encoder": str(encoder), "best_epoch": best_epoch, "best_dev_f1": best,
