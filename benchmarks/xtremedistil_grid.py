@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
@@ -28,27 +27,20 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from seqdistill.pipeline.evaluate import evaluate_taggers  # noqa: E402
+from seqdistill.students.models import save_student  # noqa: E402
 from seqdistill.students.xtremedistil import XtremeDistilConfig, train_xtremedistil  # noqa: E402
 
 
 def untrained(cache: str, d: Path, e: int, h: int) -> None:
     """A randomly initialised XtremeDistil student of size (E, H) over the cache's teacher vocabulary."""
-    from safetensors.torch import load as load_st
-    from transformers import AutoTokenizer
-
     from seqdistill.cache_schema import CacheReader
-    from seqdistill.students.models import StudentConfig, save_student
-    from seqdistill.students.tagger import BiLSTMTagger
+    from seqdistill.students.common import new_tagger
 
     reader = CacheReader(cache)
     teacher = next(n for n, layer in reader.manifest.layers.items() if layer.kind == "teacher")
-    with tempfile.TemporaryDirectory() as tmp:
-        exports = Path(reader.export_dir(teacher, tmp))
-        tok = AutoTokenizer.from_pretrained(exports / "tokenizer")
-        weight = load_st((exports / "embeddings.safetensors").read_bytes())["weight"]
-    cfg = StudentConfig(reader.manifest.label_schema.to_json(), weight.shape[0], e, "svd", False, h, 1, 0.2,
-                        arch="bilstm-tagger", projection_dim=weight.shape[1])
-    save_student(BiLSTMTagger(cfg), tok, d)
+    model, tok, _ = new_tagger(reader, teacher, XtremeDistilConfig(embedding_dim=e, hidden_size=h, device="cpu"),
+                               projection_dim="teacher")
+    save_student(model, tok, d)
 
 
 def main() -> None:

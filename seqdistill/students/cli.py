@@ -50,16 +50,17 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
               help="Add the cache's unlabelled corpora to the default training set (DA).")
 @click.option("--dev", "dev_sets", multiple=True, help="CORPUS[/SPLIT] for early stopping (default: */dev, */valid).")
 @click.option("--embedding", type=click.Choice(["teacher", "svd", "random"]), default=None,
-              help="Input embeddings [mgkd: teacher (frozen); xtremedistil: svd].")
-@click.option("--embedding-dim", type=int, default=None, help="E for svd and random [mgkd: 100; xtremedistil: 300].")
+              help="Input embeddings [mgkd: teacher (frozen); xtremedistil, sentscore: svd].")
+@click.option("--embedding-dim", type=int, default=None, help="E for svd and random [mgkd: 100; xtremedistil: 300; sentscore: 100].")
 @click.option("--train-embeddings", is_flag=True, help="mgkd: fine-tune the teacher's embeddings instead of freezing them.")
 @click.option("--hidden-size", type=int, default=None, help="LSTM units per direction [mgkd: 300; xtremedistil: 600; sentscore: 200].")
-@click.option("--dropout", type=float, default=None, help="[mgkd: 0.5; xtremedistil: 0.2]")
+@click.option("--dropout", type=float, default=None, help="[mgkd: 0.5; xtremedistil: 0.2; sentscore: 0.5]")
 @click.option("--lr", type=float, default=1e-3, show_default=True)
 @click.option("--epochs", type=int, default=None, help="Most epochs [mgkd: 50; sentscore: 100].")
 @click.option("--patience", type=int, default=None,
-              help="Epochs without gain that stop [mgkd: 5, dev F1; xtremedistil: 2 per step, validation loss].")
-@click.option("--batch-size", type=int, default=None, help="Sentences per batch [mgkd: 32; xtremedistil: 512].")
+              help="Epochs without gain that stop [mgkd: 5, dev F1; xtremedistil: 2 per step, validation loss; "
+                   "sentscore: 25, dev F1].")
+@click.option("--batch-size", type=int, default=None, help="Sentences per batch [mgkd: 32; xtremedistil: 512; sentscore: 16].")
 @click.option("--max-steps", type=int, default=None, help="Most updates (xtremedistil: per epoch of a step).")
 @click.option("--num-workers", type=int, default=0, show_default=True)
 @click.option("--seed", type=int, default=13, show_default=True)

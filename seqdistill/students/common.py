@@ -42,6 +42,36 @@ def device_for(name: str | None) -> torch.device:
     return torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
+def new_tagger(reader: CacheReader, teacher: str, cfg, *, projection_dim: int | str = "lstm",
+               pooling: str = "first", extra: dict | None = None):
+    """A BiLSTM tagger (``tagger.py``) sized by ``cfg`` (embedding, embedding_dim, hidden_size,
+    dropout, device), its embeddings filled from the teacher's exports, on its device; with the
+    teacher's tokenizer. ``projection_dim``: a width, ``"lstm"`` (twice the LSTM's units) or
+    ``"teacher"`` (the teacher's embedding width)."""
+    from .models import StudentConfig, init_embeddings
+    from .tagger import BiLSTMTagger
+
+    tokenizer, weight = teacher_exports(reader, teacher)
+    dim = weight.shape[1] if cfg.embedding == "teacher" else cfg.embedding_dim
+    scfg = StudentConfig(reader.manifest.label_schema.to_json(), weight.shape[0], dim, cfg.embedding, False,
+                         cfg.hidden_size, 1, cfg.dropout, arch="bilstm-tagger",
+                         projection_dim={"lstm": 2 * cfg.hidden_size, "teacher": weight.shape[1]}.get(
+                             projection_dim, projection_dim), pooling=pooling,
+                         extra={"teacher": teacher, **(extra or {})})
+    model = BiLSTMTagger(scfg)
+    init_embeddings(model, weight)
+    device = device_for(cfg.device)
+    return model.to(device), tokenizer, device
+
+
+def splits_with_dev(reader: CacheReader, cfg, why: str) -> tuple[list[str], list[str]]:
+    """``default_splits``, refusing a cache without a dev split (``why`` says what needs one)."""
+    train, dev = default_splits(reader, cfg)
+    if not dev:
+        raise CacheError(f"{why}: the cache needs a dev split (or name one with --dev)")
+    return train, dev
+
+
 def _pick_teacher(reader: CacheReader, name: str | None) -> str | None:
     teachers = [n for n, layer in reader.manifest.layers.items() if layer.kind == "teacher"]
     if name:

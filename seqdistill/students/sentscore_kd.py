@@ -27,9 +27,9 @@ from ..cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ..metrics import span_scores
 from . import losses as L
 from .data import CacheStream, StreamConfig, pad_stack, parse_selection
-from .models import StudentConfig, init_embeddings, save_student
-from .tagger import BiLSTMTagger, words_to_subwords
-from .common import default_splits, device_for, open_cache, predict_tags, read_split, teacher_exports
+from .models import save_student
+from .tagger import words_to_subwords
+from .common import new_tagger, open_cache, predict_tags, read_split, splits_with_dev
 
 
 @dataclass
@@ -95,19 +95,10 @@ def train_sentscore_student(cache: str, out_dir, cfg: SentScoreKDConfig | None =
     if reader.manifest.teachers[teacher].kind != "sentscore":
         kinds = {n: t.kind for n, t in reader.manifest.teachers.items()}
         raise CacheError(f"the sentscore recipe needs a SenTScore teacher layer; the cache holds {kinds or 'none'}")
-    tokenizer, weight = teacher_exports(reader, teacher)
-    dim = weight.shape[1] if cfg.embedding == "teacher" else cfg.embedding_dim
-    scfg = StudentConfig(schema.to_json(), weight.shape[0], dim, cfg.embedding, False, cfg.hidden_size, 1,
-                         cfg.dropout, arch="bilstm-tagger", projection_dim=2 * cfg.hidden_size,
-                         extra={"teacher": teacher, "cache": str(cache), "recipe": "sentscore",
-                                "lambda_kl": cfg.lambda_kl, "temperature": cfg.temperature})
-    model = BiLSTMTagger(scfg)
-    init_embeddings(model, weight)
-    device = device_for(cfg.device)
-    model.to(device)
-    train_names, dev_names = default_splits(reader, cfg)
-    if not dev_names:
-        raise CacheError("early stopping needs a dev split in the cache (or name one with --dev)")
+    model, tokenizer, device = new_tagger(
+        reader, teacher, cfg, extra={"cache": str(cache), "recipe": "sentscore", "lambda_kl": cfg.lambda_kl,
+                                     "temperature": cfg.temperature})
+    train_names, dev_names = splits_with_dev(reader, cfg, "early stopping on dev F1")
     stream = CacheStream(reader, {EXAMPLES_LAYER: ["words", "tags"], teacher: ["kbest_paths", "tag_scores"]},
                          parse_selection(train_names, reader), KDCollate(tokenizer, schema, teacher),
                          StreamConfig(cfg.batch_size, cfg.buffer_size, cfg.seed))

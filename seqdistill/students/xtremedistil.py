@@ -50,9 +50,9 @@ from ..metrics import span_scores
 from . import losses as L
 from .checkpoint import load_checkpoint, save_checkpoint
 from .data import CacheStream, StreamConfig, pad_stack, parse_selection
-from .models import StudentConfig, init_embeddings, save_student
+from .models import save_student
 from .tagger import GROUPS, BiLSTMTagger, SubwordBatch, words_to_subwords
-from .common import default_splits, device_for, open_cache, predict_tags, read_split, teacher_exports
+from .common import new_tagger, open_cache, predict_tags, read_split, splits_with_dev
 
 XD_LOSSES = ("ce", "ll", "rl")
 SCHEDULES: dict[str, tuple[tuple[tuple[str, ...], ...], bool]] = {  # stages (their losses), gradual unfreezing
@@ -221,21 +221,11 @@ def train_xtremedistil(cache: str, out_dir, cfg: XtremeDistilConfig | None = Non
         hidden_field = f"hidden_{wanted}"
         hidden_size = layer.field(hidden_field).shape[0]
 
-    tokenizer, weight = teacher_exports(reader, teacher)
-    dim = weight.shape[1] if cfg.embedding == "teacher" else cfg.embedding_dim
-    scfg = StudentConfig(schema.to_json(), weight.shape[0], dim, cfg.embedding, False, cfg.hidden_size, 1,
-                         cfg.dropout, arch="bilstm-tagger", projection_dim=hidden_size or weight.shape[1],
-                         pooling=info.pooling, extra={"teacher": teacher, "cache": str(cache), "recipe": "xtremedistil",
-                                                     "schedule": cfg.schedule})
-    model = BiLSTMTagger(scfg)
-    init_embeddings(model, weight)
-    device = device_for(cfg.device)
-    model.to(device)
-
-    train_names, dev_names = default_splits(reader, cfg)
-    if not dev_names:
-        raise CacheError("XtremeDistil restores each step's best weights by validation loss: "
-                         "the cache needs a dev split (or name one with --dev)")
+    model, tokenizer, device = new_tagger(
+        reader, teacher, cfg, projection_dim=hidden_size or "teacher", pooling=info.pooling,
+        extra={"cache": str(cache), "recipe": "xtremedistil", "schedule": cfg.schedule})
+    train_names, dev_names = splits_with_dev(reader, cfg, "XtremeDistil restores each step's best weights by "
+                                                          "validation loss")
     selected = parse_selection(train_names, reader)
     labelled_sel = {(c.name, c.split) for c in reader.manifest.corpora if c.labelled and (c.name, c.split) in selected}
     dev_sel = parse_selection(dev_names, reader)

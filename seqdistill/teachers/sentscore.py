@@ -213,7 +213,8 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
     enc_ids, enc_mask = encode_batch(fmt, words, device)
     enc_h = model.get_encoder()(input_ids=enc_ids, attention_mask=enc_mask).last_hidden_state
     dec = _Decoder(model, enc_h, enc_mask)
-    C = max(len(t) for t in fmt.tag_ids) + 1  # the longest "t s_i" block
+    tag_len = torch.tensor([len(t) + 1 for t in fmt.tag_ids], device=device)  # "t s_i" blocks
+    C = int(tag_len.max())
     start_ok, after_ok = (x.to(device) for x in fmt.allowed())
 
     # the prefix [decoder start, s_0] of every sentence, then K beams per sentence (sentence-major rows)
@@ -267,19 +268,15 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
         # the new cache: each kept beam's prefix + its chosen block, right-aligned (padding rolled left)
         take = (torch.arange(live, device=device)[:, None] * k + src).reshape(-1)
         chosen = tag.reshape(-1)
-        used = torch.tensor([len(t) + 1 for t in fmt.tag_ids], device=device)[chosen]
+        used = tag_len[chosen]
         width = mask.shape[1] + C
         index = (torch.arange(width, device=device)[None] - (C - used)[:, None]) % width
         for j, layer in enumerate(_self_attention_layers(cache)):
             for attr, which in (("keys", 0), ("values", 1)):
-                pre = getattr(layer, attr)[take]
-                block = pre.new_zeros(R, pre.shape[1], C, pre.shape[-1])
-                for t in range(n_t):
-                    sel = chosen == t
-                    if sel.any():
-                        b = blocks[t][j][which][take[sel]]
-                        block[sel, :, : b.shape[2]] = b
-                full = torch.cat([pre, block], 2)
+                # every tag's block padded to C, stacked [T̄, R, H, C, D]; each beam takes its tag's
+                block = torch.stack([nn.functional.pad(blocks[t][j][which], (0, 0, 0, C - int(tag_len[t])))
+                                     for t in range(n_t)])[chosen, take]
+                full = torch.cat([getattr(layer, attr)[take], block], 2)
                 setattr(layer, attr, full.gather(2, index[:, None, :, None].expand(-1, full.shape[1], -1, full.shape[-1])))
         # the cross-attention cache needs no selection: beams of one sentence share it
         new_mask = torch.cat([mask[take], (torch.arange(C, device=device)[None] < used[:, None]).long()], 1)

@@ -63,22 +63,23 @@ class SentScoreTeacher(nn.Module):
     # -- training -------------------------------------------------------------------------------
     def loss(self, batch_words: list[list[str]], tags: Tensor) -> Tensor:
         """Mean token-level language-modelling loss of the SenT' targets (teacher forcing)."""
-        words, piece_tags = self._split(batch_words, tags)
+        words, piece_tags, _ = self._split(batch_words, tags)
         enc_ids, enc_mask = encode_batch(self.format, words, self.device)
         labels = self._labels(words, piece_tags).to(self.device)
         return self.model(input_ids=enc_ids, attention_mask=enc_mask, labels=labels).loss
 
-    def _split(self, batch_words, tags: Tensor) -> tuple[list[list[str]], Tensor]:
-        """Sentences and their tag ids ``[B, W]`` cut into the pieces the model takes whole."""
-        words, rows = [], []
-        for b, w in enumerate(batch_words):
-            for s, e in self._spans(w):
-                words.append(w[s:e])
-                rows.append(tags[b, s:e])
+    def _split(self, batch_words, tags: Tensor) -> tuple[list[list[str]], Tensor, list[int]]:
+        """Sentences and their tag ids ``[B, W]`` cut into the pieces the model takes whole, with
+        the sentence of each piece."""
+        words, owner = self._pieces(batch_words)
+        offset, rows = [0] * len(batch_words), []
+        for w, b in zip(words, owner):
+            rows.append(tags[b, offset[b]: offset[b] + len(w)])
+            offset[b] += len(w)
         out = torch.full((len(rows), max(len(r) for r in rows)), -1, dtype=torch.long)
         for i, r in enumerate(rows):
             out[i, : len(r)] = r
-        return words, out
+        return words, out, owner
 
     def _labels(self, batch_words, tags: Tensor) -> Tensor:
         """SenT' targets ``[B, T]``, -100 on padding (ignored by the loss)."""
@@ -99,14 +100,16 @@ class SentScoreTeacher(nn.Module):
 
     def _spans(self, words: list[str]) -> list[tuple[int, int]]:
         """Consecutive [start, end) pieces of a sentence that the model can take whole."""
-        limit, longest_tag = self._positions(), max(len(t) for t in self.format.tag_ids) + 1
+        n = self.format.max_words
+        limit = self._positions()
+        if limit is None:  # relative positions: only the sentinels bound a piece
+            return [(s, min(s + n, len(words))) for s in range(0, len(words), n)]
+        longest_tag = max(len(t) for t in self.format.tag_ids) + 1
+        fixed = len(self.format.prefix) + len(self.format.suffix) + 1
         spans, start, enc, dec = [], 0, 0, 0
         for i, w in enumerate(words):
             cost = len(self.tokenizer(w, add_special_tokens=False)["input_ids"] or [0]) + 1
-            full = i - start >= self.format.max_words
-            if limit is not None:
-                full = full or enc + cost + len(self.format.prefix) + len(self.format.suffix) + 1 > limit \
-                    or dec + longest_tag + 3 > limit
+            full = i - start >= n or enc + cost + fixed > limit or dec + longest_tag + 3 > limit
             if full and i > start:
                 spans.append((start, i))
                 start, enc, dec = i, 0, 0
@@ -169,8 +172,8 @@ class SentScoreTeacher(nn.Module):
         rows = [b for b in range(len(batch_words)) if tags[b, 0] >= 0]
         nll = torch.full((len(batch_words),), float("nan"))
         if rows:
-            words, piece_tags = self._split([batch_words[b] for b in rows], tags[rows])
-            owner = [rows[j] for j, b in enumerate(rows) for _ in self._spans(batch_words[b])]
+            words, piece_tags, piece_row = self._split([batch_words[b] for b in rows], tags[rows])
+            owner = [rows[j] for j in piece_row]
             enc_ids, enc_mask = encode_batch(self.format, words, self.device)
             labels = self._labels(words, piece_tags).to(self.device)
             logits = self.model(input_ids=enc_ids, attention_mask=enc_mask, labels=labels).logits
