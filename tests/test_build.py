@@ -141,10 +141,10 @@ def test_batches_by_length_respect_the_budget():
     assert [lengths[b[0]] for b in batches] == sorted(lengths[b[0]] for b in batches)
 
 
-def _cli_build(out, crf_dir, specs, env=None, runner=None):
+def _cli_build(out, crf_dir, specs, env=None, runner=None, extra=()):
     args = ["build", "--out", out, "--teacher", crf_dir, "--labelled", f"conll={specs[0].path}",
             "--unlabelled", f"wiki={specs[1].path}", "--kbest", "4", "--shard-size", "2", "--hidden-layers", "1",
-            "--device", "cpu"]
+            "--device", "cpu", *extra]
     cmd = (runner or [sys.executable, "-m", "seqdistill.pipeline.cli"]) + args
     full_env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", **(env or {})}
     return subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=300)
@@ -180,7 +180,7 @@ def _assert_same(a, b, atol=0.0):
                 _close(cols_a[layer][f], cols_b[layer][f], atol)
 
 
-@pytest.mark.parametrize("point", ["shard-marker:examples:0", "shard-data:crf:1", "shard-marker:crf:2", "manifest"])
+@pytest.mark.parametrize("point", ["shard-data:crf:1", "manifest"])  # the real CLI; test_reliability.py kills at 20+ points
 def test_killed_build_resumes_to_the_same_cache(teachers, corpus_paths, tmp_path, point):
     crf_dir, _ = teachers
     clean = str(tmp_path / "clean")

@@ -5,6 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import TEACHER_FIELDS, all_rows, build_cache, examples_columns, make_teacher, shard_rows
+from seqdistill.cache_schema.manifest import seal
 from seqdistill.cache_schema import (
     CacheReader,
     CacheWriter,
@@ -143,6 +144,7 @@ def _edit_manifest(url, edit):
     path = url / "manifest.json"
     obj = json.loads(path.read_text())
     edit(obj)
+    seal(obj)  # a crafted manifest: its checksum is no defence
     path.write_text(json.dumps(obj))
 
 

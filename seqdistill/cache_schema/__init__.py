@@ -6,6 +6,7 @@ inspected and verified anywhere. docs/cache-format.md is the specification.
 
 from .errors import (
     CacheError,
+    CacheLockedError,
     FieldError,
     FingerprintMismatchError,
     FormatVersionError,
@@ -13,6 +14,7 @@ from .errors import (
     ShardError,
 )
 from .fields import FieldSpec
+from .lock import BuildLock
 from .labels import LabelSchema, TagError
 from .layout import EXAMPLES_FIELDS, example_id
 from .manifest import EXAMPLES_LAYER, FORMAT_VERSION, CorpusInfo, LayerInfo, Manifest, ShardInfo, TeacherInfo
@@ -21,7 +23,7 @@ from .verify import Problem, verify_cache
 from .writer import CacheWriter, LayerWriter
 
 __all__ = [
-    "CacheError", "FieldError", "FingerprintMismatchError", "FormatVersionError", "ManifestError",
+    "BuildLock", "CacheError", "CacheLockedError", "FieldError", "FingerprintMismatchError", "FormatVersionError", "ManifestError",
     "ShardError", "FieldSpec", "LabelSchema", "TagError", "EXAMPLES_FIELDS", "example_id",
     "EXAMPLES_LAYER", "FORMAT_VERSION", "CorpusInfo", "LayerInfo", "Manifest", "ShardInfo",
     "TeacherInfo", "CacheReader", "DenseField", "ShardData", "Problem", "verify_cache",

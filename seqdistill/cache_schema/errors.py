@@ -24,3 +24,7 @@ class FingerprintMismatchError(CacheError):
 
 class ShardError(CacheError):
     """A shard is missing, incomplete or does not match the manifest."""
+
+
+class CacheLockedError(CacheError):
+    """Another build holds the cache's lock (``build.lock``)."""

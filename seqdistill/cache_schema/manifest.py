@@ -7,6 +7,8 @@ read a cache with pyarrow and zarr alone; docs/cache-format.md is the specificat
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -21,6 +23,22 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 EXAMPLES_LAYER = "examples"
 LAYER_KINDS = ("examples", "teacher")
+
+CHECKSUM_KEY = "manifest_sha256"
+
+
+def manifest_digest(obj: dict) -> str:
+    """sha256 of a manifest's contents without its own checksum (canonical JSON: sorted keys, no
+    spaces), so that a flipped byte anywhere in the manifest is caught, not only in the files it lists."""
+    body = {k: v for k, v in obj.items() if k != CHECKSUM_KEY}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def seal(obj: dict) -> dict:
+    """Set the manifest's checksum (every write of a manifest goes through here)."""
+    obj[CHECKSUM_KEY] = manifest_digest(obj)
+    return obj
+
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -260,7 +278,7 @@ class Manifest:
         return self.layers[name]
 
     def to_json(self) -> dict:
-        return {
+        return seal({
             "format": FORMAT_NAME,
             "format_version": self.format_version,
             "tool_version": self.tool_version,
@@ -268,13 +286,17 @@ class Manifest:
             "corpora": [c.to_json() for c in self.corpora],
             "teachers": [t.to_json() for t in self.teachers.values()],
             "layers": [layer.to_json() for layer in self.layers.values()],
-        }
+        })
 
     @classmethod
     def from_json(cls, obj: dict) -> "Manifest":
         if not isinstance(obj, dict) or obj.get("format") != FORMAT_NAME:
             raise ManifestError(f"{MANIFEST} is not a seqdistill cache manifest (no format {FORMAT_NAME!r})")
         check_format_version(obj.get("format_version"), obj.get("tool_version", "?"))
+        if CHECKSUM_KEY in obj and obj[CHECKSUM_KEY] != manifest_digest(obj):
+            raise ManifestError(f"{MANIFEST}: its {CHECKSUM_KEY} does not match its contents: the file is corrupt "
+                                f"or was edited; delete it and run the same `distill-cache build` again, which "
+                                f"rewrites it from the shard markers")
         try:
             schema = LabelSchema.from_json(_require(obj, "label_schema", "the manifest"))
         except (TagError, KeyError) as e:

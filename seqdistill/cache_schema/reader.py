@@ -118,9 +118,32 @@ class ShardData:
 class CacheReader:
     """A committed cache, opened for reading."""
 
-    def __init__(self, url, storage_options: dict | None = None):
+    def __init__(self, url, storage_options: dict | None = None, *, verify: bool = False):
+        """``verify``: check the size and sha256 of every file against the manifest before its
+        first read (shards as they are read, exports when asked for), so that a damaged file is
+        refused with its name instead of being trained on. Students read with ``verify=True``;
+        the cost is one extra pass over each file, once per process."""
         self.store = CacheStore(url, storage_options)
         self.manifest = load_manifest(self.store)
+        self.verify = verify
+        self._verified: set[str] = set()
+
+    def check_files(self, files) -> None:
+        """Size and sha256 of ``files`` (``FileInfo``) against the manifest; raise naming the first
+        that differs. Each file is checked once per reader."""
+        for f in files:
+            if f.path in self._verified:
+                continue
+            try:
+                size = self.store.size(f.path)
+            except FileNotFoundError:
+                raise ShardError(f"{self.store.url}/{f.path}: file missing; the cache is damaged: run "
+                                 "`distill-cache verify` and rebuild what it names") from None
+            if size != f.bytes or self.store.sha256(f.path) != f.sha256:
+                what = f"{size} bytes, the manifest says {f.bytes}" if size != f.bytes else "its sha256 differs from the manifest's"
+                raise ShardError(f"{self.store.url}/{f.path}: corrupt ({what}); run `distill-cache verify` "
+                                 "and rebuild what it names")
+            self._verified.add(f.path)
 
     @property
     def num_shards(self) -> int:
@@ -137,12 +160,17 @@ class CacheReader:
     def read_export(self, layer: str, name: str) -> bytes:
         if name not in self.exports(layer):
             raise CacheError(f"layer {layer!r} exported no {name!r}; it exported: {', '.join(self.exports(layer))}")
-        return self.store.read_bytes(f"layers/{layer}/exports/{name}")
+        rel = f"layers/{layer}/exports/{name}"
+        if self.verify:
+            self.check_files([f for f in self.manifest.layer(layer).exports if f.path == rel])
+        return self.store.read_bytes(rel)
 
     def export_dir(self, layer: str, local_dir=None) -> str:
         """A local directory holding the layer's exports: the cache's own for a local cache,
         else a copy in ``local_dir`` (or a new temporary directory)."""
         if self.store.is_local:
+            if self.verify:
+                self.check_files(self.manifest.layer(layer).exports)
             return self.store.path(f"layers/{layer}/exports")
         import os
         import tempfile
@@ -183,6 +211,10 @@ class CacheReader:
             raise CacheError(f"shard {index} does not exist: the cache has {self.num_shards} shards")
         request = self.resolve(fields)
         ref = self.manifest.examples.shards[index]
+        if self.verify:
+            self.check_files([f for f in ref.files if f.path.endswith(f"/{RECORDS}")])
+            for layer_name in request:
+                self.check_files(self.manifest.layer(layer_name).shards[index].files)
         ids = read_parquet_columns(self.store, f"{ref.path}/{RECORDS}", ["example_id"]).column(0).to_pylist()
         data = ShardData(index, ids)
         for layer_name, specs in request.items():
@@ -221,7 +253,12 @@ class CacheReader:
             for spec in dense:
                 if spec.level not in offsets:
                     offsets[spec.level] = _read_array(group, f"{OFFSETS_GROUP}/{spec.level}", group_rel)
-                values = from_storage(_read_array(group, spec.name, group_rel), spec)
+                stored = _read_array(group, spec.name, group_rel)
+                if stored.dtype != spec.storage_dtype() or tuple(stored.shape[1:]) != tuple(spec.shape):
+                    raise ShardError(f"{group_rel}/{spec.name}: holds {stored.dtype} of per-{spec.level} shape "
+                                     f"{list(stored.shape[1:])}, the manifest says {spec.dtype} of shape "
+                                     f"{list(spec.shape)}; the cache is inconsistent (run `distill-cache verify`)")
+                values = from_storage(stored, spec)
                 off = offsets[spec.level]
                 if len(off) != len(ids) + 1 or off[-1] != len(values):
                     raise ShardError(f"{group_rel}/{spec.name}: {len(values)} rows do not match its "

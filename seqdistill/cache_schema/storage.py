@@ -28,13 +28,26 @@ from .errors import ManifestError
 
 TMP_DIR = ".tmp"
 FAILPOINT_ENV = "SEQDISTILL_FAILPOINT"
+FAILPOINT_TRACE_ENV = "SEQDISTILL_FAILPOINT_TRACE"
 
 
 def failpoint(name: str) -> None:
     """Fault injection for tests: ``SEQDISTILL_FAILPOINT=NAME`` kills the process (SIGKILL) when
-    it reaches the point called NAME, as a crash or ``kill -9`` would. Names in use:
-    ``shard-data:<layer>:<i>`` (data published, marker not yet written), ``shard-marker:<layer>:<i>``
-    (marker written) and ``manifest`` (everything written but the manifest)."""
+    it reaches the point called NAME, as a crash or ``kill -9`` would, and
+    ``SEQDISTILL_FAILPOINT_TRACE=FILE`` appends the name of every point reached to FILE (to draw
+    points to kill at). Points in a build, in order: ``json:<file>`` (a JSON file's temporary copy
+    written, not yet renamed into place: layer headers, shard markers, the manifest),
+    ``shard-parquet:<layer>:<i>`` and ``shard-staged:<layer>:<i>`` (a shard's Parquet file, then
+    all its files, written to the staging directory), ``publish:<dir>`` (the old copy of a
+    directory removed, the new one not yet moved in), ``shard-data:<layer>:<i>`` (data published,
+    marker not yet written), ``shard-marker:<layer>:<i>``, ``exports-staged:<layer>``,
+    ``exports-data:<layer>`` and ``manifest`` (everything written but the manifest). In training:
+    ``train-step:<n>`` (after optimiser step n) and ``checkpoint-swap:<n>`` (the old checkpoint
+    moved aside, the one of step n not yet in place)."""
+    trace = os.environ.get(FAILPOINT_TRACE_ENV)
+    if trace:
+        with open(trace, "a") as f:
+            f.write(name + "\n")
     if os.environ.get(FAILPOINT_ENV) == name:
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -136,6 +149,7 @@ class CacheStore:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
+            failpoint(f"json:{rel}")
             os.replace(tmp, final)
         else:  # a single PUT is atomic on object stores
             self.fs.pipe_file(final, data)
@@ -162,6 +176,7 @@ class CacheStore:
         self.remove(rel)
         final = self.path(rel)
         self.fs.makedirs(str(PurePosixPath(final).parent), exist_ok=True)
+        failpoint(f"publish:{rel}")
         if self.is_local:
             os.replace(local_dir, final)
         else:

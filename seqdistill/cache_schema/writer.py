@@ -43,6 +43,7 @@ from .manifest import (
     check_id,
 )
 from .reader import load_manifest, read_parquet_columns
+from .lock import LOCK
 from .storage import TMP_DIR, CacheStore, failpoint, sha256_file
 
 CHUNK_BYTES = 4 << 20  # target uncompressed size of one zarr chunk
@@ -63,7 +64,8 @@ class CacheWriter:
         crash in between leaves a cache without the layer rather than a manifest naming lost files."""
         if layer is None:
             for name in self.store.listdir(""):
-                self.store.remove(name)
+                if name != LOCK:  # the lock of the build doing the dropping
+                    self.store.remove(name)
             self.manifest = None
             return
         if self.manifest is not None and layer in self.manifest.layers:
@@ -237,7 +239,9 @@ class LayerWriter:
             build(tmp)
             files = [FileInfo(f"{rel}/{p}", os.path.getsize(os.path.join(tmp, p)), _sha256_path(os.path.join(tmp, p)))
                      for p in _walk_files(tmp)]
+            failpoint(f"exports-staged:{self.name}")
             self.store.publish_dir(tmp, rel)
+        failpoint(f"exports-data:{self.name}")
         self.store.write_json_atomic(exports_marker(self.name), [f.to_json() for f in files])
         return files
 
@@ -254,6 +258,7 @@ class LayerWriter:
         ids, n_words = self._check_rows(index, columns, where)
         with self.store.staging_dir() as tmp:
             field_bytes = _write_parquet(tmp, ids, columns, self.layer.fields, n_words, where)
+            failpoint(f"shard-parquet:{self.name}:{index}")
             dense = [f for f in self.layer.fields if f.storage == "zarr"]
             if dense:
                 field_bytes.update(_write_zarr(tmp, columns, dense, n_words, where))
@@ -262,6 +267,7 @@ class LayerWriter:
                 FileInfo(f"{rel}/{p}", os.path.getsize(os.path.join(tmp, p)), _sha256_path(os.path.join(tmp, p)))
                 for p in _walk_files(tmp)
             ]
+            failpoint(f"shard-staged:{self.name}:{index}")
             self.store.publish_dir(tmp, rel)
         failpoint(f"shard-data:{self.name}:{index}")
         info = ShardInfo(index, rel, len(ids), int(n_words.sum()), files, field_bytes)

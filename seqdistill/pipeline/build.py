@@ -22,6 +22,7 @@ import os
 import queue
 import threading
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +31,8 @@ from tqdm import tqdm
 
 from ..cache_schema import CacheWriter, FieldSpec, LabelSchema, TeacherInfo
 from ..cache_schema.info import cache_summary
+from ..cache_schema.lock import BuildLock
+from ..cache_schema.storage import CacheStore
 from ..cache_schema.manifest import check_id
 from ..teachers import Teacher, export_for_students, load_teacher, teacher_fingerprints
 from .corpora import Corpus, CorpusError, read_corpus
@@ -78,6 +81,7 @@ class BuildConfig:
     scheme: str | None = None
     overwrite: bool = False
     trust_remote_code: bool = False
+    wait: float = 0.0  # seconds to wait for another build's lock on the same cache (0: fail at once)
 
 
 @dataclass
@@ -189,61 +193,64 @@ def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg
     shards = [rows[i: i + cfg.shard_size] for i in range(0, len(rows), cfg.shard_size)]
     fingerprints = teacher_fingerprints(teacher_dir)
 
-    writer = CacheWriter(out, storage_options, clean_staging=rank == 0)
-    if cfg.overwrite and rank == 0:
-        _overwrite(writer, corpora, teacher_id, log)
-    _barrier(world)
-    writer = CacheWriter(out, storage_options, clean_staging=False)
-    examples = writer.examples_layer(schema, [c.info() for c in corpora], len(shards))
+    # One writer at a time (cache_schema/lock.py): rank 0 holds the lock for the whole build, so
+    # that clearing the staging directory of a killed run never pulls files from a live one.
+    with BuildLock(CacheStore(out, storage_options), wait=cfg.wait, log=log) if rank == 0 else nullcontext():
+        writer = CacheWriter(out, storage_options, clean_staging=rank == 0)
+        if cfg.overwrite and rank == 0:
+            _overwrite(writer, corpora, teacher_id, log)
+        _barrier(world)
+        writer = CacheWriter(out, storage_options, clean_staging=False)
+        examples = writer.examples_layer(schema, [c.info() for c in corpora], len(shards))
 
-    teacher: Teacher | None = None
-    hidden_size = _hidden_size(teacher_dir)
-    device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    precision = cfg.precision if device.startswith("cuda") else "fp32"
-    decoding = {"k": cfg.k, "constrained": True, "scheme": schema.scheme, "precision": precision} \
-        if kind in ("crf", "sentscore") else {"precision": precision}
-    if kind == "sentscore":
-        decoding["algorithm"] = "sentscore"
-    info = TeacherInfo(teacher_id, kind, fingerprints, decoding,
-                       list(cfg.hidden_layers), pooling, str(teacher_dir))
-    layer = writer.teacher_layer(info, teacher_fields(kind, schema.num_tags, hidden_size, cfg))
-    mine = [i for i in range(len(shards)) if i % world == rank]
-    todo_examples = [i for i in mine if not examples.is_committed(i)]
-    todo = [i for i in mine if not layer.is_committed(i)]
-    needs_exports = rank == 0 and not layer.has_exports()
-    if layer.complete and examples.complete:
-        log(f"{out}: already holds teacher {teacher_id!r} over these corpora with the same fingerprints; "
-            "nothing to do")
-        return BuildReport("up-to-date", len(rows), sum(r["n_words"] for r in rows))
-    if any(layer.is_committed(i) for i in range(len(shards))) or (
-            not examples.complete and any(examples.is_committed(i) for i in range(len(shards)))):
-        status = "resumed"
-    else:
-        status = "added" if examples.complete else "built"
-    for i in todo_examples:
-        examples.write_shard(i, {k: [r[k] for r in shards[i]] for k in shards[i][0]})
-    if todo or needs_exports:
-        teacher = load_teacher(teacher_dir, trust_remote_code=cfg.trust_remote_code, device=device)
-    if needs_exports:
-        layer.write_exports(lambda d: export_for_students(teacher, d, cfg.export_layers))
-    t_teacher = time.time()
-    if todo:
-        _run_teacher(teacher, schema, shards, todo, layer, cfg, rank)
-    t_teacher = time.time() - t_teacher
-    _barrier(world)
-    report = BuildReport(status, len(rows), sum(r["n_words"] for r in rows),
-                         time.time() - t0, len(todo), t_teacher)
-    if rank == 0:
-        manifest = writer.commit()
-        summary = cache_summary(manifest)
-        for lay in summary["layers"]:
-            if lay["name"] == teacher_id:
-                report.bytes_per_word = {f["name"]: f["bytes_per_word"] for f in lay["fields"]}
-        log(f"{out}: {report.status}: {report.examples:,} examples, {report.words:,} words in "
-            f"{report.seconds:.1f} s ({report.words / max(report.seconds, 1e-9):,.0f} words/s); "
-            f"{summary['bytes'] / 2**20:.1f} MiB")
-        for name, bpw in report.bytes_per_word.items():
-            log(f"  {name:<22} {bpw:>10.2f} bytes/word")
+        teacher: Teacher | None = None
+        hidden_size = _hidden_size(teacher_dir)
+        device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        precision = cfg.precision if device.startswith("cuda") else "fp32"
+        decoding = {"k": cfg.k, "constrained": True, "scheme": schema.scheme, "precision": precision} \
+            if kind in ("crf", "sentscore") else {"precision": precision}
+        if kind == "sentscore":
+            decoding["algorithm"] = "sentscore"
+        info = TeacherInfo(teacher_id, kind, fingerprints, decoding,
+                           list(cfg.hidden_layers), pooling, str(teacher_dir))
+        layer = writer.teacher_layer(info, teacher_fields(kind, schema.num_tags, hidden_size, cfg))
+        mine = [i for i in range(len(shards)) if i % world == rank]
+        todo_examples = [i for i in mine if not examples.is_committed(i)]
+        todo = [i for i in mine if not layer.is_committed(i)]
+        needs_exports = rank == 0 and not layer.has_exports()
+        if layer.complete and examples.complete:
+            log(f"{out}: already holds teacher {teacher_id!r} over these corpora with the same fingerprints; "
+                "nothing to do")
+            return BuildReport("up-to-date", len(rows), sum(r["n_words"] for r in rows))
+        if any(layer.is_committed(i) for i in range(len(shards))) or (
+                not examples.complete and any(examples.is_committed(i) for i in range(len(shards)))):
+            status = "resumed"
+        else:
+            status = "added" if examples.complete else "built"
+        for i in todo_examples:
+            examples.write_shard(i, {k: [r[k] for r in shards[i]] for k in shards[i][0]})
+        if todo or needs_exports:
+            teacher = load_teacher(teacher_dir, trust_remote_code=cfg.trust_remote_code, device=device)
+        if needs_exports:
+            layer.write_exports(lambda d: export_for_students(teacher, d, cfg.export_layers))
+        t_teacher = time.time()
+        if todo:
+            _run_teacher(teacher, schema, shards, todo, layer, cfg, rank)
+        t_teacher = time.time() - t_teacher
+        _barrier(world)
+        report = BuildReport(status, len(rows), sum(r["n_words"] for r in rows),
+                             time.time() - t0, len(todo), t_teacher)
+        if rank == 0:
+            manifest = writer.commit()
+            summary = cache_summary(manifest)
+            for lay in summary["layers"]:
+                if lay["name"] == teacher_id:
+                    report.bytes_per_word = {f["name"]: f["bytes_per_word"] for f in lay["fields"]}
+            log(f"{out}: {report.status}: {report.examples:,} examples, {report.words:,} words in "
+                f"{report.seconds:.1f} s ({report.words / max(report.seconds, 1e-9):,.0f} words/s); "
+                f"{summary['bytes'] / 2**20:.1f} MiB")
+            for name, bpw in report.bytes_per_word.items():
+                log(f"  {name:<22} {bpw:>10.2f} bytes/word")
     _dist_done(world)
     return report
 

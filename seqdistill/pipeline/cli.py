@@ -125,15 +125,19 @@ def check_corpus(path: str, fmt: str, scheme: str | None, unlabelled: bool, word
 @click.option("--export-layers", type=int, default=0, help="Also export the first N encoder blocks for transformer students.")
 @click.option("--overwrite", is_flag=True, help="Replace this teacher's layer (or the whole cache if the corpora changed).")
 @click.option("--trust-remote-code", is_flag=True, help="Allow the teacher's own Python code to run (off by default).")
+@click.option("--wait", type=float, default=0.0, show_default=True, metavar="SECONDS",
+              help="If another build holds the cache's lock, wait this long for it (0: fail at once).")
 @storage_option
 def build(out, teacher_dir, teacher_id, labelled, unlabelled, k, no_marginals, hidden_layers, subwords, dtype,
           max_words_per_batch, shard_size, device, precision, export_layers, overwrite, trust_remote_code,
-          storage_options) -> None:
+          wait, storage_options) -> None:
     """Run a teacher over labelled and unlabelled corpora and write its layer of the cache.
 
     The first build writes the examples layer and the teacher's layer; building again with another
     teacher adds its layer over the same examples. The same teacher again is a no-op; a killed build
-    resumes when run again. Under torchrun, ranks split the shards.
+    resumes when run again. Under torchrun, ranks split the shards. One build at a time writes a
+    cache: a second one fails naming the first (or waits, with --wait); a dead build's lock is
+    broken automatically.
     """
     from .build import BuildError, CorpusSpec, build_cache
 
@@ -147,7 +151,7 @@ def build(out, teacher_dir, teacher_id, labelled, unlabelled, k, no_marginals, h
     cfg = BuildConfig(k=k, marginals=not no_marginals, hidden_layers=layers, subwords=subwords, dtype=dtype,
                       max_words_per_batch=max_words_per_batch, shard_size=shard_size, device=device,
                       precision=precision, export_layers=export_layers, overwrite=overwrite,
-                      trust_remote_code=trust_remote_code)
+                      trust_remote_code=trust_remote_code, wait=wait)
     try:
         specs = [CorpusSpec.parse(x, True) for x in labelled] + [CorpusSpec.parse(x, False) for x in unlabelled]
         build_cache(out, teacher_dir, specs, cfg, teacher_id=teacher_id,

@@ -3,7 +3,8 @@
 A checkpoint holds the student, the optimizer (its per-parameter tensors flattened by name), the
 loss weights, the torch RNG state and the trainer's position: epoch, step, and how many batches
 each stream part had delivered in the current epoch (see ``CacheStream.skip``), so a run killed
-mid-epoch resumes with the same step count and without seeing an example twice.
+mid-epoch resumes with the same step count and without seeing an example twice. A run killed
+while swapping checkpoints resumes from the previous one (``.checkpoint.old``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
+
+from ..cache_schema.storage import failpoint
 
 CHECKPOINT = "checkpoint"
 
@@ -45,6 +48,7 @@ def save_checkpoint(out_dir, modules: dict[str, torch.nn.Module], optimizer: tor
     shutil.rmtree(old, ignore_errors=True)
     if final.exists():
         os.replace(final, old)
+    failpoint(f"checkpoint-swap:{state.get('step')}")
     os.replace(tmp, final)
     shutil.rmtree(old, ignore_errors=True)
 
@@ -54,7 +58,9 @@ def load_checkpoint(out_dir, modules: dict[str, torch.nn.Module], optimizer: tor
     there is no checkpoint)."""
     d = Path(out_dir) / CHECKPOINT
     if not (d / "state.json").exists():
-        return None
+        d = Path(out_dir) / f".{CHECKPOINT}.old"  # killed between the two renames of save_checkpoint
+        if not (d / "state.json").exists():
+            return None
     meta = json.loads((d / "state.json").read_text())
     tensors = load_file(str(d / "tensors.safetensors"))
     for name, m in modules.items():

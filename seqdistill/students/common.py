@@ -20,7 +20,7 @@ def open_cache(cache: str, storage_options: dict | None, teacher: str | None, em
     if embedding not in EMBEDDINGS:
         raise ValueError(f"embedding {embedding!r} is not one of {EMBEDDINGS}")
     torch.manual_seed(seed)
-    reader = CacheReader(cache, storage_options)
+    reader = CacheReader(cache, storage_options, verify=True)  # a damaged file is refused by name
     name = _pick_teacher(reader, teacher)
     if name is None:
         raise CacheError("the cache holds no teacher layer: build one with `distill-cache build`")

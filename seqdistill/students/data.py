@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader
 
@@ -116,6 +116,13 @@ class CacheStream(IterableDataset):
         if self.cfg.shuffle:
             rng.shuffle(batches)
         yield from batches
+
+
+def batches(stream: "CacheStream", num_workers: int = 0) -> DataLoader:
+    """A DataLoader over a stream's batches. The order comes from (seed, epoch) alone; the loader
+    gets its own generator because one without draws a seed from torch's global RNG at every
+    epoch, which would shift the dropout masks of a run resumed from a checkpoint."""
+    return DataLoader(stream, batch_size=None, num_workers=num_workers, generator=torch.Generator().manual_seed(0))
 
 
 def _seed(*parts: int) -> int:

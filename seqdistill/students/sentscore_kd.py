@@ -20,13 +20,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from ..cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ..metrics import span_scores
 from . import losses as L
-from .data import CacheStream, StreamConfig, pad_stack, parse_selection
+from .data import CacheStream, StreamConfig, batches, pad_stack, parse_selection
 from .models import save_student
 from .tagger import words_to_subwords
 from .common import new_tagger, open_cache, predict_tags, read_split, splits_with_dev
@@ -114,7 +113,7 @@ def train_sentscore_student(cache: str, out_dir, cfg: SentScoreKDConfig | None =
         stream.set_epoch(epoch)
         model.train()
         total, n = 0.0, 0
-        bar = tqdm(DataLoader(stream, batch_size=None), desc=f"epoch {epoch + 1}", unit="batch", leave=False)
+        bar = tqdm(batches(stream), desc=f"epoch {epoch + 1}", unit="batch", leave=False)
         for batch in bar:
             x = batch.inputs.to(device)
             out = model(x)

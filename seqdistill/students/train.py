@@ -15,16 +15,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from ..cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
+from ..cache_schema.storage import failpoint
 from ..crf import log_partition
 from ..metrics import span_scores
 from . import losses as L
 from .checkpoint import load_checkpoint, save_checkpoint
 from .common import default_splits, device_for, open_cache, predict_tags, read_split, teacher_exports
-from .data import CacheStream, StreamConfig, pad_stack, parse_selection
+from .data import CacheStream, StreamConfig, batches, pad_stack, parse_selection
 from .models import BiLSTMCRF, StudentConfig, WordBatch, init_embeddings, save_student, words_to_bags
 
 LOSSES = ("hard", "seq-ce", "fuzzy", "token-em", "token-pos")
@@ -209,7 +209,7 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
         consumed = {int(k): v for k, v in pos["consumed"].items()} if epoch == pos["epoch"] else {}
         stream.skip(consumed)
         model.train()
-        loader = DataLoader(stream, batch_size=None, num_workers=cfg.num_workers)
+        loader = batches(stream, cfg.num_workers)
         sums: dict[str, float] = dict(pos["sums"]) if epoch == pos["epoch"] else {}
         n = pos["n"] if epoch == pos["epoch"] else 0
 
@@ -230,6 +230,7 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
             torch.nn.utils.clip_grad_norm_(params, 5.0)
             optim.step()
             step, n = step + 1, n + 1
+            failpoint(f"train-step:{step}")
             for name, v in parts.items():
                 sums[name] = sums.get(name, 0.0) + v.item()
             bar.set_postfix({k: f"{v / n:.3f}" for k, v in sums.items()} | ({"best_f1": f"{100 * best:.2f}"} if best >= 0 else {}))

@@ -42,14 +42,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from ..cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ..metrics import span_scores
 from . import losses as L
 from .checkpoint import load_checkpoint, save_checkpoint
-from .data import CacheStream, StreamConfig, pad_stack, parse_selection
+from .data import CacheStream, StreamConfig, batches, pad_stack, parse_selection
 from .models import save_student
 from .tagger import GROUPS, BiLSTMTagger, SubwordBatch, words_to_subwords
 from .common import new_tagger, open_cache, predict_tags, read_split, splits_with_dev
@@ -297,7 +296,7 @@ def run_step(model: BiLSTMTagger, groups: tuple[str, ...], losses: tuple[str, ..
         model.train()
         sums: dict[str, float] = {}
         n = 0
-        bar = tqdm(DataLoader(train_stream, batch_size=None), desc=f"{desc} epoch {epoch}", unit="batch", leave=False)
+        bar = tqdm(batches(train_stream), desc=f"{desc} epoch {epoch}", unit="batch", leave=False)
         for batch in bar:
             for g in optim.param_groups:
                 g["lr"] = cosine_lr(updates, total, cfg.lr, cfg.lr_min)
@@ -329,7 +328,7 @@ def validation_loss(model: BiLSTMTagger, dev_stream: CacheStream, losses: tuple[
     model.eval()
     total, n = 0.0, 0
     dev_stream.set_epoch(0)
-    for batch in DataLoader(dev_stream, batch_size=None):
+    for batch in batches(dev_stream):
         loss, _ = stage_loss(model, batch, losses, cfg, device)
         total += loss.item() * len(batch.tags)
         n += len(batch.tags)

@@ -1,0 +1,320 @@
+"""Issue 10: a killed build or training run loses nothing, a damaged or hostile cache is refused by
+name, one build at a time writes a cache, and no pickle is ever loaded (docs/RELIABILITY.md).
+
+Killed runs are forked children of the test process (they inherit its imports, so twenty kills
+cost seconds); each dies by SIGKILL at a named failpoint (``cache_schema.storage.failpoint``) and
+the parent resumes the work in-process. tests/test_build.py kills the real CLI in a subprocess."""
+
+import io
+import json
+import multiprocessing
+import os
+import random
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import tokenize
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+from safetensors.torch import load_file
+
+import seqdistill
+from conftest import toy_cache
+from test_build import QUIET, _assert_same, _cfg, _cli_build, _contents, corpus_paths, teachers  # noqa: F401
+from seqdistill.cache_schema.manifest import seal
+from seqdistill.cache_schema import BuildLock, CacheLockedError, CacheReader, verify_cache
+from seqdistill.cache_schema.lock import LOCK, LockHolder
+from seqdistill.cache_schema.storage import FAILPOINT_ENV, FAILPOINT_TRACE_ENV, CacheStore
+from seqdistill.pipeline.build import build_cache
+from seqdistill.students.cli import main as train_cli
+from seqdistill.students.train import TrainConfig, train_student
+
+
+def _in_child(fn, env: dict) -> int:
+    """Run ``fn()`` in a forked child with ``env`` added; return its exit code (-9: killed)."""
+    def target():
+        os.environ.update(env)
+        torch.set_num_threads(1)  # as DataLoader workers do: no OpenMP pool across the fork
+        fn()
+
+    p = multiprocessing.get_context("fork").Process(target=target)
+    p.start()
+    p.join(120)
+    if p.is_alive():
+        p.kill()
+        pytest.fail("the child run hung")
+    return p.exitcode
+
+
+# -- builds killed anywhere ---------------------------------------------------------------------
+def test_sigkill_at_20_seeded_points_then_resume_equals_an_uninterrupted_build(teachers, corpus_paths, tmp_path,
+                                                                                monkeypatch):
+    crf_dir, _ = teachers
+    trace = tmp_path / "trace"
+    monkeypatch.setenv(FAILPOINT_TRACE_ENV, str(trace))
+    clean = str(tmp_path / "clean")
+    build_cache(clean, crf_dir, corpus_paths, _cfg(), **QUIET)
+    monkeypatch.delenv(FAILPOINT_TRACE_ENV)
+    points = trace.read_text().split()
+    assert len(points) == len(set(points)) >= 40, points
+    # 20 points drawn with a seed, plus one of each kind so that every kind is always tried
+    kinds = {}
+    for p in points:
+        kinds.setdefault(p.split(":")[0], p)
+    chosen = sorted(set(random.Random(20261123).sample(points, 20)) | set(kinds.values()), key=points.index)
+    assert {"json", "shard-parquet", "shard-staged", "publish", "shard-data", "shard-marker", "exports-staged",
+            "exports-data", "manifest"} <= set(kinds)
+    expected = _contents(clean)
+    for i, point in enumerate(chosen):
+        out = str(tmp_path / f"killed-{i}")
+        code = _in_child(lambda: build_cache(out, crf_dir, corpus_paths, _cfg(), **QUIET), {FAILPOINT_ENV: point})
+        assert code == -9, point
+        assert not os.path.exists(os.path.join(out, "manifest.json")), point
+        with pytest.raises(Exception, match="no manifest.json"):
+            CacheReader(out)  # nothing half-written is visible
+        report = build_cache(out, crf_dir, corpus_paths, _cfg(), **QUIET)  # breaks the dead child's lock
+        assert report.status in ("built", "resumed"), point
+        assert verify_cache(out) == [], point
+        _assert_same(_contents(out), expected)
+        assert not os.path.exists(os.path.join(out, LOCK)), point
+        staging = os.path.join(out, ".tmp")
+        assert not os.path.exists(staging) or not os.listdir(staging), point
+
+
+# -- training killed and resumed -----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cache(tiny_encoder, tmp_path_factory):
+    return toy_cache(tiny_encoder, tmp_path_factory.mktemp("reliability"), k=4, shard_size=16)
+
+
+TRAIN = dict(losses=("hard", "seq-ce"), k=4, epochs=2, device="cpu", hidden_size=8, embedding="random", embedding_dim=8,
+             batch_size=8, checkpoint_every=3, patience=10)
+
+
+def _record_batches(monkeypatch):
+    import seqdistill.students.train as T
+
+    seen = []
+    real = T.loss_parts
+    monkeypatch.setattr(T, "loss_parts",
+                        lambda model, batch, cfg, dev: seen.append(batch.origin) or real(model, batch, cfg, dev))
+    return seen
+
+
+def _weights(out):
+    return {k: v for k, v in load_file(str(Path(out) / "checkpoint" / "tensors.safetensors")).items()
+            if k.startswith("model.")}
+
+
+@pytest.mark.parametrize("point, resume_at", [("train-step:7", 6), ("train-step:11", 9), ("checkpoint-swap:9", 6)])
+def test_training_killed_resumes_with_the_same_steps_and_no_example_twice(cache, tmp_path, monkeypatch, point,
+                                                                           resume_at):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the killed child runs on one thread: the same arithmetic everywhere
+    try:
+        seen = _record_batches(monkeypatch)
+        full = train_student(cache, tmp_path / "full", TrainConfig(**TRAIN), log=lambda *a: None)
+        full_batches = list(seen)
+        assert full["steps"] > 11
+        out = tmp_path / "killed"
+        code = _in_child(lambda: train_student(cache, out, TrainConfig(**TRAIN), log=lambda *a: None),
+                         {FAILPOINT_ENV: point})
+        assert code == -9
+        seen[:] = []
+        logs = []
+        resumed = train_student(cache, out, TrainConfig(resume=True, **TRAIN), log=logs.append)
+    finally:
+        torch.set_num_threads(threads)
+    assert any(f"step {resume_at}" in line for line in logs), logs
+    assert resumed["steps"] == full["steps"]
+    assert seen == full_batches[resume_at:]  # the rest of the run, each batch once, in the same order
+    ours, theirs = _weights(out), _weights(tmp_path / "full")
+    assert ours.keys() == theirs.keys()
+    for k in ours:
+        assert torch.equal(ours[k], theirs[k]), k
+
+
+# -- damaged files ---------------------------------------------------------------------------------
+def _kinds_of_file(root: Path) -> dict[str, str]:
+    """One cache-relative path per kind of file a cache holds."""
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+    def first(pattern):
+        return next(f for f in files if re.search(pattern, f))
+    return {
+        "manifest": "manifest.json",
+        "parquet shard": first(r"^layers/tiny/shard-\d+/records\.parquet$"),
+        "zarr metadata": first(r"^layers/tiny/shard-\d+/.*/marginals/zarr\.json$"),
+        "zarr chunk": first(r"^layers/tiny/shard-\d+/.*/marginals/c/"),
+        "examples parquet": first(r"^layers/examples/shard-\d+/records\.parquet$"),
+        "exported safetensors": first(r"exports/embeddings\.safetensors$"),
+        "exported tokenizer": first(r"exports/tokenizer/tokenizer\.json$"),
+    }
+
+
+def _damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "flip":
+        b = bytearray(data)
+        b[len(b) // 2] ^= 0x40
+        path.write_bytes(bytes(b))
+    elif how == "truncate":
+        path.write_bytes(data[: len(data) // 2])
+    else:
+        path.unlink()
+
+
+@pytest.mark.parametrize("how", ["flip", "truncate", "delete"])
+def test_every_kind_of_damaged_file_is_named_by_verify_and_refused_by_training(cache, tmp_path, how):
+    for kind, rel in _kinds_of_file(Path(cache)).items():
+        copy = tmp_path / f"{how}-{kind.replace(' ', '-')}"
+        shutil.copytree(cache, copy)
+        _damage(copy / rel, how)
+        problems = verify_cache(str(copy))
+        assert problems and rel in str(problems[0]), (kind, [str(p) for p in problems])
+        r = CliRunner().invoke(train_cli, ["--cache", str(copy), "--out", str(tmp_path / "student"), "--epochs", "1",
+                                           "--hidden-size", "8", "--embedding", "random", "--embedding-dim", "8",
+                                           "--device", "cpu", "--losses", "hard,seq-ce", "--k", "4"])
+        assert r.exit_code == 1, (kind, r.output, r.exception)
+        assert isinstance(r.exception, SystemExit), (kind, r.exception)  # a message, not a traceback
+        assert "Error:" in r.output and (rel in r.output or (kind == "manifest" and "manifest.json" in r.output)), \
+            (kind, r.output)
+
+
+# -- hostile manifests ---------------------------------------------------------------------------
+def _edited(cache, tmp_path, edit) -> str:
+    copy = tmp_path / "hostile"
+    shutil.copytree(cache, copy)
+    obj = json.loads((copy / "manifest.json").read_text())
+    edit(obj)
+    seal(obj)  # a crafted manifest: its checksum is no defence
+    (copy / "manifest.json").write_text(json.dumps(obj))
+    return str(copy)
+
+
+def _field(obj, layer, name):
+    lay = next(x for x in obj["layers"] if x["name"] == layer)
+    return next(f for f in lay["fields"] if f["name"] == name)
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda o: _field(o, "tiny", "marginals").update(dtype="float32"), r"marginals: holds float16 .* manifest says float32"),
+    (lambda o: _field(o, "tiny", "marginals").update(shape=[7]), r"marginals: holds .* shape \[5\], the manifest says .* \[7\]"),
+])
+def test_fields_whose_data_disagree_with_the_manifest_are_refused(cache, tmp_path, edit, match):
+    url = _edited(cache, tmp_path, edit)
+    assert any("marginals" in str(p) for p in verify_cache(url, checksums=False))
+    with pytest.raises(Exception, match=match):
+        CacheReader(url).read_shard(0, {"tiny": ["marginals"]})
+
+
+def test_exports_path_outside_the_cache_is_refused(cache, tmp_path):
+    def edit(o):
+        next(x for x in o["layers"] if x["name"] == "tiny")["exports"][0]["path"] = "../../etc/passwd"
+    with pytest.raises(Exception, match="escapes the cache root|outside"):
+        CacheReader(_edited(cache, tmp_path, edit))
+
+
+# -- one build at a time -----------------------------------------------------------------------------
+def _lock_file(root, **kw):
+    holder = {"token": "other", "host": socket.gethostname(), "pid": os.getpid(), "started": time.time(),
+              "heartbeat": time.time(), **kw}
+    os.makedirs(root, exist_ok=True)
+    Path(root, LOCK).write_text(json.dumps(holder))
+
+
+def test_a_live_lock_is_refused_with_its_holder_then_waited_for(teachers, corpus_paths, tmp_path):
+    crf_dir, _ = teachers
+    out = str(tmp_path / "c")
+    _lock_file(out)
+    with pytest.raises(CacheLockedError, match=rf"pid {os.getpid()} on host .*--wait SECONDS"):
+        build_cache(out, crf_dir, corpus_paths, _cfg(), **QUIET)
+    assert os.listdir(out) == [LOCK]  # nothing written
+    threading.Timer(0.5, lambda: os.unlink(os.path.join(out, LOCK))).start()
+    report = build_cache(out, crf_dir, corpus_paths, _cfg(wait=30), **QUIET)
+    assert report.status == "built" and verify_cache(out) == []
+    assert not os.path.exists(os.path.join(out, LOCK))
+
+
+@pytest.mark.parametrize("holder, why", [
+    ({"pid": 0}, "process 0 on this host is gone"),
+    ({"host": "elsewhere", "heartbeat": time.time() - 7200}, "no heartbeat for"),
+])
+def test_a_stale_lock_is_broken(teachers, corpus_paths, tmp_path, holder, why):
+    crf_dir, _ = teachers
+    out = str(tmp_path / "c")
+    _lock_file(out, **holder)
+    logs = []
+    assert build_cache(out, crf_dir, corpus_paths, _cfg(), log=logs.append).status == "built"
+    assert any("breaking a stale build lock" in line and why in line for line in logs), logs
+
+
+def test_a_fresh_lock_of_another_host_is_respected(tmp_path):
+    _lock_file(tmp_path, host="elsewhere")
+    with pytest.raises(CacheLockedError, match="on host elsewhere"):
+        BuildLock(CacheStore(str(tmp_path))).acquire()
+
+
+def test_lock_on_an_object_store_is_exclusive_and_kept_alive(request):
+    store = CacheStore(f"memory://{request.node.name}/cache")
+    first = BuildLock(store, stale_after=0.4)
+    first.acquire()
+    try:
+        with pytest.raises(CacheLockedError):
+            BuildLock(store, stale_after=0.4).acquire()
+        beat = first.read().heartbeat
+        time.sleep(0.6)  # longer than stale_after: only the heartbeat keeps the lock fresh
+        assert first.read().heartbeat > beat
+        with pytest.raises(CacheLockedError):
+            BuildLock(store, stale_after=0.4).acquire()
+    finally:
+        first.release()
+    assert first.read() is None
+    with BuildLock(store):
+        assert isinstance(BuildLock(store).read(), LockHolder)
+
+
+def test_two_builds_started_at_once_leave_one_good_cache(teachers, corpus_paths, tmp_path):
+    crf_dir, _ = teachers
+    clean = str(tmp_path / "clean")
+    build_cache(clean, crf_dir, corpus_paths, _cfg(), **QUIET)
+    out = str(tmp_path / "both")
+    results = [None, None]
+
+    def run(i):
+        results[i] = _cli_build(out, crf_dir, corpus_paths, {"OMP_NUM_THREADS": "1"}, extra=["--wait", "120"])
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.returncode for r in results] == [0, 0], [r.stderr[-1500:] for r in results]
+    statuses = sorted(("up-to-date" if "nothing to do" in r.stdout else "built") for r in results)
+    assert statuses == ["built", "up-to-date"], [r.stdout for r in results]
+    assert verify_cache(out) == []
+    _assert_same(_contents(out), _contents(clean))
+
+
+# -- what is never loaded --------------------------------------------------------------------------------
+def test_no_pickle_no_unsafe_torch_load_and_remote_code_only_from_a_flag():
+    for py in Path(seqdistill.__file__).parent.rglob("*.py"):
+        src = py.read_text()
+        assert not re.search(r"^\s*(import|from)\s+(pickle|cPickle|dill|joblib|cloudpickle)\b", src, re.M), py
+        assert "pickle.load" not in src and "np.load(" not in src or "allow_pickle=False" in src, py
+        for m in re.finditer(r"torch\.load\(", src):
+            depth, i = 1, m.end()
+            while depth:
+                depth += {"(": 1, ")": -1}.get(src[i], 0)
+                i += 1
+            assert "weights_only=True" in src[m.end(): i], f"{py}: torch.load without weights_only=True"
+        code = "".join(t.string for t in tokenize.generate_tokens(io.StringIO(src).readline)
+                       if t.type in (tokenize.NAME, tokenize.OP))  # no strings, comments or spaces
+        assert "trust_remote_code=True" not in code, py
