@@ -11,6 +11,7 @@ cache root. Checksums are checked by :func:`seqdistill.cache_schema.verify.verif
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -118,15 +119,47 @@ class ShardData:
 class CacheReader:
     """A committed cache, opened for reading."""
 
-    def __init__(self, url, storage_options: dict | None = None, *, verify: bool = False):
+    def __init__(self, url, storage_options: dict | None = None, *, verify: bool = False,
+                 local_cache: str | os.PathLike | None = None):
         """``verify``: check the size and sha256 of every file against the manifest before its
         first read (shards as they are read, exports when asked for), so that a damaged file is
         refused with its name instead of being trained on. Students read with ``verify=True``;
-        the cost is one extra pass over each file, once per process."""
+        the cost is one extra pass over each file, once per process.
+
+        ``local_cache``: for a cache on object storage, a local directory that keeps a copy of
+        every shard file read (downloaded whole on first use, checked against the manifest's
+        sha256, then read locally: later epochs and runs fetch nothing). Committed shard files
+        never change, so a copy whose sha256 matches is always current; the manifest itself is
+        always read from the cache."""
         self.store = CacheStore(url, storage_options)
         self.manifest = load_manifest(self.store)
         self.verify = verify
+        self.mirror = CacheStore(local_cache) if local_cache is not None and not self.store.is_local else None
         self._verified: set[str] = set()
+
+    def _source(self, files) -> CacheStore:
+        """Where to read ``files`` (``FileInfo``) from, after checking them: the cache, or its
+        local mirror once the copies there are complete."""
+        if self.mirror is None:
+            if self.verify:
+                self.check_files(files)
+            return self.store
+        for f in files:
+            if f.path in self._verified:
+                continue
+            local = self.mirror.path(f.path)
+            if not (os.path.exists(local) and os.path.getsize(local) == f.bytes and self.mirror.sha256(f.path) == f.sha256):
+                os.makedirs(os.path.dirname(local), exist_ok=True)
+                tmp = f"{local}.part-{os.getpid()}"
+                try:
+                    self.store.fs.get_file(self.store.path(f.path), tmp)
+                except FileNotFoundError:
+                    raise ShardError(f"{self.store.url}/{f.path}: file missing; the cache is damaged: run "
+                                     "`distill-cache verify` and rebuild what it names") from None
+                os.replace(tmp, local)  # atomic: DataLoader workers may fetch the same file
+                _check_file(self.mirror, f, self.store.url)  # a fresh copy that differs: the cache's file is corrupt
+            self._verified.add(f.path)
+        return self.mirror
 
     def check_files(self, files) -> None:
         """Size and sha256 of ``files`` (``FileInfo``) against the manifest; raise naming the first
@@ -134,15 +167,7 @@ class CacheReader:
         for f in files:
             if f.path in self._verified:
                 continue
-            try:
-                size = self.store.size(f.path)
-            except FileNotFoundError:
-                raise ShardError(f"{self.store.url}/{f.path}: file missing; the cache is damaged: run "
-                                 "`distill-cache verify` and rebuild what it names") from None
-            if size != f.bytes or self.store.sha256(f.path) != f.sha256:
-                what = f"{size} bytes, the manifest says {f.bytes}" if size != f.bytes else "its sha256 differs from the manifest's"
-                raise ShardError(f"{self.store.url}/{f.path}: corrupt ({what}); run `distill-cache verify` "
-                                 "and rebuild what it names")
+            _check_file(self.store, f, self.store.url)
             self._verified.add(f.path)
 
     @property
@@ -161,17 +186,13 @@ class CacheReader:
         if name not in self.exports(layer):
             raise CacheError(f"layer {layer!r} exported no {name!r}; it exported: {', '.join(self.exports(layer))}")
         rel = f"layers/{layer}/exports/{name}"
-        if self.verify:
-            self.check_files([f for f in self.manifest.layer(layer).exports if f.path == rel])
-        return self.store.read_bytes(rel)
+        return self._source([f for f in self.manifest.layer(layer).exports if f.path == rel]).read_bytes(rel)
 
     def export_dir(self, layer: str, local_dir=None) -> str:
         """A local directory holding the layer's exports: the cache's own for a local cache,
         else a copy in ``local_dir`` (or a new temporary directory)."""
-        if self.store.is_local:
-            if self.verify:
-                self.check_files(self.manifest.layer(layer).exports)
-            return self.store.path(f"layers/{layer}/exports")
+        if self.store.is_local or self.mirror is not None:
+            return self._source(self.manifest.layer(layer).exports).path(f"layers/{layer}/exports")
         import os
         import tempfile
 
@@ -211,14 +232,13 @@ class CacheReader:
             raise CacheError(f"shard {index} does not exist: the cache has {self.num_shards} shards")
         request = self.resolve(fields)
         ref = self.manifest.examples.shards[index]
-        if self.verify:
-            self.check_files([f for f in ref.files if f.path.endswith(f"/{RECORDS}")])
-            for layer_name in request:
-                self.check_files(self.manifest.layer(layer_name).shards[index].files)
-        ids = read_parquet_columns(self.store, f"{ref.path}/{RECORDS}", ["example_id"]).column(0).to_pylist()
+        src = self._source([f for f in ref.files if f.path.endswith(f"/{RECORDS}")])
+        ids = read_parquet_columns(src, f"{ref.path}/{RECORDS}", ["example_id"]).column(0).to_pylist()
         data = ShardData(index, ids)
         for layer_name, specs in request.items():
-            data.columns[layer_name] = self._read_layer_shard(self.manifest.layer(layer_name), index, specs, ids)
+            layer = self.manifest.layer(layer_name)
+            data.columns[layer_name] = self._read_layer_shard(self._source(layer.shards[index].files), layer, index,
+                                                              specs, ids)
         return data
 
     def iter_shards(self, fields: Mapping[str, Sequence[str]] | None = None,
@@ -231,13 +251,13 @@ class CacheReader:
             for i in range(len(shard)):
                 yield shard.row(i)
 
-    def _read_layer_shard(self, layer: LayerInfo, index: int, specs: list[FieldSpec],
+    def _read_layer_shard(self, store: CacheStore, layer: LayerInfo, index: int, specs: list[FieldSpec],
                           ids: list[str]) -> dict:
         shard = layer.shards[index]
         out: dict = {}
         tabular = [s.name for s in specs if s.storage == "parquet"]
         rel = f"{shard.path}/{RECORDS}"
-        table = read_parquet_columns(self.store, rel, ["example_id", *tabular])
+        table = read_parquet_columns(store, rel, ["example_id", *tabular])
         if table.column("example_id").to_pylist() != ids:
             raise ShardError(
                 f"{rel}: its example ids do not match the examples layer's shard {index}; the cache is "
@@ -248,7 +268,7 @@ class CacheReader:
         dense = [s for s in specs if s.storage == "zarr"]
         if dense:
             group_rel = f"{shard.path}/{DENSE}"
-            group = open_zarr_group(self.store, group_rel)
+            group = open_zarr_group(store, group_rel)
             offsets = {}
             for spec in dense:
                 if spec.level not in offsets:
@@ -265,6 +285,18 @@ class CacheReader:
                                      f"offsets; run `distill-cache verify`")
                 out[spec.name] = DenseField(values, off)
         return out
+
+
+def _check_file(store: CacheStore, f, url: str) -> None:
+    """Raise, naming ``url/f.path``, unless the file in ``store`` has the manifest's size and sha256."""
+    try:
+        size = store.size(f.path)
+    except FileNotFoundError:
+        raise ShardError(f"{url}/{f.path}: file missing; the cache is damaged: run "
+                         "`distill-cache verify` and rebuild what it names") from None
+    if size != f.bytes or store.sha256(f.path) != f.sha256:
+        what = f"{size} bytes, the manifest says {f.bytes}" if size != f.bytes else "its sha256 differs from the manifest's"
+        raise ShardError(f"{url}/{f.path}: corrupt ({what}); run `distill-cache verify` and rebuild what it names")
 
 
 def _read_array(group, name: str, where: str) -> np.ndarray:

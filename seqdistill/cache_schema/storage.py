@@ -52,6 +52,17 @@ def failpoint(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def parse_storage_options(values) -> dict:
+    """``["KEY=VALUE", ...]`` (the CLIs' ``--storage-option``) as fsspec keyword arguments."""
+    out = {}
+    for v in values:
+        key, sep, val = v.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--storage-option {v!r} is not KEY=VALUE")
+        out[key] = val
+    return out
+
+
 def safe_relpath(path: str, what: str = "path") -> str:
     """Validate a cache-relative path from a manifest; return it normalised or raise."""
     if not isinstance(path, str) or not path:

@@ -13,18 +13,16 @@ from ..cache_schema import CacheError, CacheReader, verify_cache
 from ..cache_schema.info import cache_summary, format_summary
 from ..teachers import TeacherError
 from ..teachers.finetune import FinetuneConfig
+from ..cache_schema.storage import parse_storage_options
 from .build import DTYPES, BuildConfig
 from .corpora import FORMATS, CorpusError, derive_label_schema, read_corpus
 
 
 def _storage_options(values: tuple[str, ...]) -> dict:
-    out = {}
-    for v in values:
-        key, sep, val = v.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{v!r} is not KEY=VALUE", param_hint="--storage-option")
-        out[key] = val
-    return out
+    try:
+        return parse_storage_options(values)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--storage-option") from None
 
 
 storage_option = click.option(

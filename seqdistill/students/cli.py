@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 
+import tempfile
+
 import click
 
 from .. import __version__
-from ..cache_schema import CacheError
+from ..cache_schema import CacheError, CacheReader
+from ..cache_schema.storage import parse_storage_options
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -66,12 +69,17 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--seed", type=int, default=13, show_default=True)
 @click.option("--device", default=None)
 @click.option("--checkpoint-every", type=int, default=200, show_default=True, help="mgkd: steps between checkpoints.")
+@click.option("--storage-option", "storage_options", multiple=True, metavar="KEY=VALUE",
+              help="fsspec option for a cache on object storage (e.g. endpoint_url=http://127.0.0.1:5000).")
+@click.option("--local-cache", default=None, metavar="DIR",
+              help="Cache on object storage: keep checked copies of the shard files read here (default: a "
+                   "temporary directory for this run, so later epochs read locally).")
 @click.option("--resume", is_flag=True, help="Continue from OUT/checkpoint (mgkd: same epoch and step, no example "
                                              "twice; xtremedistil: after the last finished step).")
 def train(cache, out_dir, recipe, teacher, losses, k, weighting, weights, temperature, lambda_kl, schedule, teacher_layer, alpha,
           beta, gamma, epochs_per_step, train_sets, unlabelled, dev_sets, embedding, embedding_dim, train_embeddings,
           hidden_size, dropout, lr, epochs, patience, batch_size, max_steps, num_workers, seed, device,
-          checkpoint_every, resume) -> None:
+          checkpoint_every, storage_options, local_cache, resume) -> None:
     """Train a small, fast student from a soft-label cache; no teacher is ever loaded.
 
     \b
@@ -85,6 +93,23 @@ def train(cache, out_dir, recipe, teacher, losses, k, weighting, weights, temper
     epochs_given = {"epochs": epochs} if epochs is not None else {}
     common = dict(teacher=teacher, train=_names(train_sets), unlabelled=unlabelled, dev=_names(dev_sets), lr=lr,
                   max_steps=max_steps, seed=seed, device=device, resume=resume, **given)
+    with tempfile.TemporaryDirectory(prefix="seqdistill-mirror-") as tmp:
+        try:
+            reader = CacheReader(cache, parse_storage_options(storage_options), verify=True,
+                                 local_cache=local_cache or tmp)
+        except (CacheError, ValueError) as e:
+            raise click.ClickException(str(e)) from None
+        summary = _train(reader, out_dir, recipe, given, epochs_given, common, losses, k, weighting, weights,
+                         temperature, lambda_kl, schedule, teacher_layer, alpha, beta, gamma, epochs_per_step,
+                         train_embeddings, num_workers, checkpoint_every)
+    best = summary["best_dev_f1"]
+    click.echo((f"best epoch {summary['best_epoch']}, " if "best_epoch" in summary else "")
+               + (f"dev F1 {100 * best:.2f}; " if best is not None else "") + f"student in {out_dir}")
+
+
+def _train(cache, out_dir, recipe, given, epochs_given, common, losses, k, weighting, weights, temperature, lambda_kl,
+           schedule, teacher_layer, alpha, beta, gamma, epochs_per_step, train_embeddings, num_workers,
+           checkpoint_every) -> dict:
     try:
         if recipe == "sentscore":
             from .sentscore_kd import SentScoreKDConfig, train_sentscore_student
@@ -113,9 +138,7 @@ def train(cache, out_dir, recipe, teacher, losses, k, weighting, weights, temper
             summary = train_student(cache, out_dir, cfg, log=click.echo)
     except (CacheError, ValueError) as e:
         raise click.ClickException(str(e)) from None
-    best = summary["best_dev_f1"]
-    click.echo((f"best epoch {summary['best_epoch']}, " if "best_epoch" in summary else "")
-               + (f"dev F1 {100 * best:.2f}; " if best is not None else "") + f"student in {out_dir}")
+    return summary
 
 
 main = train

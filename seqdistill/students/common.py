@@ -14,13 +14,14 @@ from .data import parse_selection
 from .models import EMBEDDINGS
 
 
-def open_cache(cache: str, storage_options: dict | None, teacher: str | None, embedding: str,
+def open_cache(cache: "str | CacheReader", storage_options: dict | None, teacher: str | None, embedding: str,
                seed: int) -> tuple[CacheReader, str]:
     """The cache's reader and the teacher layer to learn from (checked), with torch seeded."""
     if embedding not in EMBEDDINGS:
         raise ValueError(f"embedding {embedding!r} is not one of {EMBEDDINGS}")
     torch.manual_seed(seed)
-    reader = CacheReader(cache, storage_options, verify=True)  # a damaged file is refused by name
+    # a damaged file is refused by name; a caller may pass its own reader (e.g. with a local_cache)
+    reader = cache if isinstance(cache, CacheReader) else CacheReader(cache, storage_options, verify=True)
     name = _pick_teacher(reader, teacher)
     if name is None:
         raise CacheError("the cache holds no teacher layer: build one with `distill-cache build`")

@@ -95,7 +95,7 @@ def train_sentscore_student(cache: str, out_dir, cfg: SentScoreKDConfig | None =
         kinds = {n: t.kind for n, t in reader.manifest.teachers.items()}
         raise CacheError(f"the sentscore recipe needs a SenTScore teacher layer; the cache holds {kinds or 'none'}")
     model, tokenizer, device = new_tagger(
-        reader, teacher, cfg, extra={"cache": str(cache), "recipe": "sentscore", "lambda_kl": cfg.lambda_kl,
+        reader, teacher, cfg, extra={"cache": reader.store.url, "recipe": "sentscore", "lambda_kl": cfg.lambda_kl,
                                      "temperature": cfg.temperature})
     train_names, dev_names = splits_with_dev(reader, cfg, "early stopping on dev F1")
     stream = CacheStream(reader, {EXAMPLES_LAYER: ["words", "tags"], teacher: ["kbest_paths", "tag_scores"]},

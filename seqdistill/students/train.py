@@ -162,7 +162,7 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
     tokenizer, weight = teacher_exports(reader, teacher)
     dim = weight.shape[1] if cfg.embedding == "teacher" else (cfg.embedding_dim or 100)
     scfg = StudentConfig(schema.to_json(), weight.shape[0], dim, cfg.embedding, cfg.freeze_embeddings,
-                         cfg.hidden_size, 1, cfg.dropout, extra={"teacher": teacher, "cache": str(cache)})
+                         cfg.hidden_size, 1, cfg.dropout, extra={"teacher": teacher, "cache": reader.store.url})
     model = BiLSTMCRF(scfg)
     init_embeddings(model, weight)
     device = device_for(cfg.device)

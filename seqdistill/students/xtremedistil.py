@@ -222,7 +222,7 @@ def train_xtremedistil(cache: str, out_dir, cfg: XtremeDistilConfig | None = Non
 
     model, tokenizer, device = new_tagger(
         reader, teacher, cfg, projection_dim=hidden_size or "teacher", pooling=info.pooling,
-        extra={"cache": str(cache), "recipe": "xtremedistil", "schedule": cfg.schedule})
+        extra={"cache": reader.store.url, "recipe": "xtremedistil", "schedule": cfg.schedule})
     train_names, dev_names = splits_with_dev(reader, cfg, "XtremeDistil restores each step's best weights by "
                                                           "validation loss")
     selected = parse_selection(train_names, reader)
