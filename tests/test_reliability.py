@@ -336,3 +336,53 @@ def test_a_damaged_manifest_is_named_and_rebuilt_from_the_shard_markers(teachers
     assert build_cache(str(out), crf_dir, corpus_paths, _cfg(), log=logs.append).status == "resumed"
     assert verify_cache(str(out)) == []
     _assert_same(_contents(str(out)), expected)
+
+
+# -- scale-out ----------------------------------------------------------------------------------------
+def test_torchrun_ddp_training_reads_each_example_once_and_matches_one_process(cache, tmp_path):
+    from seqdistill.students.common import default_splits
+    from seqdistill.students.data import CacheStream, StreamConfig, parse_selection
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # 2 ranks x batch 4 against one process x batch 8: the same sentences per update
+    args = ["--cache", cache, "--epochs", "12", "--lr", "0.01", "--hidden-size", "16", "--embedding", "random", "--embedding-dim", "16",
+            "--device", "cpu", "--losses", "hard,seq-ce", "--k", "4", "--batch-size", "4", "--patience", "10"]
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
+                        "127.0.0.1", "--master-port", str(port), "-m", "seqdistill.students.cli",
+                        "--out", str(tmp_path / "ddp"), *args],
+                       capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    ddp = json.loads((tmp_path / "ddp" / "training.json").read_text())
+    one = train_student(cache, tmp_path / "one", TrainConfig(losses=("hard", "seq-ce"), k=4, epochs=12, lr=0.01, hidden_size=16,
+                                                            embedding="random", embedding_dim=16, device="cpu",
+                                                            batch_size=8, patience=10), log=lambda *a: None)
+    assert ddp["processes"] == 2 and (tmp_path / "ddp" / "model.safetensors").exists()
+    # the two ranks' parts of each epoch cover the training rows once; a step lasts while either has a batch
+    reader = CacheReader(cache)
+    train_names, _ = default_splits(reader, TrainConfig())
+    selected = parse_selection(train_names, reader)
+    steps, seen = 0, []
+    for epoch in range(12):
+        counts = []
+        for rank in range(2):
+            stream = CacheStream(reader, {"examples": ["words"]}, selected, _Ids, StreamConfig(4, 4096, 13),
+                                 rank=rank, world_size=2)
+            stream.set_epoch(epoch)
+            parts = [b.ids for b in stream]
+            counts.append(len(parts))
+            seen.append(sorted(i for b in parts for i in b))
+        steps += max(counts)
+        both = seen[-1] + seen[-2]
+        assert len(both) == len(set(both)) == sum(1 for ex in reader.iter_examples()
+                                                  if (ex["examples"]["corpus"], ex["examples"]["split"]) in selected)
+    assert ddp["steps"] == steps
+    assert abs(ddp["best_dev_f1"] - one["best_dev_f1"]) <= 0.05, (ddp["best_dev_f1"], one["best_dev_f1"])
+
+
+
+class _Ids:
+    def __init__(self, rows):
+        self.ids = [r["example_id"] for r in rows]

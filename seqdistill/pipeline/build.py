@@ -30,6 +30,7 @@ import torch
 from tqdm import tqdm
 
 from ..cache_schema import CacheWriter, FieldSpec, LabelSchema, TeacherInfo
+from .. import distributed
 from ..cache_schema.info import cache_summary
 from ..cache_schema.lock import BuildLock
 from ..cache_schema.storage import CacheStore
@@ -175,7 +176,7 @@ def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg
     cfg = cfg or BuildConfig()
     if cfg.dtype not in DTYPES:
         raise BuildError(f"dtype {cfg.dtype!r} is not one of {', '.join(DTYPES)}")
-    rank, world = _dist_init(cfg)
+    rank, world, cfg.device = distributed.init(cfg.device)
     t0 = time.time()
     teacher_id = check_id(teacher_id or os.path.basename(os.path.normpath(teacher_dir)), "teacher id")
     if not os.path.isdir(teacher_dir):
@@ -199,7 +200,7 @@ def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg
         writer = CacheWriter(out, storage_options, clean_staging=rank == 0)
         if cfg.overwrite and rank == 0:
             _overwrite(writer, corpora, teacher_id, log)
-        _barrier(world)
+        distributed.barrier(world)
         writer = CacheWriter(out, storage_options, clean_staging=False)
         examples = writer.examples_layer(schema, [c.info() for c in corpora], len(shards))
 
@@ -237,7 +238,7 @@ def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg
         if todo:
             _run_teacher(teacher, schema, shards, todo, layer, cfg, rank)
         t_teacher = time.time() - t_teacher
-        _barrier(world)
+        distributed.barrier(world)
         report = BuildReport(status, len(rows), sum(r["n_words"] for r in rows),
                              time.time() - t0, len(todo), t_teacher)
         if rank == 0:
@@ -251,7 +252,7 @@ def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg
                 f"{summary['bytes'] / 2**20:.1f} MiB")
             for name, bpw in report.bytes_per_word.items():
                 log(f"  {name:<22} {bpw:>10.2f} bytes/word")
-    _dist_done(world)
+    distributed.done(world)
     return report
 
 
@@ -409,36 +410,3 @@ def shard_columns(rows: list[dict], outputs: list, kind: str, cfg: BuildConfig) 
             for layer in cfg.hidden_layers:
                 add(f"subword_hidden_{layer}", host["subword_hidden"][layer][j, :s])
     return cols
-
-
-# -- torch.distributed --------------------------------------------------------------------------
-
-def _dist_init(cfg: BuildConfig) -> tuple[int, int]:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1:
-        return 0, 1
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        use_cuda = torch.cuda.is_available() and (cfg.device or "cuda").startswith("cuda")
-        dist.init_process_group("nccl" if use_cuda else "gloo")
-        if use_cuda:
-            local = int(os.environ.get("LOCAL_RANK", "0"))
-            torch.cuda.set_device(local)
-            cfg.device = f"cuda:{local}"
-    return dist.get_rank(), dist.get_world_size()
-
-
-def _barrier(world: int) -> None:
-    if world > 1:
-        import torch.distributed as dist
-
-        dist.barrier()
-
-
-def _dist_done(world: int) -> None:
-    if world > 1:
-        import torch.distributed as dist
-
-        dist.barrier()
-        dist.destroy_process_group()

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from .. import distributed
 from ..cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ..cache_schema.storage import failpoint
 from ..crf import log_partition
@@ -150,6 +151,8 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
     unknown = set(cfg.losses) - set(LOSSES)
     if unknown or not cfg.losses:
         raise ValueError(f"unknown losses {sorted(unknown)}; choose from {', '.join(LOSSES)}")
+    rank, world, device_name = distributed.init(cfg.device)
+    lead = rank == 0  # the process that writes checkpoints, metrics and the student
     reader, teacher = open_cache(cache, storage_options, cfg.teacher, cfg.embedding, cfg.seed)
     schema = reader.manifest.label_schema
     kind = reader.manifest.teachers[teacher].kind
@@ -165,8 +168,10 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
                          cfg.hidden_size, 1, cfg.dropout, extra={"teacher": teacher, "cache": reader.store.url})
     model = BiLSTMCRF(scfg)
     init_embeddings(model, weight)
-    device = device_for(cfg.device)
+    device = device_for(device_name)
     model.to(device)
+    if world > 1:  # the same initial weights on every rank (seeded above), then each its own dropout masks
+        torch.manual_seed(cfg.seed * 1000 + rank)
 
     train_names, dev_names = default_splits(reader, cfg)
     selected = parse_selection(train_names, reader)
@@ -185,7 +190,7 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
         fields[teacher].append("marginals")
     stream = CacheStream(reader, fields, selected,
                          Collate(tokenizer, schema, teacher, cfg, kind),
-                         StreamConfig(cfg.batch_size, cfg.buffer_size, cfg.seed))
+                         StreamConfig(cfg.batch_size, cfg.buffer_size, cfg.seed), rank=rank, world_size=world)
     dev_words, dev_tags = read_split(reader, dev_names) if dev_names else ([], [])
     weighting = L.UncertaintyWeighting(len(cfg.losses)).to(device) if cfg.weighting == "uncertainty" else None
     fixed = torch.tensor(cfg.weights or [1.0] * len(cfg.losses), device=device)
@@ -193,7 +198,8 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
     optim = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    metrics = open(out_dir / "metrics.jsonl", "a")
+    metrics = open(out_dir / "metrics.jsonl", "a") if lead else None
+    log = log if lead else (lambda *a: None)
     log(f"training {scfg.arch} ({sum(p.numel() for p in model.parameters()):,} parameters, "
         f"{sum(p.numel() for p in model.parameters() if p.requires_grad):,} trainable) on {', '.join(train_names)}; losses {', '.join(cfg.losses)}")
     modules = {"model": model, **({"weighting": weighting} if weighting else {})}
@@ -214,22 +220,37 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
         n = pos["n"] if epoch == pos["epoch"] else 0
 
         def checkpoint(next_epoch: int, consumed: dict) -> None:
+            if world > 1:  # every rank's position in its parts (a collective: all ranks call it at the same step)
+                parts = world * max(1, cfg.num_workers)
+                counts = distributed.sum_across([consumed.get(p, 0) for p in range(parts)], world)
+                consumed = {p: int(c) for p, c in enumerate(counts.tolist()) if c}
+            if not lead:
+                return
             save_checkpoint(out_dir, modules, optim, {
                 "epoch": next_epoch, "step": step, "consumed": {str(k): v for k, v in consumed.items()},
                 "best": best, "best_epoch": best_epoch, "history": history,
                 "sums": sums if next_epoch == epoch else {}, "n": n if next_epoch == epoch else 0})
 
-        bar = tqdm(loader, desc=f"epoch {epoch + 1}", unit="batch", leave=False)
-        for batch in bar:
-            consumed[batch.origin[0]] = batch.origin[1] + 1
-            parts = loss_parts(model, batch, cfg, device)
-            stacked = torch.stack([parts.get(name, torch.zeros((), device=device)) for name in cfg.losses])
-            loss = weighting(stacked) if weighting else (fixed * stacked).sum()
+        bar = tqdm(loader, desc=f"epoch {epoch + 1}", unit="batch", leave=False, disable=not lead)
+        batches_left = iter(bar)
+        while True:
+            batch = next(batches_left, None)
+            # under torchrun a step goes on while any rank has a batch (the parts differ in length)
+            active = int(distributed.sum_across([batch is not None], world).item())
+            if not active:
+                break
             optim.zero_grad(set_to_none=True)
-            loss.backward()
+            parts = {}
+            if batch is not None:
+                consumed[batch.origin[0]] = batch.origin[1] + 1
+                parts = loss_parts(model, batch, cfg, device)
+                stacked = torch.stack([parts.get(name, torch.zeros((), device=device)) for name in cfg.losses])
+                loss = weighting(stacked) if weighting else (fixed * stacked).sum()
+                loss.backward()
+            distributed.average_gradients(params, active, world)
             torch.nn.utils.clip_grad_norm_(params, 5.0)
             optim.step()
-            step, n = step + 1, n + 1
+            step, n = step + 1, n + (batch is not None)
             failpoint(f"train-step:{step}")
             for name, v in parts.items():
                 sums[name] = sums.get(name, 0.0) + v.item()
@@ -250,10 +271,12 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
         improved = f1 > best
         if improved:
             best, best_epoch = f1, epoch + 1
-            save_student(model, tokenizer, out_dir)
+            if lead:
+                save_student(model, tokenizer, out_dir)
         history.append(record)
-        metrics.write(json.dumps(record) + "\n")
-        metrics.flush()
+        if lead:
+            metrics.write(json.dumps(record) + "\n")
+            metrics.flush()
         log(f"epoch {epoch + 1}: " + "  ".join(f"{k} {v / max(n, 1):.4f}" for k, v in sums.items())
             + (f"  dev F1 {100 * record['dev_f1']:.2f}" if "dev_f1" in record else "")
             + ("  (best, saved)" if improved else ""))
@@ -263,10 +286,12 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
         if epoch + 1 - best_epoch >= cfg.patience:
             log(f"no dev F1 gain for {cfg.patience} epochs: stopping")
             break
-    metrics.close()
     summary = {"config": asdict(cfg), "best_epoch": best_epoch, "best_dev_f1": best if dev_words else None,
-               "history": history, "steps": step, "train": train_names, "dev": dev_names}
-    (out_dir / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
+               "history": history, "steps": step, "train": train_names, "dev": dev_names, "processes": world}
+    if lead:
+        metrics.close()
+        (out_dir / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
+    distributed.done(world)
     return summary
 
 
