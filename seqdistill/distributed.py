@@ -25,6 +25,13 @@ def init(device: str | None) -> tuple[int, int, str | None]:
     return dist.get_rank(), dist.get_world_size(), device
 
 
+def require_one_process(what: str) -> None:
+    """Refuse to run ``what`` under torchrun (it would train one copy per rank into one directory)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ValueError(f"{what} runs in one process; start it without torchrun (only the mgkd recipe "
+                         "trains with DDP)")
+
+
 def barrier(world: int) -> None:
     if world > 1:
         import torch.distributed as dist

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from .. import distributed
 from ..cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ..metrics import span_scores
 from . import losses as L
@@ -89,6 +90,7 @@ class _KDBatch:
 def train_sentscore_student(cache: str, out_dir, cfg: SentScoreKDConfig | None = None, *,
                             storage_options: dict | None = None, log=print) -> dict:
     cfg = cfg or SentScoreKDConfig()
+    distributed.require_one_process("the sentscore recipe")
     reader, teacher = open_cache(cache, storage_options, cfg.teacher, cfg.embedding, cfg.seed)
     schema = reader.manifest.label_schema
     if reader.manifest.teachers[teacher].kind != "sentscore":

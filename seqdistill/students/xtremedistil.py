@@ -44,6 +44,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from .. import distributed
 from ..cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ..metrics import span_scores
 from . import losses as L
@@ -201,6 +202,7 @@ def train_xtremedistil(cache: str, out_dir, cfg: XtremeDistilConfig | None = Non
     cfg = cfg or XtremeDistilConfig()
     stages, gradual = resolve_schedule(cfg)
     used = {loss for stage in stages for loss in stage}
+    distributed.require_one_process("the xtremedistil recipe")
     reader, teacher = open_cache(cache, storage_options, cfg.teacher, cfg.embedding, cfg.seed)
     schema = reader.manifest.label_schema
     info = reader.manifest.teachers[teacher]
