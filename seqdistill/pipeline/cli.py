@@ -159,7 +159,11 @@ def build(out, teacher_dir, teacher_id, labelled, unlabelled, k, no_marginals, h
 
 
 @main.command("finetune-teacher")
-@click.option("--encoder", required=True, help="Pretrained encoder: a local Hugging Face directory or a hub name.")
+@click.option("--encoder", "encoders", required=True, multiple=True,
+              help="Pretrained encoder: a local Hugging Face directory or a hub name (repeat with --co-finetune).")
+@click.option("--co-finetune", is_flag=True,
+              help="Fine-tune every --encoder together under one shared head (paper 002, §2.1); teacher i is "
+                   "saved to OUT/<last part of encoder i's path>.")
 @click.option("--train", "train_path", required=True, help="Labelled training corpus (CoNLL, JSONL).")
 @click.option("--dev", "dev_path", required=True, help="Labelled dev corpus, for early stopping on F1.")
 @click.option("--test", "test_path", default=None, help="Labelled test corpus: scored with the best epoch at the end.")
@@ -182,7 +186,7 @@ def build(out, teacher_dir, teacher_id, labelled, unlabelled, k, no_marginals, h
 @click.option("--seed", type=int, default=FinetuneConfig.seed, show_default=True)
 @click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if available).")
 @click.option("--trust-remote-code", is_flag=True, help="Allow the encoder's own Python code to run (off by default).")
-def finetune_teacher(encoder, train_path, dev_path, test_path, out_dir, head, scheme, epochs, batch_size, lr, head_lr,
+def finetune_teacher(encoders, co_finetune, train_path, dev_path, test_path, out_dir, head, scheme, epochs, batch_size, lr, head_lr,
                      layer_decay, dropout, patience, pooling, max_length, max_train_sentences, seed, device,
                      trust_remote_code) -> None:
     """Fine-tune a teacher (encoder + linear + CRF, or softmax) on a labelled corpus.
@@ -190,9 +194,19 @@ def finetune_teacher(encoder, train_path, dev_path, test_path, out_dir, head, sc
     Paper 000's recipe by default: layer-wise learning-rate decay 0.9 from the top block down,
     1e-3 for the head and CRF, dropout 0.5 on the encoder output, early stopping on dev F1. The
     output directory is a self-contained teacher for `distill-cache build --teacher DIR`.
+
+    With --co-finetune and two or more --encoder, the encoders learn together under one shared
+    linear layer (and CRF), the sum of their losses (paper 002, §2.1); each is saved as a plain
+    teacher directory under OUT, ready for one `distill-cache build` each into the same cache.
     """
     from ..teachers import load_teacher
+    from ..teachers.cofinetune import cofinetune
     from ..teachers.finetune import evaluate, finetune
+
+    if len(encoders) > 1 and not co_finetune:
+        raise click.UsageError("several --encoder are fine-tuned together only with --co-finetune")
+    if co_finetune and (len(encoders) < 2 or head == "sentscore"):
+        raise click.UsageError("--co-finetune needs two or more --encoder and --head crf or softmax")
 
     # SenT' targets are sBIO tags: corpora in other schemes are converted
     target = "sBIO" if head == "sentscore" else scheme
@@ -212,15 +226,25 @@ def finetune_teacher(encoder, train_path, dev_path, test_path, out_dir, head, sc
                                   max_train_sentences=max_train_sentences, seed=seed, **given)
     click.echo(f"label schema: {schema.scheme} over {', '.join(schema.entity_types)}; "
                f"{len(corpora[0].sentences):,} training sentences")
-    summary = finetune(encoder, corpora[0].sentences, corpora[1].sentences, schema, out_dir, cfg,
-                       trust_remote_code=trust_remote_code, device=device, log=click.echo)
+    if co_finetune:
+        summary = cofinetune(list(encoders), corpora[0].sentences, corpora[1].sentences, schema, out_dir, cfg,
+                             trust_remote_code=trust_remote_code, device=device, log=click.echo)
+        saved = summary["teachers"]
+    else:
+        summary = finetune(encoders[0], corpora[0].sentences, corpora[1].sentences, schema, out_dir, cfg,
+                           trust_remote_code=trust_remote_code, device=device, log=click.echo)
+        saved = [str(out_dir)]
     if test_path:
-        best = load_teacher(out_dir, trust_remote_code=trust_remote_code, device=device or _default_device())
-        summary["test"] = {k: v for k, v in evaluate(best, corpora[2].sentences).items()}
-        click.echo(f"test: P {100 * summary['test']['precision']:.2f}  R {100 * summary['test']['recall']:.2f}  "
-                   f"F1 {100 * summary['test']['f1']:.2f}")
+        tests = {}
+        for d in saved:
+            best = load_teacher(d, trust_remote_code=trust_remote_code, device=device or _default_device())
+            tests[d] = scores = evaluate(best, corpora[2].sentences)
+            click.echo(f"test ({d}): P {100 * scores['precision']:.2f}  R {100 * scores['recall']:.2f}  "
+                       f"F1 {100 * scores['f1']:.2f}")
+        summary["test"] = tests[saved[0]] if not co_finetune else tests
         (Path(out_dir) / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
-    click.echo(f"best dev F1 {100 * summary['best_dev_f1']:.2f} at epoch {summary['best_epoch']}; teacher in {out_dir}")
+    click.echo(f"best dev F1 {100 * summary['best_dev_f1']:.2f} at epoch {summary['best_epoch']}; "
+               f"teacher{'s' if len(saved) > 1 else ''} in {', '.join(saved)}")
 
 
 @main.command("few-shot-split")

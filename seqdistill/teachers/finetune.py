@@ -90,20 +90,33 @@ def finetune(encoder: str, train, dev, schema: LabelSchema, out_dir, cfg: Finetu
     dev_name = device or ("cuda" if torch.cuda.is_available() else "cpu")
     teacher = build_teacher(encoder, schema, cfg.head, pooling=cfg.pooling, dropout=cfg.dropout,
                             max_length=cfg.max_length, trust_remote_code=trust_remote_code, seed=cfg.seed).to(dev_name)
+    groups = ([{"params": list(teacher.parameters()), "lr": cfg.lr, "weight_decay": cfg.weight_decay}]
+              if cfg.head == "sentscore" else layerwise_groups(teacher, cfg))  # paper 004: one AdamW rate
+    out_dir = Path(out_dir)
+    summary = fit(teacher.loss, [teacher], groups, train, dev, schema, cfg, lambda: teacher.save(out_dir), log)
+    summary["encoder"] = str(encoder)
+    (out_dir / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+def fit(loss_fn, teachers: list[Teacher], groups: list[dict], train, dev, schema: LabelSchema, cfg: FinetuneConfig,
+        save, log=print) -> dict:
+    """The training loop shared by :func:`finetune` and co-fine-tuning: AdamW over ``groups``,
+    linear warm-up and decay, ``loss_fn(words, tags)`` per batch, early stopping on the mean dev F1
+    of ``teachers``; ``save()`` is called at every new best epoch."""
     sentences = list(train)
     if cfg.max_train_sentences:
         sentences = random.Random(cfg.seed).sample(sentences, min(cfg.max_train_sentences, len(sentences)))
     steps = cfg.epochs * ((len(sentences) + cfg.batch_size - 1) // cfg.batch_size)
-    groups = ([{"params": list(teacher.parameters()), "lr": cfg.lr, "weight_decay": cfg.weight_decay}]
-              if cfg.head == "sentscore" else layerwise_groups(teacher, cfg))  # paper 004: one AdamW rate
     optim = torch.optim.AdamW(groups)
+    params = [p for g in groups for p in g["params"]]
     warm = max(1, int(cfg.warmup * steps))
     sched = torch.optim.lr_scheduler.LambdaLR(
         optim, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm))))
-    out_dir = Path(out_dir)
     best, best_epoch, history = -1.0, -1, []
     for epoch in range(cfg.epochs):
-        teacher.train()
+        for t in teachers:
+            t.train()
         random.Random(cfg.seed + epoch).shuffle(sentences)
         bar = tqdm(range(0, len(sentences), cfg.batch_size), desc=f"epoch {epoch + 1}/{cfg.epochs}",
                    unit="batch", leave=False)
@@ -111,32 +124,34 @@ def finetune(encoder: str, train, dev, schema: LabelSchema, out_dir, cfg: Finetu
         for n, i in enumerate(bar, 1):
             batch = sentences[i: i + cfg.batch_size]
             tags = _tag_ids(batch, schema)
-            loss = teacher.loss([s.words for s in batch], tags)
+            loss = loss_fn([s.words for s in batch], tags)
             optim.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(teacher.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
             optim.step()
             sched.step()
             total += loss.item()
             bar.set_postfix(loss=f"{total / n:.3f}")
-        scores = evaluate(teacher, dev)
-        record = {"epoch": epoch + 1, "loss": total / max(1, n), "dev_f1": scores["f1"],
+        f1s = [evaluate(t, dev)["f1"] for t in teachers]
+        f1 = sum(f1s) / len(f1s)
+        record = {"epoch": epoch + 1, "loss": total / max(1, n), "dev_f1": f1,
                   "seconds": round(time.time() - t0, 1)}
+        if len(teachers) > 1:
+            record["dev_f1_each"] = f1s
         history.append(record)
-        improved = scores["f1"] > best
-        log(f"epoch {epoch + 1}: loss {record['loss']:.4f}  dev F1 {100 * scores['f1']:.2f}"
-            f"{'  (best, saved)' if improved else ''}  [{record['seconds']} s]")
+        improved = f1 > best
+        log(f"epoch {epoch + 1}: loss {record['loss']:.4f}  dev F1 {100 * f1:.2f}"
+            + (" (" + ", ".join(f"{100 * x:.2f}" for x in f1s) + ")" if len(teachers) > 1 else "")
+            + f"{'  (best, saved)' if improved else ''}  [{record['seconds']} s]")
         if improved:
-            best, best_epoch = scores["f1"], epoch + 1
-            teacher.save(out_dir)
+            best, best_epoch = f1, epoch + 1
+            save()
         elif best > 0 and epoch + 1 - best_epoch >= cfg.patience:  # patience counts once something is learnt
             # (a SenTScore teacher tags every word O for its first epochs: dev F1 0 is no plateau)
             log(f"no dev F1 gain for {cfg.patience} epochs: stopping")
             break
-    summary = {"config": asdict(cfg), "encoder": str(encoder), "best_epoch": best_epoch, "best_dev_f1": best,
-               "history": history, "train_sentences": len(sentences)}
-    (out_dir / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
-    return summary
+    return {"config": asdict(cfg), "best_epoch": best_epoch, "best_dev_f1": best, "history": history,
+            "train_sentences": len(sentences)}
 
 
 def _tag_ids(batch, schema: LabelSchema) -> torch.Tensor:

@@ -95,7 +95,7 @@ class Teacher(nn.Module):
 
     @property
     def device(self) -> torch.device:
-        return self.classifier.weight.device
+        return next(self.encoder.parameters()).device
 
     @property
     def num_layers(self) -> int:
