@@ -22,10 +22,12 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.version_option(__version__, prog_name="seqdistill")
 @click.option("--cache", required=True, help="Cache directory or fsspec URL (from `distill-cache build`).")
 @click.option("--out", "out_dir", required=True, help="Directory for the student.")
-@click.option("--recipe", type=click.Choice(["mgkd", "xtremedistil", "sentscore"]), default="mgkd", show_default=True,
+@click.option("--recipe", type=click.Choice(["mgkd", "xtremedistil", "sentscore", "mt"]), default="mgkd",
+              show_default=True,
               help="mgkd: Multi-Grained KD (paper 000), BiLSTM-CRF student. xtremedistil: paper 001, BiLSTM "
                    "tagger over subwords, logit and representation distillation. sentscore: paper 004, BiLSTM "
-                   "tagger on a SenTScore teacher's pseudo-labels and tag scores.")
+                   "tagger on a SenTScore teacher's pseudo-labels and tag scores. mt: MT-BERT (paper 002), a "
+                   "K-layer transformer taught by several teachers at once.")
 @click.option("--teacher", default=None, help="Teacher layer to learn from (default: the cache's only one).")
 @click.option("--losses", default=None,
               help="Comma-separated. mgkd: hard, seq-ce, fuzzy, token-em, token-pos [hard,seq-ce,fuzzy]. "
@@ -48,6 +50,17 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--gamma", type=float, default=1.0, show_default=True, help="xtremedistil: LL weight (eq. 7).")
 @click.option("--epochs-per-step", type=int, default=10, show_default=True,
               help="xtremedistil: most epochs of one stage or unfreezing step.")
+@click.option("--teachers", default=None, help="mt: comma-separated teacher layers (default: every teacher in the cache).")
+@click.option("--soft-labels", type=click.Choice(["mt", "ensemble", "none"]), default="mt", show_default=True,
+              help="mt: teachers' soft labels weighted by 1/(1 + gold CE) (eq. 2), their uniform average, or none.")
+@click.option("--hidden-loss/--no-hidden-loss", default=True, show_default=True,
+              help="mt: the multi-teacher hidden loss (eq. 1; the cache must hold the matching teacher layers).")
+@click.option("--student-layers", type=int, default=4, show_default=True, help="mt: K transformer layers.")
+@click.option("--init", type=click.Choice(["teacher", "scratch"]), default="teacher", show_default=True,
+              help="mt: start from the first K layers a teacher exported (build --export-layers K) or from scratch.")
+@click.option("--init-from", default=None, help="mt: the teacher whose layers start the student (default: the first).")
+@click.option("--head", type=click.Choice(["crf", "softmax"]), default="crf", show_default=True,
+              help="mt: the transformer student's head.")
 @click.option("--train", "train_sets", multiple=True, help="CORPUS[/SPLIT] to train on (default: */train + unlabelled).")
 @click.option("--unlabelled/--no-unlabelled", default=True, show_default=True,
               help="Add the cache's unlabelled corpora to the default training set (DA).")
@@ -58,7 +71,7 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--train-embeddings", is_flag=True, help="mgkd: fine-tune the teacher's embeddings instead of freezing them.")
 @click.option("--hidden-size", type=int, default=None, help="LSTM units per direction [mgkd: 300; xtremedistil: 600; sentscore: 200].")
 @click.option("--dropout", type=float, default=None, help="[mgkd: 0.5; xtremedistil: 0.2; sentscore: 0.5]")
-@click.option("--lr", type=float, default=1e-3, show_default=True)
+@click.option("--lr", type=float, default=None, help="[mgkd, xtremedistil, sentscore: 1e-3; mt: 5e-5]")
 @click.option("--epochs", type=int, default=None, help="Most epochs [mgkd: 50; sentscore: 100].")
 @click.option("--patience", type=int, default=None,
               help="Epochs without gain that stop [mgkd: 5, dev F1; xtremedistil: 2 per step, validation loss; "
@@ -76,10 +89,7 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
                    "temporary directory for this run, so later epochs read locally).")
 @click.option("--resume", is_flag=True, help="Continue from OUT/checkpoint (mgkd: same epoch and step, no example "
                                              "twice; xtremedistil: after the last finished step).")
-def train(cache, out_dir, recipe, teacher, losses, k, weighting, weights, temperature, lambda_kl, schedule, teacher_layer, alpha,
-          beta, gamma, epochs_per_step, train_sets, unlabelled, dev_sets, embedding, embedding_dim, train_embeddings,
-          hidden_size, dropout, lr, epochs, patience, batch_size, max_steps, num_workers, seed, device,
-          checkpoint_every, storage_options, local_cache, resume) -> None:
+def train(cache, out_dir, recipe, storage_options, local_cache, **o) -> None:
     """Train a small, fast student from a soft-label cache; no teacher is ever loaded.
 
     \b
@@ -87,58 +97,65 @@ def train(cache, out_dir, recipe, teacher, losses, k, weighting, weights, temper
       distill-train --cache runs/cache --recipe mgkd --losses hard,seq-ce,fuzzy --k 5 --out runs/mgkd
       distill-train --cache runs/cache --recipe xtremedistil --schedule d4 --teacher-layer 4 --out runs/xd
       distill-train --cache runs/sent-cache --recipe sentscore --lambda-kl 1 --out runs/sent
+      distill-train --cache runs/cache --recipe mt --teachers minilm,mpnet --student-layers 4 --out runs/mt
     """
-    given = {k: v for k, v in dict(embedding=embedding, embedding_dim=embedding_dim, hidden_size=hidden_size,
-                                    dropout=dropout, patience=patience, batch_size=batch_size).items() if v is not None}
-    epochs_given = {"epochs": epochs} if epochs is not None else {}
-    common = dict(teacher=teacher, train=_names(train_sets), unlabelled=unlabelled, dev=_names(dev_sets), lr=lr,
-                  max_steps=max_steps, seed=seed, device=device, resume=resume, **given)
+    given = {k: o[k] for k in ("embedding", "embedding_dim", "hidden_size", "dropout", "patience", "batch_size", "lr",
+                               "epochs") if o[k] is not None}
+    common = dict(teacher=o["teacher"], train=_names(o["train_sets"]), unlabelled=o["unlabelled"],
+                  dev=_names(o["dev_sets"]), max_steps=o["max_steps"], seed=o["seed"], device=o["device"],
+                  resume=o["resume"], **given)
     with tempfile.TemporaryDirectory(prefix="seqdistill-mirror-") as tmp:
         try:
             reader = CacheReader(cache, parse_storage_options(storage_options), verify=True,
                                  local_cache=local_cache or tmp)
+            summary = _train(reader, out_dir, recipe, common, o)
         except (CacheError, ValueError) as e:
             raise click.ClickException(str(e)) from None
-        summary = _train(reader, out_dir, recipe, given, epochs_given, common, losses, k, weighting, weights,
-                         temperature, lambda_kl, schedule, teacher_layer, alpha, beta, gamma, epochs_per_step,
-                         train_embeddings, num_workers, checkpoint_every)
     best = summary["best_dev_f1"]
     click.echo((f"best epoch {summary['best_epoch']}, " if "best_epoch" in summary else "")
                + (f"dev F1 {100 * best:.2f}; " if best is not None else "") + f"student in {out_dir}")
 
 
-def _train(cache, out_dir, recipe, given, epochs_given, common, losses, k, weighting, weights, temperature, lambda_kl,
-           schedule, teacher_layer, alpha, beta, gamma, epochs_per_step, train_embeddings, num_workers,
-           checkpoint_every) -> dict:
-    try:
-        if recipe == "sentscore":
-            from .sentscore_kd import SentScoreKDConfig, train_sentscore_student
+def _train(reader, out_dir, recipe: str, common: dict, o: dict) -> dict:
+    """Build the recipe's config from the CLI options ``o`` and train."""
+    temperature = {"temperature": o["temperature"]} if o["temperature"] is not None else {}
+    if recipe == "sentscore":
+        from .sentscore_kd import SentScoreKDConfig, train_sentscore_student
 
-            cfg = SentScoreKDConfig(lambda_kl=lambda_kl, **epochs_given,
-                                    **({"temperature": temperature} if temperature is not None else {}), **common)
-            summary = train_sentscore_student(cache, out_dir, cfg, log=click.echo)
-        elif recipe == "xtremedistil":
-            from .xtremedistil import XtremeDistilConfig, train_xtremedistil
+        cfg = SentScoreKDConfig(lambda_kl=o["lambda_kl"], **temperature, **common)
+        return train_sentscore_student(reader, out_dir, cfg, log=click.echo)
+    if recipe == "xtremedistil":
+        from .xtremedistil import XtremeDistilConfig, train_xtremedistil
 
-            cfg = XtremeDistilConfig(schedule=schedule, alpha=alpha, beta=beta, gamma=gamma,
-                                     teacher_layer=teacher_layer, epochs_per_step=epochs_per_step,
-                                     **({"losses": _names((losses,))} if losses else {}), **common)
-            summary = train_xtremedistil(cache, out_dir, cfg, log=click.echo)
-        else:
-            from .train import TrainConfig, train_student
+        if common.pop("epochs", None) is not None:
+            raise click.UsageError("xtremedistil trains each stage or unfreezing step for --epochs-per-step")
+        cfg = XtremeDistilConfig(schedule=o["schedule"], alpha=o["alpha"], beta=o["beta"], gamma=o["gamma"],
+                                 teacher_layer=o["teacher_layer"], epochs_per_step=o["epochs_per_step"],
+                                 **({"losses": _names((o["losses"],))} if o["losses"] else {}), **common)
+        return train_xtremedistil(reader, out_dir, cfg, log=click.echo)
+    if recipe == "mt":
+        from .mt import MTConfig, train_mt_student
 
-            cfg = TrainConfig(recipe=recipe, losses=_names((losses or "hard,seq-ce,fuzzy",)), k=k, weighting=weighting,
-                              weights=tuple(float(w) for w in _names((weights,))),
-                              temperature=1.0 if temperature is None else temperature,
-                              freeze_embeddings=not train_embeddings, num_workers=num_workers, **epochs_given,
-                              checkpoint_every=checkpoint_every, **common)
-            if cfg.weights and len(cfg.weights) != len(cfg.losses):
-                raise click.BadParameter(f"{len(cfg.weights)} weights for {len(cfg.losses)} losses",
-                                         param_hint="--weights")
-            summary = train_student(cache, out_dir, cfg, log=click.echo)
-    except (CacheError, ValueError) as e:
-        raise click.ClickException(str(e)) from None
-    return summary
+        if common.pop("teacher"):
+            raise click.UsageError("the mt recipe takes --teachers A,B (several), not --teacher")
+        for k in ("embedding", "embedding_dim", "hidden_size"):
+            if common.pop(k, None) is not None:
+                raise click.UsageError(f"--{k.replace('_', '-')} is for the BiLSTM recipes; mt sizes its "
+                                       "transformer with --student-layers")
+        cfg = MTConfig(teachers=_names((o["teachers"] or "",)), soft_labels=o["soft_labels"],
+                       hidden_loss=o["hidden_loss"], student_layers=o["student_layers"], init=o["init"],
+                       init_from=o["init_from"], head=o["head"], **temperature, **common)
+        return train_mt_student(reader, out_dir, cfg, log=click.echo)
+    from .train import TrainConfig, train_student
+
+    cfg = TrainConfig(recipe=recipe, losses=_names((o["losses"] or "hard,seq-ce,fuzzy",)), k=o["k"],
+                      weighting=o["weighting"], weights=tuple(float(w) for w in _names((o["weights"],))),
+                      temperature=1.0 if o["temperature"] is None else o["temperature"],
+                      freeze_embeddings=not o["train_embeddings"], num_workers=o["num_workers"],
+                      checkpoint_every=o["checkpoint_every"], **common)
+    if cfg.weights and len(cfg.weights) != len(cfg.losses):
+        raise click.BadParameter(f"{len(cfg.weights)} weights for {len(cfg.losses)} losses", param_hint="--weights")
+    return train_student(reader, out_dir, cfg, log=click.echo)
 
 
 main = train

@@ -34,10 +34,12 @@ class StudentConfig:
     hidden_size: int = 300  # per direction (paper 000, Table 6)
     num_layers: int = 1
     dropout: float = 0.5  # on embeddings and on the LSTM output (paper 000, Table 6)
-    arch: str = "bilstm-crf"  # bilstm-crf (paper 000) | bilstm-tagger (paper 001, see tagger.py)
+    arch: str = "bilstm-crf"  # bilstm-crf (paper 000) | bilstm-tagger (paper 001, tagger.py) | transformer (transformer.py)
     extra: dict = field(default_factory=dict)
     projection_dim: int = 0  # bilstm-tagger: width of the projection z~ (eq. 5), the teacher's hidden size
     pooling: str = "first"  # bilstm-tagger: subword -> word pooling, the teacher's (first | mean)
+    head: str = "crf"  # transformer: crf | softmax
+    encoder_config: dict = field(default_factory=dict)  # transformer: its K-layer encoder's Hugging Face config
 
     @property
     def schema(self) -> LabelSchema:
@@ -151,8 +153,9 @@ def save_student(model: nn.Module, tokenizer, directory) -> Path:
 def student_architectures() -> dict[str, type[nn.Module]]:
     """``StudentConfig.arch`` -> model class."""
     from .tagger import BiLSTMTagger
+    from .transformer import TransformerTagger
 
-    return {"bilstm-crf": BiLSTMCRF, "bilstm-tagger": BiLSTMTagger}
+    return {"bilstm-crf": BiLSTMCRF, "bilstm-tagger": BiLSTMTagger, "transformer": TransformerTagger}
 
 
 def load_student(directory, device: str | None = None):

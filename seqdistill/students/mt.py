@@ -1,0 +1,259 @@
+"""MT-BERT's recipe (paper 002) over a cache holding several teacher layers (issue 8).
+
+A K-layer transformer student (``transformer.py``) learns from N teachers at once:
+
+    L = L_MT-Hid + L_MT-Dis + L_Task                                            (eq. 3)
+
+L_MT-Hid matches student layer j to layer T·j of every teacher through a learnable W_ij (eq. 1);
+L_MT-Dis is each teacher's soft-label cross-entropy weighted by 1 / (1 + the teacher's CE against
+the gold tags) (eq. 2); L_Task is the student's own loss on the gold tags (CRF NLL or token CE).
+Baselines: ``soft_labels="ensemble"`` (the uniform average of the teachers' soft labels) and a
+single teacher (``teachers=("A",)``).
+
+Decisions, named here:
+
+* Teacher i with L_i layers teaches student layer j (1..K) with its layer ``round(j * L_i / K)``:
+  the paper's T·j when L_i = T·K, and the same proportional depth when it is not (MiniLM-L6 and
+  MPNet-base have 6 and 12 layers). The cache must hold those layers (``--hidden-layers`` at build).
+* The teacher's CE of eq. 2 is its gold NLL in the cache divided by the sentence's words (a CRF
+  teacher stores a sequence NLL); unlabelled rows have weight 1 and no task loss.
+* The student's "soft labels" are its word scores: emissions with a CRF head, logits without.
+* Adam(W) at 5e-5, batch 32: the paper's 5e-6 and batch 64 are for GPU-sized budgets of many
+  epochs; early stopping on dev F1 (patience 3) as the other recipes.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from .. import distributed
+from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader, LabelSchema
+from ..metrics import span_scores
+from .common import device_for, predict_tags, read_split, splits_with_dev
+from .data import CacheStream, StreamConfig, batches, pad_stack, parse_selection
+from .models import save_student
+from .mt_losses import MTHiddenLoss, ensemble_distillation_loss, mt_distillation_loss, teacher_weight
+from .tagger import words_to_subwords
+from .transformer import TransformerTagger, init_from_teacher, transformer_config
+
+SOFT_LABELS = ("mt", "ensemble", "none")
+
+
+@dataclass
+class MTConfig:
+    teachers: tuple[str, ...] = ()  # teacher layers to learn from (default: every teacher in the cache)
+    soft_labels: str = "mt"  # mt (eq. 2) | ensemble (uniform average) | none
+    hidden_loss: bool = True  # eq. 1
+    temperature: float = 1.0  # t (paper 002, §3.1)
+    student_layers: int = 4  # K (paper 002: 4 or 6)
+    init: str = "teacher"  # teacher: the first K layers and embeddings of init_from's export | scratch
+    init_from: str | None = None  # default: the first of teachers
+    head: str = "crf"  # crf | softmax
+    dropout: float = 0.1
+    lr: float = 5e-5
+    batch_size: int = 32
+    epochs: int = 10
+    patience: int = 3
+    train: tuple[str, ...] = ()
+    unlabelled: bool = True
+    dev: tuple[str, ...] = ()
+    buffer_size: int = 4096
+    max_steps: int | None = None
+    resume: bool = False  # accepted for a uniform CLI; this recipe restarts from scratch
+    seed: int = 13
+    device: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def teacher_layer_for(j: int, teacher_layers: int, student_layers: int) -> int:
+    """The teacher layer that student layer ``j`` (1..K) learns from: T·j, proportionally."""
+    return int(j * teacher_layers / student_layers + 0.5)  # half up (Python's round() goes to even)
+
+
+@dataclass
+class _Batch:
+    inputs: object
+    tags: torch.Tensor  # [B, L], -1 on padding and on unlabelled rows
+    labelled: torch.Tensor  # [B]
+    logits: list[torch.Tensor]  # per teacher [B, L, C]
+    gold_ce: list[torch.Tensor]  # per teacher [B], per word
+    hidden: list[list[torch.Tensor]]  # per teacher, per student layer [B, L, H_i]
+    origin: tuple[int, int] | None = None
+
+
+class MTCollate:
+    def __init__(self, tokenizer, schema: LabelSchema, teachers: list[str], score_fields: list[str],
+                 hidden_fields: list[list[str]]):
+        self.tokenizer, self.schema, self.teachers = tokenizer, schema, teachers
+        self.score_fields, self.hidden_fields = score_fields, hidden_fields
+
+    def __call__(self, rows: list[dict]) -> _Batch:
+        words = [r[EXAMPLES_LAYER]["words"] for r in rows]
+        L = max(len(w) for w in words)
+        tags = torch.full((len(rows), L), -1, dtype=torch.long)
+        labelled = torch.zeros(len(rows), dtype=torch.bool)
+        for b, r in enumerate(rows):
+            gold = r[EXAMPLES_LAYER].get("tags")
+            if gold is not None:
+                tags[b, : len(gold)] = torch.tensor(self.schema.encode(gold))
+                labelled[b] = True
+        n_words = torch.tensor([max(1, len(w)) for w in words], dtype=torch.float32)
+        logits, gold_ce, hidden = [], [], []
+        for t, score, layers in zip(self.teachers, self.score_fields, self.hidden_fields):
+            logits.append(pad_stack([r[t][score] for r in rows], L))
+            nll = torch.tensor([r[t]["gold_nll"] if r[t]["gold_nll"] is not None else 0.0 for r in rows])
+            gold_ce.append(nll / n_words)
+            hidden.append([pad_stack([r[t][h] for r in rows], L) for h in layers])
+        return _Batch(words_to_subwords(self.tokenizer, words), tags, labelled, logits, gold_ce, hidden)
+
+
+def train_mt_student(cache, out_dir, cfg: MTConfig | None = None, *, storage_options: dict | None = None,
+                     log=print) -> dict:
+    """Train a transformer student from several teacher layers of ``cache`` (eq. 3)."""
+    cfg = cfg or MTConfig()
+    distributed.require_one_process("the mt recipe")
+    if cfg.soft_labels not in SOFT_LABELS:
+        raise ValueError(f"soft labels {cfg.soft_labels!r} is not one of {SOFT_LABELS}")
+    if cfg.init not in ("teacher", "scratch"):
+        raise ValueError(f"init {cfg.init!r} is not teacher or scratch")
+    torch.manual_seed(cfg.seed)
+    reader = cache if isinstance(cache, CacheReader) else CacheReader(cache, storage_options, verify=True)
+    held = [n for n, layer in reader.manifest.layers.items() if layer.kind == "teacher"]
+    teachers = list(cfg.teachers) or held
+    missing = [t for t in teachers if t not in held]
+    if missing or not teachers:
+        raise CacheError(f"the cache has no teacher {', '.join(map(repr, missing)) or 'layer'}; it holds: "
+                         f"{', '.join(held) or 'none'}")
+    kinds = {t: reader.manifest.teachers[t].kind for t in teachers}
+    if any(k not in ("crf", "softmax") for k in kinds.values()):
+        raise CacheError(f"the mt recipe learns from crf or softmax teachers; these are {kinds}")
+    schema = reader.manifest.label_schema
+    init_from = cfg.init_from or teachers[0]
+    if init_from not in held:
+        raise CacheError(f"--init-from {init_from!r}: the cache holds {', '.join(held)}")
+
+    with tempfile.TemporaryDirectory(prefix="seqdistill-exports-") as tmp:
+        export = Path(reader.export_dir(init_from, Path(tmp) / init_from))
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(export / "tokenizer")
+        scfg = transformer_config(schema.to_json(), export, cfg.student_layers, tokenizer, head=cfg.head,
+                                  dropout=cfg.dropout, extra={"cache": reader.store.url, "recipe": "mt",
+                                                              "teachers": teachers, "init": cfg.init,
+                                                              "init_from": init_from})
+        torch.manual_seed(cfg.seed)
+        model = TransformerTagger(scfg)
+        if cfg.init == "teacher":
+            init_from_teacher(model, export)
+        configs = {t: _encoder_config(reader, t, tmp) for t in teachers}
+    teacher_layers = {t: int(c["num_hidden_layers"]) for t, c in configs.items()}
+    teacher_dims = {t: int(c["hidden_size"]) for t, c in configs.items()}
+
+    K = cfg.student_layers
+    hidden_fields: list[list[str]] = []
+    for t in teachers:
+        need = [teacher_layer_for(j, teacher_layers[t], K) for j in range(1, K + 1)]
+        stored = reader.manifest.teachers[t].hidden_layers
+        if cfg.hidden_loss and not set(need) <= set(stored):
+            raise CacheError(f"MT-Hid for a {K}-layer student needs layers {need} of teacher {t!r} "
+                             f"({teacher_layers[t]} layers); the cache stores {stored or 'none'}: build with "
+                             f"--hidden-layers {','.join(map(str, need))}, or train with --no-hidden-loss")
+        hidden_fields.append([f"hidden_{layer}" for layer in need] if cfg.hidden_loss else [])
+    score_fields = ["emissions" if kinds[t] == "crf" else "logits" for t in teachers]
+    device = device_for(cfg.device)
+    model.to(device)
+    hid = MTHiddenLoss(model.encoder.config.hidden_size, [teacher_dims[t] for t in teachers], K).to(device)
+
+    train_names, dev_names = splits_with_dev(reader, cfg, "early stopping on dev F1")
+    fields = {EXAMPLES_LAYER: ["words", "tags"],
+              **{t: [s, "gold_nll", *h] for t, s, h in zip(teachers, score_fields, hidden_fields)}}
+    stream = CacheStream(reader, fields, parse_selection(train_names, reader),
+                         MTCollate(tokenizer, schema, teachers, score_fields, hidden_fields),
+                         StreamConfig(cfg.batch_size, cfg.buffer_size, cfg.seed))
+    dev_words, dev_tags = read_split(reader, dev_names)
+    params = list(model.parameters()) + (list(hid.parameters()) if cfg.hidden_loss else [])
+    optim = torch.optim.AdamW(params, lr=cfg.lr)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    metrics = open(out_dir / "metrics.jsonl", "w")  # this recipe always starts afresh
+    log(f"training a {K}-layer transformer ({sum(p.numel() for p in model.parameters()):,} parameters, init "
+        f"{cfg.init}) from {', '.join(teachers)}; soft labels {cfg.soft_labels}, hidden loss "
+        f"{'on' if cfg.hidden_loss else 'off'}")
+    best, best_epoch, history, step, t0 = -1.0, 0, [], 0, time.time()
+    for epoch in range(cfg.epochs):
+        stream.set_epoch(epoch)
+        model.train()
+        sums, n = {}, 0
+        bar = tqdm(batches(stream), desc=f"epoch {epoch + 1}", unit="batch", leave=False)
+        for batch in bar:
+            parts = mt_loss_parts(model, hid, batch, cfg, device)
+            loss = sum(parts.values())
+            optim.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optim.step()
+            step, n = step + 1, n + 1
+            for k, v in parts.items():
+                sums[k] = sums.get(k, 0.0) + v.item()
+            bar.set_postfix({k: f"{v / n:.3f}" for k, v in sums.items()})
+            if cfg.max_steps and step >= cfg.max_steps:
+                break
+        f1 = span_scores(dev_tags, predict_tags(model, tokenizer, dev_words), schema.scheme)["f1"]
+        record = {"epoch": epoch + 1, "step": step, **{f"loss_{k}": v / max(n, 1) for k, v in sums.items()},
+                  "dev_f1": f1, "seconds": round(time.time() - t0, 1)}
+        history.append(record)
+        metrics.write(json.dumps(record) + "\n")
+        metrics.flush()
+        if f1 > best:
+            best, best_epoch = f1, epoch + 1
+            save_student(model, tokenizer, out_dir)
+        log(f"epoch {epoch + 1}: " + "  ".join(f"{k} {v / max(n, 1):.4f}" for k, v in sums.items())
+            + f"  dev F1 {100 * f1:.2f}" + ("  (best, saved)" if best_epoch == epoch + 1 else ""))
+        if (cfg.max_steps and step >= cfg.max_steps) or epoch + 1 - best_epoch >= cfg.patience:
+            break
+    metrics.close()
+    summary = {"config": asdict(cfg), "recipe": "mt", "teachers": teachers, "best_epoch": best_epoch,
+               "best_dev_f1": best, "history": history, "steps": step, "train": train_names, "dev": dev_names}
+    (out_dir / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+def mt_loss_parts(model: TransformerTagger, hid: MTHiddenLoss, batch: _Batch, cfg: MTConfig, device) -> dict:
+    """The three terms of eq. 3, each averaged over the batch's sentences."""
+    x = batch.inputs.to(device)
+    layers = model.encode(x)
+    scores = model.out(model.dropout(layers[-1]))
+    mask = x.word_mask
+    parts = {}
+    labelled = batch.labelled.to(device)
+    if labelled.any():
+        tags = batch.tags.to(device)
+        if model.crf is not None:
+            task = model.crf.nll(scores[labelled], mask[labelled], tags[labelled])
+        else:
+            ce = F.cross_entropy(scores.transpose(1, 2), tags.clamp(min=0), reduction="none")
+            m = mask & (tags >= 0)
+            task = (ce * m).sum(1)[labelled] / m.sum(1)[labelled].clamp(min=1)
+        parts["task"] = task.sum() / len(labelled)
+    logits = [z.to(device) for z in batch.logits]
+    if cfg.soft_labels == "mt":
+        weights = [teacher_weight(ce.to(device), labelled) for ce in batch.gold_ce]
+        parts["mt_dis"] = mt_distillation_loss(scores, logits, weights, mask, cfg.temperature).mean()
+    elif cfg.soft_labels == "ensemble":
+        parts["ensemble"] = ensemble_distillation_loss(scores, logits, mask, cfg.temperature).mean()
+    if cfg.hidden_loss:
+        teacher_hidden = [[h.to(device) for h in per_teacher] for per_teacher in batch.hidden]
+        parts["mt_hid"] = hid(layers[1:], teacher_hidden, mask).mean()
+    return parts
+
+
+def _encoder_config(reader, teacher: str, tmp) -> dict:
+    return json.loads((Path(reader.export_dir(teacher, Path(tmp) / teacher)) / "encoder_config.json").read_text())

@@ -1,0 +1,110 @@
+"""The MT recipe (paper 002) and the transformer student, from a cache holding two teachers."""
+
+import shutil
+
+import pytest
+import torch
+from click.testing import CliRunner
+from safetensors.torch import load_file
+
+from conftest import toy_corpus
+from seqdistill.cache_schema import LabelSchema
+from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
+from seqdistill.students.cli import main as train_cli
+from seqdistill.students.models import load_student
+from seqdistill.students.mt import MTConfig, teacher_layer_for, train_mt_student
+from seqdistill.teachers import build_teacher
+
+SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
+
+
+@pytest.fixture(scope="module")
+def two_teacher_cache(tiny_encoder, tmp_path_factory):
+    """Teacher "small" (2 layers, 32 wide, exports its first layer) and "wide" (3 layers, 48 wide)."""
+    from transformers import AutoConfig, BertConfig, BertModel
+
+    d = tmp_path_factory.mktemp("mt")
+    wide = d / "wide-encoder"
+    shutil.copytree(tiny_encoder, wide)
+    torch.manual_seed(1)
+    BertModel(BertConfig(vocab_size=AutoConfig.from_pretrained(tiny_encoder).vocab_size, hidden_size=48,
+                         num_hidden_layers=3, num_attention_heads=2, intermediate_size=64,
+                         max_position_embeddings=64)).save_pretrained(wide)
+    build_teacher(tiny_encoder, SCHEMA, "crf").save(d / "small")
+    build_teacher(str(wide), SCHEMA, "softmax").save(d / "wide")
+    specs = [CorpusSpec("toy", toy_corpus(d / "train.txt", 48, 0), "train", True),
+             CorpusSpec("toy", toy_corpus(d / "dev.txt", 16, 1), "dev", True),
+             CorpusSpec("raw", toy_corpus(d / "raw.txt", 16, 2, labelled=False), "unlabelled", False)]
+    cache = str(d / "cache")
+    # a 2-layer student learns from layers 1, 2 of "small" and 2, 3 of "wide" (T*j, proportionally)
+    build_cache(cache, str(d / "small"), specs, BuildConfig(device="cpu", k=2, hidden_layers=(1, 2), export_layers=1),
+                teacher_id="small", log=lambda *a: None)
+    build_cache(cache, str(d / "wide"), specs, BuildConfig(device="cpu", hidden_layers=(2, 3)), teacher_id="wide",
+                log=lambda *a: None)
+    return cache, d
+
+
+def test_layer_mapping_is_t_times_j():
+    assert [teacher_layer_for(j, 12, 4) for j in range(1, 5)] == [3, 6, 9, 12]
+    assert [teacher_layer_for(j, 6, 4) for j in range(1, 5)] == [2, 3, 5, 6]  # 1.5 -> 2, 4.5 -> 5: half up
+    assert [teacher_layer_for(j, 3, 2) for j in range(1, 3)] == [2, 3]
+
+
+def test_transformer_student_starts_as_the_teachers_first_layers(two_teacher_cache, tmp_path):
+    cache, d = two_teacher_cache
+    summary = train_mt_student(cache, tmp_path / "s", MTConfig(teachers=("small",), student_layers=1, epochs=1,
+                                                                max_steps=1, lr=0.0, hidden_loss=False, device="cpu"),
+                               log=lambda *a: None)
+    assert summary["steps"] == 1
+    student, _ = load_student(tmp_path / "s")
+    teacher = load_file(str(d / "small" / "model.safetensors"))
+    own = student.encoder.state_dict()
+    for k in own:
+        if k.startswith(("embeddings.", "encoder.layer.0.")):
+            torch.testing.assert_close(own[k], teacher[k], msg=k)  # lr 0: the initial weights
+    assert not any(k.startswith("encoder.layer.1.") for k in own)
+    scratch = train_mt_student(cache, tmp_path / "r", MTConfig(teachers=("small",), student_layers=1, epochs=1,
+                                                                max_steps=1, lr=0.0, init="scratch",
+                                                                hidden_loss=False, device="cpu"), log=lambda *a: None)
+    assert scratch["steps"] == 1
+    other, _ = load_student(tmp_path / "r")
+    w = "embeddings.word_embeddings.weight"
+    assert not torch.equal(other.encoder.state_dict()[w], teacher[w])
+
+
+@pytest.mark.parametrize("soft_labels", ["mt", "ensemble"])
+def test_mt_student_learns_from_two_teachers(two_teacher_cache, tmp_path, soft_labels):
+    cache, _ = two_teacher_cache
+    r = CliRunner().invoke(train_cli, ["--cache", cache, "--out", str(tmp_path / "mt"), "--recipe", "mt",
+                                       "--teachers", "small,wide", "--student-layers", "2", "--init", "scratch",
+                                       "--soft-labels", soft_labels, "--epochs", "8", "--lr", "3e-3",
+                                       "--batch-size", "8", "--device", "cpu"])
+    assert r.exit_code == 0, (r.output, r.exception)
+    history = [line for line in r.output.splitlines() if "dev F1" in line]
+    assert ("mt_dis" if soft_labels == "mt" else "ensemble") in history[0] and "mt_hid" in history[0]
+    student, tok = load_student(tmp_path / "mt")
+    assert student.config.arch == "transformer" and student.num_layers == 2
+    from seqdistill.students.common import predict_tags
+
+    pred = predict_tags(student, tok, [["peter", "visits", "paris"], ["anna", "visits", "the", "rome"]])
+    assert [len(p) for p in pred] == [3, 4]
+    import json
+
+    runs = json.loads((tmp_path / "mt" / "training.json").read_text())
+    assert runs["best_dev_f1"] > 0.5  # the toy task: names and cities
+    from seqdistill.pipeline.evaluate import eval_main
+
+    r = CliRunner().invoke(eval_main, ["--model", str(tmp_path / "mt"), "--data", toy_corpus(tmp_path / "t.txt", 10, 7),
+                                       "--json"])
+    assert r.exit_code == 0, r.output
+
+
+def test_clear_errors(two_teacher_cache, tmp_path):
+    cache, _ = two_teacher_cache
+    base = ["--cache", cache, "--out", str(tmp_path / "x"), "--recipe", "mt", "--device", "cpu", "--epochs", "1"]
+    r = CliRunner().invoke(train_cli, [*base, "--teachers", "small,nope"])
+    assert r.exit_code == 1 and "no teacher 'nope'; it holds: small, wide" in r.output
+    r = CliRunner().invoke(train_cli, [*base, "--teachers", "wide", "--student-layers", "3", "--init", "scratch"])
+    assert r.exit_code == 1 and "needs layers [1, 2, 3] of teacher 'wide'" in r.output and "--hidden-layers" in r.output
+    r = CliRunner().invoke(train_cli, [*base, "--teachers", "wide", "--student-layers", "2"])
+    assert r.exit_code == 1 and "--export-layers 2" in r.output
