@@ -1,0 +1,111 @@
+"""One BILOU tag layer per entity type (paper 003, issue 9): nested entities as parallel flat layers.
+
+Each entity type e gets its own sequence of tags over ``BILOU_TAGS`` (O, B, I, L, U). An entity of
+type e over words [start, end) is ``U`` when it has one word, else ``B I ... I L``. Entities of
+*different* types may overlap or nest freely (they live in different layers); two entities of the
+same type may not overlap (one layer cannot hold both), and :func:`layers_from_spans` refuses them.
+
+Decoding (Fig. 2 of the paper): Viterbi over the BILOU automaton of a layer, with the allowed
+transitions equiprobable (log 1/n from a state with n successors), the forbidden ones impossible,
+and the model's per-word log-softmax as emissions. A sequence may start with O, B or U and end
+with O, L or U, so the decoder never emits an invalid layer.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from .crf import viterbi
+
+BILOU_TAGS = ("O", "B", "I", "L", "U")
+O, B, I, L, U = range(5)
+_NEXT = {O: (O, B, U), B: (I, L), I: (I, L), L: (O, B, U), U: (O, B, U)}
+_FIRST, _LAST = (O, B, U), (O, L, U)
+
+
+def transition_scores(device=None) -> tuple[Tensor, Tensor, Tensor]:
+    """(transitions ``[5, 5]``, start ``[5]``, end ``[5]``) in log space: allowed moves
+    equiprobable, forbidden ones -inf (the paper's Fig. 2)."""
+    trans = torch.full((5, 5), -math.inf, device=device)
+    for a, nxt in _NEXT.items():
+        for b in nxt:
+            trans[a, b] = -math.log(len(nxt))
+    start = torch.full((5,), -math.inf, device=device)
+    start[list(_FIRST)] = -math.log(len(_FIRST))
+    end = torch.full((5,), -math.inf, device=device)
+    end[list(_LAST)] = 0.0
+    return trans, start, end
+
+
+def is_valid(tags: list[int]) -> bool:
+    """A layer is valid when it starts with O/B/U, follows the automaton and ends with O/L/U."""
+    if not tags:
+        return True
+    return tags[0] in _FIRST and tags[-1] in _LAST and all(b in _NEXT[a] for a, b in zip(tags, tags[1:]))
+
+
+def decode_layers(logits: Tensor, mask: Tensor) -> Tensor:
+    """Best valid BILOU layer per entity type: ``logits [B, L, E, 5]`` -> tag ids ``[B, L, E]``
+    (-1 past each sentence)."""
+    Bsz, Lmax, E, C = logits.shape
+    if C != 5:
+        raise ValueError(f"BILOU layers have 5 tags, the logits have {C}")
+    emissions = torch.log_softmax(logits.float(), -1).permute(0, 2, 1, 3).reshape(Bsz * E, Lmax, 5)
+    m = mask.repeat_interleave(E, 0)
+    trans, start, end = transition_scores(logits.device)
+    paths, _ = viterbi(emissions, m, trans, start, end)
+    return paths.view(Bsz, E, Lmax).permute(0, 2, 1).masked_fill(~mask.unsqueeze(-1), -1)
+
+
+def layers_from_spans(spans: list[tuple[int, int, str]], length: int, types: list[str], where: str = "") -> list[list[int]]:
+    """Per-type BILOU tag ids ``[length][len(types)]`` from ``(start, end, type)`` spans (end
+    exclusive). Raises for an unknown type, a span outside the sentence, or two entities of one
+    type that overlap."""
+    layers = [[O] * length for _ in types]
+    index = {t: i for i, t in enumerate(types)}
+    for start, end, etype in spans:
+        if etype not in index:
+            raise ValueError(f"{where}entity type {etype!r} is not one of {', '.join(types)}")
+        if not 0 <= start < end <= length:
+            raise ValueError(f"{where}entity [{start}, {end}) {etype} is outside the sentence's {length} words")
+        layer = layers[index[etype]]
+        if any(t != O for t in layer[start:end]):
+            raise ValueError(f"{where}two {etype} entities overlap at [{start}, {end}): one BILOU layer per type "
+                             "holds non-overlapping entities of that type")
+        if end - start == 1:
+            layer[start] = U
+        else:
+            layer[start], layer[end - 1] = B, L
+            for i in range(start + 1, end - 1):
+                layer[i] = I
+    return [[layers[e][i] for e in range(len(types))] for i in range(length)]
+
+
+def spans_from_layers(tags: list[list[int]], types: list[str]) -> list[tuple[int, int, str]]:
+    """``(start, end, type)`` spans of per-type BILOU tag ids ``[length][types]``, sorted. Invalid
+    pieces (an I without B) are read leniently: B/I... closes at L, a lone B/I or L is a span."""
+    spans = []
+    for e, etype in enumerate(types):
+        start = None
+        for i, row in enumerate(tags):
+            t = row[e]
+            if t == U:
+                spans.append((i, i + 1, etype))
+                start = None
+            elif t == B or (t in (I, L) and start is None):
+                start = i
+                if t == L:
+                    spans.append((i, i + 1, etype))
+                    start = None
+            elif t == L and start is not None:
+                spans.append((start, i + 1, etype))
+                start = None
+            elif t == O and start is not None:
+                spans.append((start, i, etype))
+                start = None
+        if start is not None:
+            spans.append((start, len(tags), etype))
+    return sorted(spans)

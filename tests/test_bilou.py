@@ -1,0 +1,92 @@
+"""BILOU layers per entity type (paper 003): the automaton's Viterbi against brute force, and
+nested spans through tag layers and back."""
+
+import itertools
+import math
+import random
+
+import pytest
+import torch
+
+from seqdistill.bilou import BILOU_TAGS, decode_layers, is_valid, layers_from_spans, spans_from_layers, transition_scores
+
+
+def _brute_force(logp: torch.Tensor) -> tuple[list[int], float]:
+    """Best valid sequence under log p(tags) = sum of emissions + equiprobable transitions."""
+    trans, start, end = transition_scores()
+    best, arg = -math.inf, None
+    n = logp.shape[0]
+    for seq in itertools.product(range(5), repeat=n):
+        s = start[seq[0]] + logp[0, seq[0]] + end[seq[-1]]
+        for i in range(1, n):
+            s = s + trans[seq[i - 1], seq[i]] + logp[i, seq[i]]
+        if s > best:
+            best, arg = float(s), list(seq)
+    return arg, best
+
+
+def test_transitions_follow_figure_2():
+    trans, start, end = transition_scores()
+    allowed = {(BILOU_TAGS[a], BILOU_TAGS[b]) for a in range(5) for b in range(5) if trans[a, b] > -math.inf}
+    assert allowed == {("O", "O"), ("O", "B"), ("O", "U"), ("B", "I"), ("B", "L"), ("I", "I"), ("I", "L"),
+                       ("L", "O"), ("L", "B"), ("L", "U"), ("U", "O"), ("U", "B"), ("U", "U")}
+    for a in range(5):  # equiprobable: each state's allowed successors sum to probability 1
+        assert torch.exp(trans[a]).sum().item() == pytest.approx(1.0)
+    assert [BILOU_TAGS[i] for i in range(5) if start[i] > -math.inf] == ["O", "B", "U"]
+    assert [BILOU_TAGS[i] for i in range(5) if end[i] > -math.inf] == ["O", "L", "U"]
+
+
+def test_viterbi_equals_brute_force_and_is_always_valid():
+    g = torch.Generator().manual_seed(0)
+    lengths = [1, 2, 3, 4, 5]
+    logits = torch.randn(len(lengths), 5, 3, 5, generator=g) * 3  # 3 entity types
+    mask = torch.arange(5)[None] < torch.tensor(lengths)[:, None]
+    tags = decode_layers(logits, mask)
+    for b, n in enumerate(lengths):
+        assert (tags[b, n:] == -1).all()
+        for e in range(3):
+            got = tags[b, :n, e].tolist()
+            assert is_valid(got)
+            want, _ = _brute_force(torch.log_softmax(logits[b, :n, e], -1))
+            assert got == want
+
+
+def test_adversarial_logits_still_decode_to_valid_layers():
+    # the argmax of every word is an invalid sequence (I at the start, B at the end, O then L)
+    logits = torch.full((1, 4, 1, 5), -5.0)
+    for i, t in enumerate([2, 0, 3, 1]):
+        logits[0, i, 0, t] = 5.0
+    tags = decode_layers(logits, torch.ones(1, 4, dtype=torch.bool))[0, :, 0].tolist()
+    assert is_valid(tags)
+
+
+def test_nested_spans_round_trip_through_layers():
+    types = ["PER", "ORG", "LOC"]
+    rng = random.Random(3)
+    for _ in range(200):
+        n = rng.randint(1, 12)
+        spans = []
+        for t in types:  # non-overlapping spans within a type, free overlap across types
+            i = 0
+            while i < n:
+                if rng.random() < 0.4:
+                    j = rng.randint(i + 1, min(n, i + 4))
+                    spans.append((i, j, t))
+                    i = j
+                else:
+                    i += 1
+        layers = layers_from_spans(spans, n, types)
+        assert all(is_valid([row[e] for row in layers]) for e in range(len(types)))
+        assert spans_from_layers(layers, types) == sorted(spans)
+
+
+def test_layers_refuse_what_they_cannot_hold():
+    with pytest.raises(ValueError, match="two PER entities overlap"):
+        layers_from_spans([(0, 2, "PER"), (1, 3, "PER")], 4, ["PER"])
+    with pytest.raises(ValueError, match="not one of PER"):
+        layers_from_spans([(0, 1, "ORG")], 2, ["PER"])
+    with pytest.raises(ValueError, match="outside the sentence"):
+        layers_from_spans([(1, 5, "PER")], 3, ["PER"])
+    # nesting across types is what the layers are for: "[Bank of [England]LOC]ORG"
+    layers = layers_from_spans([(0, 3, "ORG"), (2, 3, "LOC")], 3, ["ORG", "LOC"])
+    assert [[BILOU_TAGS[t] for t in row] for row in layers] == [["B", "O"], ["I", "O"], ["L", "U"]]
