@@ -1,0 +1,137 @@
+"""SRU and SRU++ layers in plain torch (issue 9; paper 003 uses both as students' recurrent part).
+
+SRU (Lei et al., 2017/2018, "Simple Recurrent Units for Highly Parallelizable Recurrence"): all
+matrix products are computed for the whole sequence at once; only an elementwise recurrence runs
+step by step:
+
+    [x~_t, f^_t, r^_t] = W x_t                       (one matmul over every t)
+    f_t = sigmoid(f^_t + v_f * c_{t-1} + b_f)
+    c_t = f_t * c_{t-1} + (1 - f_t) * x~_t
+    r_t = sigmoid(r^_t + v_r * c_{t-1} + b_r)
+    h_t = r_t * c_t + (1 - r_t) * x'_t                (highway; x'_t = x_t, or W_h x_t when the
+                                                        input width differs from the hidden width)
+
+SRU++ (Lei, 2021, "When Attention Meets Fast Recurrence"): the matmul ``W x_t`` is replaced by an
+attention sub-layer over the whole sequence,
+
+    Q = W_q X  (width d' = hidden / 4),  K = W_k Q,  V = W_v Q
+    A = softmax(Q K^T / sqrt(d')) V
+    U = W_o LayerNorm(Q + alpha * A)                  (alpha a learned scalar, 0 at the start)
+
+and U takes the place of ``W x`` in the recurrence above. Attention here is bidirectional (a
+tagger sees the whole sentence) and masked on padding.
+
+Bidirectional layers run the recurrence forwards and backwards with separate parameters and
+concatenate the two directions (width 2 x hidden), as the paper's "4 bidirectional SRU layers".
+The recurrence is a Python loop over time with batch x hidden elementwise work per step (the
+authors' CUDA kernel fuses it); it has no length limit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+CELLS = ("lstm", "sru", "sru++")
+
+
+def sru_recurrence(u: Tensor, x_highway: Tensor, mask: Tensor, v_f: Tensor, v_r: Tensor, b_f: Tensor, b_r: Tensor,
+                   reverse: bool = False) -> Tensor:
+    """The elementwise SRU recurrence (equations in the module docstring). ``u [B, T, 3, H]`` holds
+    (x~, f^, r^) for every step, ``x_highway [B, T, H]``, ``mask [B, T]``. Padding steps keep the
+    state unchanged and output zeros; ``reverse`` runs from each sentence's last word."""
+    Bsz, T, _, H = u.shape
+    c = u.new_zeros(Bsz, H)
+    out = u.new_zeros(Bsz, T, H)
+    steps = range(T - 1, -1, -1) if reverse else range(T)
+    for t in steps:
+        x_t, f_hat, r_hat = u[:, t, 0], u[:, t, 1], u[:, t, 2]
+        f = torch.sigmoid(f_hat + v_f * c + b_f)
+        r = torch.sigmoid(r_hat + v_r * c + b_r)
+        c_new = f * c + (1 - f) * x_t
+        h = r * c_new + (1 - r) * x_highway[:, t]
+        m = mask[:, t].unsqueeze(-1).to(u.dtype)
+        c = m * c_new + (1 - m) * c
+        out[:, t] = m * h
+    return out
+
+
+class _Direction(nn.Module):
+    """The recurrence parameters of one direction."""
+
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.v_f, self.v_r = nn.Parameter(torch.zeros(hidden)), nn.Parameter(torch.zeros(hidden))
+        self.b_f, self.b_r = nn.Parameter(torch.zeros(hidden)), nn.Parameter(torch.zeros(hidden))
+        nn.init.uniform_(self.v_f, -0.5, 0.5)
+        nn.init.uniform_(self.v_r, -0.5, 0.5)
+
+
+class BiSRU(nn.Module):
+    """One bidirectional SRU layer: ``[B, T, input]`` -> ``[B, T, 2 * hidden]``."""
+
+    def __init__(self, input_size: int, hidden: int):
+        super().__init__()
+        self.hidden = hidden
+        self.W = nn.Linear(input_size, 2 * 3 * hidden, bias=False)  # both directions' (x~, f^, r^)
+        self.highway = nn.Identity() if input_size == hidden else nn.Linear(input_size, hidden, bias=False)
+        self.fwd, self.bwd = _Direction(hidden), _Direction(hidden)
+
+    def projections(self, x: Tensor, mask: Tensor) -> Tensor:
+        return self.W(x)
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        Bsz, T, _ = x.shape
+        u = self.projections(x, mask).view(Bsz, T, 2, 3, self.hidden)
+        hx = self.highway(x)
+        f = sru_recurrence(u[:, :, 0], hx, mask, self.fwd.v_f, self.fwd.v_r, self.fwd.b_f, self.fwd.b_r)
+        b = sru_recurrence(u[:, :, 1], hx, mask, self.bwd.v_f, self.bwd.v_r, self.bwd.b_f, self.bwd.b_r, reverse=True)
+        return torch.cat([f, b], -1)
+
+
+class BiSRUpp(BiSRU):
+    """One bidirectional SRU++ layer: attention in place of the SRU's input matmul."""
+
+    def __init__(self, input_size: int, hidden: int, attention_size: int | None = None):
+        super().__init__(input_size, hidden)
+        d = attention_size or max(1, hidden // 4)
+        del self.W
+        self.q = nn.Linear(input_size, d, bias=False)
+        self.k = nn.Linear(d, d, bias=False)
+        self.v = nn.Linear(d, d, bias=False)
+        self.norm = nn.LayerNorm(d)
+        self.alpha = nn.Parameter(torch.zeros(()))
+        self.o = nn.Linear(d, 2 * 3 * hidden, bias=False)
+
+    def projections(self, x: Tensor, mask: Tensor) -> Tensor:
+        q = self.q(x)
+        k, v = self.k(q), self.v(q)
+        scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])
+        scores = scores.masked_fill(~mask.unsqueeze(1), float("-inf"))
+        a = torch.softmax(scores, -1) @ v
+        return self.o(self.norm(q + self.alpha * a))
+
+
+class BiLSTMLayer(nn.Module):
+    """A bidirectional LSTM layer with the same interface (packed, so padding is skipped)."""
+
+    def __init__(self, input_size: int, hidden: int):
+        super().__init__()
+        self.lstm = nn.LSTM(input_size, hidden, bidirectional=True, batch_first=True)
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        lengths = mask.sum(1).clamp(min=1).cpu()
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        h, _ = self.lstm(packed)
+        h, _ = nn.utils.rnn.pad_packed_sequence(h, batch_first=True, total_length=x.shape[1])
+        return h
+
+
+def recurrent_stack(cell: str, input_size: int, hidden: int, layers: int, dropout: float) -> nn.ModuleList:
+    """``layers`` bidirectional layers of ``cell``; layer i > 0 reads the 2 x hidden output of i-1."""
+    if cell not in CELLS:
+        raise ValueError(f"cell {cell!r} is not one of {', '.join(CELLS)}")
+    make = {"lstm": BiLSTMLayer, "sru": BiSRU, "sru++": BiSRUpp}[cell]
+    return nn.ModuleList(make(input_size if i == 0 else 2 * hidden, hidden) for i in range(layers))
