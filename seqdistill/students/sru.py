@@ -14,7 +14,7 @@ step by step:
 SRU++ (Lei, 2021, "When Attention Meets Fast Recurrence"): the matmul ``W x_t`` is replaced by an
 attention sub-layer over the whole sequence,
 
-    Q = W_q X  (width d' = hidden / 4),  K = W_k Q,  V = W_v Q
+    Q = W_q X  (width d' = hidden / 4, at least 8),  K = W_k Q,  V = W_v Q
     A = softmax(Q K^T / sqrt(d')) V
     U = W_o LayerNorm(Q + alpha * A)                  (alpha a learned scalar, 0 at the start)
 
@@ -96,7 +96,7 @@ class BiSRUpp(BiSRU):
 
     def __init__(self, input_size: int, hidden: int, attention_size: int | None = None):
         super().__init__(input_size, hidden)
-        d = attention_size or max(1, hidden // 4)
+        d = attention_size or max(8, hidden // 4)  # d' = hidden / 4 (at least 8: a LayerNorm over fewer is degenerate)
         del self.W
         self.q = nn.Linear(input_size, d, bias=False)
         self.k = nn.Linear(d, d, bias=False)
