@@ -1,0 +1,97 @@
+"""Paper 003's students (issue 9): the teacher's embeddings, a "conv" block, a bidirectional
+recurrent stack (LSTM, SRU or SRU++) and one BILOU head per entity type (Fig. 1).
+
+    subword ids -> embeddings (the teacher's matrix) -> conv block -> 4 x bidirectional RNN
+        (dropout 0.1 between layers) -> first subword of each word -> E heads of 5 BILOU logits
+
+The conv block is two layers of three parallel 1-D convolutions (kernel sizes 1, 3 and 5, "same"
+padding) whose outputs are concatenated, each layer followed by BatchNorm and ReLU; the first
+keeps the embedding width D, the second halves it (the paper: 768 -> 384). Decisions, named here:
+the three convolutions of a layer split its output width between them (D/3 each, the remainder
+to the last), padding positions are zeroed before each convolution so that they never leak into
+real words, and BatchNorm normalises over real positions only.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ..bilou import decode_layers
+from .models import StudentConfig
+from .sru import recurrent_stack
+from .tagger import SubwordBatch, words_to_subwords
+
+KERNELS = (1, 3, 5)
+
+
+class MaskedBatchNorm(nn.BatchNorm1d):
+    """BatchNorm over the real positions of ``[B, C, T]`` (padding neither counts nor changes)."""
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        flat = x.transpose(1, 2)[mask]  # [N, C]
+        out = torch.zeros_like(x.transpose(1, 2))
+        out[mask] = super().forward(flat) if flat.shape[0] > 1 or not self.training else flat
+        return out.transpose(1, 2)
+
+
+class ConvLayer(nn.Module):
+    """Three parallel convolutions (kernels 1, 3, 5) concatenated, then BatchNorm and ReLU."""
+
+    def __init__(self, width_in: int, width_out: int):
+        super().__init__()
+        sizes = [width_out // 3] * 2 + [width_out - 2 * (width_out // 3)]
+        self.convs = nn.ModuleList(nn.Conv1d(width_in, n, k, padding=k // 2) for n, k in zip(sizes, KERNELS))
+        self.norm = MaskedBatchNorm(width_out)
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        h = x.transpose(1, 2) * mask.unsqueeze(1).to(x.dtype)  # [B, C, T], padding zeroed
+        h = torch.cat([conv(h) for conv in self.convs], 1)
+        return torch.relu(self.norm(h, mask)).transpose(1, 2)
+
+
+class RNNTagger(nn.Module):
+    def __init__(self, config: StudentConfig):
+        super().__init__()
+        self.config = config
+        types = config.extra.get("entity_types")
+        if not types:
+            raise ValueError("an rnn-tagger needs extra['entity_types'] (one BILOU head per type)")
+        self.entity_types = list(types)
+        width = config.embedding_dim
+        self.embed = nn.Embedding(config.vocab_size, width)
+        self.embed.weight.requires_grad_(not (config.embedding == "teacher" and config.freeze_embeddings))
+        self.conv = nn.ModuleList([ConvLayer(width, width), ConvLayer(width, width // 2)])
+        self.rnn = recurrent_stack(config.extra.get("cell", "sru++"), width // 2, config.hidden_size,
+                                   config.num_layers, config.dropout)
+        self.dropout = nn.Dropout(config.dropout)
+        self.heads = nn.Linear(2 * config.hidden_size, 5 * len(self.entity_types))  # E parallel heads of 5
+
+    @property
+    def device(self) -> torch.device:
+        return self.heads.weight.device
+
+    @staticmethod
+    def inputs(tokenizer, batch_words: list[list[str]]) -> SubwordBatch:
+        return words_to_subwords(tokenizer, batch_words)
+
+    def forward(self, x: SubwordBatch) -> Tensor:
+        """BILOU logits per word and entity type, ``[B, L, E, 5]``."""
+        h = self.embed(x.ids)
+        for conv in self.conv:
+            h = conv(h, x.mask)
+        for i, layer in enumerate(self.rnn):
+            h = layer(self.dropout(h) if i else h, x.mask)
+        words = h.gather(1, x.first.unsqueeze(-1).expand(-1, -1, h.shape[-1]))
+        B, L, _ = words.shape
+        return self.heads(self.dropout(words)).view(B, L, len(self.entity_types), 5)
+
+    @torch.no_grad()
+    def decode_layers(self, x: SubwordBatch) -> Tensor:
+        """Per-type BILOU tag ids ``[B, L, E]`` from the automaton's Viterbi (-1 past the end)."""
+        return decode_layers(self(x), x.word_mask)
+
+    def parameter_counts(self) -> dict[str, int]:
+        """All parameters and those outside the embedding matrix (the paper's Table 1 counts both)."""
+        total = sum(p.numel() for p in self.parameters())
+        return {"all": total, "without_embeddings": total - self.embed.weight.numel()}
