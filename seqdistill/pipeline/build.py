@@ -96,11 +96,15 @@ class BuildReport:
     bytes_per_word: dict[str, float] = field(default_factory=dict)
 
 
-def teacher_fields(kind: str, num_tags: int, hidden_size: int, cfg: BuildConfig) -> list[FieldSpec]:
+def teacher_fields(kind: str, num_tags: int, hidden_size: int, cfg: BuildConfig, num_types: int = 0) -> list[FieldSpec]:
     """The fields a teacher of ``kind`` writes (docs/cache-format.md lists their meaning)."""
     dense = DTYPES[cfg.dtype]
     fields = []
-    if kind == "crf":
+    if kind == "bilou-per-type":
+        fields.append(FieldSpec("type_logits", "word", dense, (num_types, 5), "zarr",
+                                description="BILOU logits (O, B, I, L, U) of each entity type, types in the "
+                                            "label schema's order"))
+    elif kind == "crf":
         fields += [
             FieldSpec("kbest_paths", "example", "int16", ("k", "words"),
                       description="the k best tag paths (valid ones only), best first"),
@@ -187,6 +191,8 @@ def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg
     if kind == "sentscore" and (cfg.hidden_layers or cfg.subwords):
         raise BuildError("a SenTScore teacher stores no hidden layers or subword fields: leave out "
                          "--hidden-layers and --subwords")
+    if kind == "bilou-per-type" and cfg.subwords:
+        raise BuildError("a bilou-per-type teacher stores word-level outputs only: leave out --subwords")
     corpora = read_corpora(corpora_specs, schema.scheme)
     for c in corpora:
         c.check_labels(schema)
@@ -214,7 +220,7 @@ def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg
             decoding["algorithm"] = "sentscore"
         info = TeacherInfo(teacher_id, kind, fingerprints, decoding,
                            list(cfg.hidden_layers), pooling, str(teacher_dir))
-        layer = writer.teacher_layer(info, teacher_fields(kind, schema.num_tags, hidden_size, cfg))
+        layer = writer.teacher_layer(info, teacher_fields(kind, schema.num_tags, hidden_size, cfg, len(schema.entity_types)))
         mine = [i for i in range(len(shards)) if i % world == rank]
         todo_examples = [i for i in mine if not examples.is_committed(i)]
         todo = [i for i in mine if not layer.is_committed(i)]
@@ -395,6 +401,8 @@ def shard_columns(rows: list[dict], outputs: list, kind: str, cfg: BuildConfig) 
             add("kbest_paths", host["kbest_paths"][j][valid, :n].astype(np.int16))
             add("kbest_scores", scores[valid].astype(np.float32))
             add("tag_scores", host["logits"][j, :n].astype(np.float32))
+        elif kind == "bilou-per-type":
+            add("type_logits", host["logits"][j, :n])
         else:
             add("logits", host["logits"][j, :n])
         gold = host.get("gold_nll")

@@ -168,9 +168,11 @@ def build(out, teacher_dir, teacher_id, labelled, unlabelled, k, no_marginals, h
 @click.option("--dev", "dev_path", required=True, help="Labelled dev corpus, for early stopping on F1.")
 @click.option("--test", "test_path", default=None, help="Labelled test corpus: scored with the best epoch at the end.")
 @click.option("--out", "out_dir", required=True, help="Directory for the fine-tuned teacher.")
-@click.option("--head", type=click.Choice(["crf", "softmax", "sentscore"]), default="crf", show_default=True,
+@click.option("--head", type=click.Choice(["crf", "softmax", "sentscore", "bilou-per-type"]), default="crf",
+              show_default=True,
               help="crf, softmax: an encoder with a tagging head. sentscore: a sequence-to-sequence model (or an "
-                   "encoder warm-started as encoder and decoder) trained on SenT' targets, tags in sBIO (paper 004).")
+                   "encoder warm-started as encoder and decoder) trained on SenT' targets, tags in sBIO (paper 004). "
+                   "bilou-per-type: one BILOU head of 5 outputs per entity type (paper 003).")
 @click.option("--scheme", default=None, help="Tag scheme to train in (default: that of --train).")
 @click.option("--epochs", type=int, default=None, help="Most epochs [crf, softmax: 10; sentscore: 20].")
 @click.option("--batch-size", type=int, default=FinetuneConfig.batch_size, show_default=True)

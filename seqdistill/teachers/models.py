@@ -35,7 +35,7 @@ from .encoding import SegmentBatch, WordTokenizer
 
 TEACHER_JSON = "teacher.json"
 HEAD_FILE = "head.safetensors"
-KINDS = ("crf", "softmax", "sentscore")  # sentscore: an encoder-decoder, see seq2seq.py
+KINDS = ("crf", "softmax", "sentscore", "bilou-per-type")  # sentscore: an encoder-decoder, see seq2seq.py
 WEIGHT_FILES = ("model.safetensors", HEAD_FILE)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json",
                    "spiece.model", "sentencepiece.bpe.model", "vocab.json", "merges.txt")
@@ -229,7 +229,81 @@ class CRFTeacher(Teacher):
         return state
 
 
-TEACHER_CLASSES = {"crf": CRFTeacher, "softmax": TokenClassifierTeacher}
+class BilouTeacher(Teacher):
+    """One BILOU head per entity type (paper 003): the linear layer outputs 5 logits for each
+    type, ``logits [B, W, E, 5]``; the loss is the sum over types of each layer's token
+    cross-entropy; decoding is the BILOU automaton's Viterbi per type (``seqdistill.bilou``). The
+    layers come from the sentence's entity spans (nested ones included) or, for a flat corpus, from
+    its tags. Predicted layers are flattened back into the label schema's tags for flat
+    evaluation: spans by start, the longer first, an overlapping later span dropped."""
+
+    kind = "bilou-per-type"
+
+    def __init__(self, encoder: nn.Module, tokenizer, schema: LabelSchema, **kwargs):
+        super().__init__(encoder, tokenizer, schema, **kwargs)
+        self.types = list(schema.entity_types)
+        self.classifier = nn.Linear(encoder.config.hidden_size, 5 * len(self.types))
+
+    def encode(self, batch_words, hidden_layers=(), subwords: bool = False) -> TeacherOutput:
+        out = super().encode(batch_words, hidden_layers, subwords)
+        B, W, _ = out.logits.shape
+        out.logits = out.logits.view(B, W, len(self.types), 5)
+        if out.subword_logits is not None:
+            out.subword_logits = out.subword_logits.view(*out.subword_logits.shape[:2], len(self.types), 5)
+        return out
+
+    def layer_targets(self, tags: Tensor) -> Tensor:
+        """Per-type BILOU ids ``[B, W, E]`` (-1 on padding) from flat tag ids ``[B, W]``."""
+        from ..bilou import layers_from_spans
+        from ..cache_schema.labels import tags_to_spans
+
+        out = torch.full((*tags.shape, len(self.types)), -1, dtype=torch.long)
+        for b, row in enumerate(tags.tolist()):
+            n = sum(1 for t in row if t >= 0)
+            spans = tags_to_spans(self.schema.decode(row[:n]), self.schema.scheme)
+            if n:
+                out[b, :n] = torch.tensor(layers_from_spans(spans, n, self.types))
+        return out
+
+    def loss(self, batch_words, tags: Tensor) -> Tensor:
+        """Sum over types of the token cross-entropy of each BILOU layer. ``tags``: flat tag ids
+        ``[B, W]``, or per-type layers ``[B, W, E]`` (nested corpora)."""
+        out = self.encode(batch_words)
+        layers = (tags if tags.dim() == 3 else self.layer_targets(tags)).to(self.device)
+        ce = nn.functional.cross_entropy(out.logits.reshape(-1, 5), layers.reshape(-1), ignore_index=-1,
+                                         reduction="sum")
+        return ce / out.word_mask.sum().clamp(min=1)
+
+    def decode(self, out: TeacherOutput) -> Tensor:
+        """Flat tag ids of the label schema from the per-type Viterbi layers."""
+        from ..bilou import decode_layers, spans_from_layers
+        from ..cache_schema.labels import spans_to_tags
+
+        layers = decode_layers(out.logits, out.word_mask)
+        flat = torch.full(out.word_mask.shape, -1, dtype=torch.long)
+        for b in range(layers.shape[0]):
+            n = int(out.word_mask[b].sum())
+            spans, end = [], -1
+            for s in sorted(spans_from_layers(layers[b, :n].tolist(), self.types), key=lambda x: (x[0], x[0] - x[1])):
+                if s[0] >= end:
+                    spans.append(s)
+                    end = s[1]
+            flat[b, :n] = torch.tensor(self.schema.encode(spans_to_tags(spans, n, self.schema.scheme)))
+        return flat
+
+    def outputs(self, batch_words, tags: Tensor | None = None, *, k: int = 10, marginals: bool = True,
+                hidden_layers=(), subwords: bool = False, precision: str | None = "bf16") -> TeacherOutput:
+        with torch.inference_mode():
+            with self.autocast(precision):
+                out = self.encode(batch_words, hidden_layers, subwords)
+            if tags is not None:  # the summed per-type NLL of the gold layers
+                layers = self.layer_targets(tags.cpu()).to(self.device)
+                logp = torch.log_softmax(out.logits.float(), -1).gather(-1, layers.clamp(min=0).unsqueeze(-1))
+                out.gold_nll = -(logp.squeeze(-1) * (layers >= 0)).sum((1, 2))
+            return out
+
+
+TEACHER_CLASSES = {"crf": CRFTeacher, "softmax": TokenClassifierTeacher, "bilou-per-type": BilouTeacher}
 
 
 def build_teacher(encoder_path: str, schema: LabelSchema, kind: str = "crf", *, pooling: str = "first",

@@ -1,0 +1,53 @@
+"""The teacher with one BILOU head per entity type (paper 003): loss, decoding, fine-tuning, build."""
+
+import pytest
+import torch
+
+from conftest import toy_corpus
+from seqdistill.bilou import BILOU_TAGS, layers_from_spans
+from seqdistill.cache_schema import CacheReader, LabelSchema, verify_cache
+from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
+from seqdistill.pipeline.corpora import read_corpus
+from seqdistill.teachers import build_teacher, load_teacher
+from seqdistill.teachers.finetune import FinetuneConfig, finetune
+
+SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
+
+
+def test_loss_is_the_per_type_cross_entropy(tiny_encoder):
+    t = build_teacher(tiny_encoder, SCHEMA, "bilou-per-type").eval()
+    words = [["peter", "visits", "paris"], ["anna", "visits"]]
+    tags = torch.tensor([SCHEMA.encode(["B-PER", "O", "B-LOC"]), SCHEMA.encode(["B-PER", "O"]) + [-1]])
+    layers = t.layer_targets(tags)
+    assert [[BILOU_TAGS[x] for x in row] for row in layers[0].tolist()] == [["O", "U"], ["O", "O"], ["U", "O"]]
+    assert (layers[1, 2] == -1).all()
+    with torch.no_grad():
+        logits = t.encode(words).logits  # [B, W, E, 5]
+        want = sum(torch.nn.functional.cross_entropy(logits[b, i, e], layers[b, i, e], reduction="sum")
+                   for b, n in enumerate([3, 2]) for i in range(n) for e in range(2)) / 5
+        assert t.loss(words, tags).item() == pytest.approx(want.item(), rel=1e-6)
+        nested = torch.tensor([layers_from_spans([(0, 3, "LOC"), (0, 1, "PER")], 3, ["LOC", "PER"])])
+        assert torch.isfinite(t.loss(words[:1], nested))  # nested entities: a LOC over a PER
+
+
+def test_finetunes_decodes_to_the_schema_and_builds_a_cache(tiny_encoder, tmp_path):
+    train = read_corpus(toy_corpus(tmp_path / "train.txt", 60, 0), "toy", "train").sentences
+    dev = read_corpus(toy_corpus(tmp_path / "dev.txt", 16, 1), "toy", "dev").sentences
+    summary = finetune(tiny_encoder, train, dev, SCHEMA, tmp_path / "t",
+                       FinetuneConfig(head="bilou-per-type", epochs=4, batch_size=8, lr=1e-3, head_lr=1e-2),
+                       device="cpu", log=lambda *a: None)
+    assert summary["best_dev_f1"] > 0.5  # names and cities
+    teacher = load_teacher(tmp_path / "t")
+    assert teacher.kind == "bilou-per-type"
+    pred = teacher.predict([["peter", "visits", "rome"]])
+    assert all(tag in SCHEMA.tags for tag in pred[0])
+    specs = [CorpusSpec("toy", str(tmp_path / "train.txt"), "train", True),
+             CorpusSpec("raw", toy_corpus(tmp_path / "raw.txt", 8, 2, labelled=False), "unlabelled", False)]
+    build_cache(str(tmp_path / "cache"), str(tmp_path / "t"), specs, BuildConfig(device="cpu"), log=lambda *a: None)
+    assert verify_cache(str(tmp_path / "cache")) == []
+    reader = CacheReader(str(tmp_path / "cache"))
+    shard = reader.read_shard(0, {"t": ["type_logits", "gold_nll"]})
+    logits = shard.get("t", "type_logits")[0]
+    assert logits.shape[1:] == (2, 5)
+    nll = [v for v in shard.get("t", "gold_nll").to_pylist() if v is not None]
+    assert len(nll) == 60 and all(v > 0 for v in nll)  # the 60 labelled rows; the raw ones have none
