@@ -109,3 +109,21 @@ def spans_from_layers(tags: list[list[int]], types: list[str]) -> list[tuple[int
         if start is not None:
             spans.append((start, len(tags), etype))
     return sorted(spans)
+
+
+def flatten_layers(layers: Tensor, mask: Tensor, types: list[str], schema) -> Tensor:
+    """Per-type layers ``[B, L, E]`` as flat tag ids of ``schema`` ``[B, L]`` (-1 past the end),
+    for flat evaluation and prediction: spans by start, the longer first, and a span overlapping
+    one already kept is dropped (a flat tag sequence cannot hold nested entities)."""
+    from .cache_schema.labels import spans_to_tags
+
+    flat = torch.full(mask.shape, -1, dtype=torch.long)
+    for b in range(layers.shape[0]):
+        n = int(mask[b].sum())
+        spans, end = [], -1
+        for s in sorted(spans_from_layers(layers[b, :n].tolist(), types), key=lambda x: (x[0], x[0] - x[1])):
+            if s[0] >= end:
+                spans.append(s)
+                end = s[1]
+        flat[b, :n] = torch.tensor(schema.encode(spans_to_tags(spans, n, schema.scheme)))
+    return flat

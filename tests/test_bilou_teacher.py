@@ -51,3 +51,35 @@ def test_finetunes_decodes_to_the_schema_and_builds_a_cache(tiny_encoder, tmp_pa
     assert logits.shape[1:] == (2, 5)
     nll = [v for v in shard.get("t", "gold_nll").to_pylist() if v is not None]
     assert len(nll) == 60 and all(v > 0 for v in nll)  # the 60 labelled rows; the raw ones have none
+
+
+@pytest.mark.parametrize("distill", [True, False])
+def test_rnn_student_learns_from_a_bilou_teacher_cache(tiny_encoder, tmp_path, distill):
+    from click.testing import CliRunner
+
+    from seqdistill.students.cli import main as train_cli
+    from seqdistill.students.models import load_student
+
+    d = tmp_path
+    build_teacher(tiny_encoder, SCHEMA, "bilou-per-type").save(d / "t")
+    specs = [CorpusSpec("toy", toy_corpus(d / "train.txt", 60, 0), "train", True),
+             CorpusSpec("toy", toy_corpus(d / "dev.txt", 16, 1), "dev", True),
+             CorpusSpec("raw", toy_corpus(d / "raw.txt", 20, 2, labelled=False), "unlabelled", False)]
+    build_cache(str(d / "cache"), str(d / "t"), specs, BuildConfig(device="cpu"), log=lambda *a: None)
+    args = ["--cache", str(d / "cache"), "--out", str(d / "s"), "--recipe", "rnn", "--cell", "sru",
+            "--rnn-layers", "1", "--distill-epochs", "2", "--epochs", "12", "--patience", "12", "--lr", "3e-3",
+            "--batch-size", "8",
+            "--few-shot-types", "LOC", "--device", "cpu", "--distill" if distill else "--no-distill"]
+    r = CliRunner().invoke(train_cli, args)
+    assert r.exit_code == 0, (r.output, r.exception)
+    import json
+
+    summary = json.loads((d / "s" / "training.json").read_text())
+    stages = [h["stage"] for h in summary["history"]]
+    assert stages[0] == ("distil" if distill else "fine-tune") and stages[-1] == "fine-tune"
+    assert {"dev_main_macro_f1", "dev_few_shot_macro_f1"} <= set(summary["history"][-1])
+    assert summary["best_dev_macro_f1"] > 0.5  # names and cities
+    student, tok = load_student(d / "s")
+    assert student.config.arch == "rnn-tagger" and student.parameter_counts()["without_embeddings"] > 0
+    r = CliRunner().invoke(train_cli, [*args[:4], "--recipe", "rnn", "--few-shot-types", "MISC", "--device", "cpu"])
+    assert r.exit_code == 1 and "MISC" in r.output

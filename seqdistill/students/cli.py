@@ -22,12 +22,13 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.version_option(__version__, prog_name="seqdistill")
 @click.option("--cache", required=True, help="Cache directory or fsspec URL (from `distill-cache build`).")
 @click.option("--out", "out_dir", required=True, help="Directory for the student.")
-@click.option("--recipe", type=click.Choice(["mgkd", "xtremedistil", "sentscore", "mt"]), default="mgkd",
+@click.option("--recipe", type=click.Choice(["mgkd", "xtremedistil", "sentscore", "mt", "rnn"]), default="mgkd",
               show_default=True,
               help="mgkd: Multi-Grained KD (paper 000), BiLSTM-CRF student. xtremedistil: paper 001, BiLSTM "
                    "tagger over subwords, logit and representation distillation. sentscore: paper 004, BiLSTM "
                    "tagger on a SenTScore teacher's pseudo-labels and tag scores. mt: MT-BERT (paper 002), a "
-                   "K-layer transformer taught by several teachers at once.")
+                   "K-layer transformer taught by several teachers at once. rnn: paper 003, a CNN + LSTM/SRU/SRU++ "
+                   "student with one BILOU head per entity type.")
 @click.option("--teacher", default=None, help="Teacher layer to learn from (default: the cache's only one).")
 @click.option("--losses", default=None,
               help="Comma-separated. mgkd: hard, seq-ce, fuzzy, token-em, token-pos [hard,seq-ce,fuzzy]. "
@@ -61,6 +62,13 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--init-from", default=None, help="mt: the teacher whose layers start the student (default: the first).")
 @click.option("--head", type=click.Choice(["crf", "softmax"]), default="crf", show_default=True,
               help="mt: the transformer student's head.")
+@click.option("--cell", type=click.Choice(["lstm", "sru", "sru++"]), default="sru++", show_default=True,
+              help="rnn: the recurrent layers.")
+@click.option("--rnn-layers", type=int, default=4, show_default=True, help="rnn: bidirectional recurrent layers.")
+@click.option("--distill/--no-distill", default=True, show_default=True,
+              help="rnn: stage 1, MSE to the teacher's BILOU logits (off: trained without distillation).")
+@click.option("--distill-epochs", type=int, default=10, show_default=True, help="rnn: most epochs of stage 1.")
+@click.option("--few-shot-types", default=None, help="rnn: entity types reported apart (macro F1 main / few-shot).")
 @click.option("--train", "train_sets", multiple=True, help="CORPUS[/SPLIT] to train on (default: */train + unlabelled).")
 @click.option("--unlabelled/--no-unlabelled", default=True, show_default=True,
               help="Add the cache's unlabelled corpora to the default training set (DA).")
@@ -98,6 +106,7 @@ def train(cache, out_dir, recipe, storage_options, local_cache, **o) -> None:
       distill-train --cache runs/cache --recipe xtremedistil --schedule d4 --teacher-layer 4 --out runs/xd
       distill-train --cache runs/sent-cache --recipe sentscore --lambda-kl 1 --out runs/sent
       distill-train --cache runs/cache --recipe mt --teachers minilm,mpnet --student-layers 4 --out runs/mt
+      distill-train --cache runs/bilou-cache --recipe rnn --cell sru++ --out runs/csru
     """
     given = {k: o[k] for k in ("embedding", "embedding_dim", "hidden_size", "dropout", "patience", "batch_size", "lr",
                                "epochs") if o[k] is not None}
@@ -146,6 +155,16 @@ def _train(reader, out_dir, recipe: str, common: dict, o: dict) -> dict:
                        hidden_loss=o["hidden_loss"], student_layers=o["student_layers"], init=o["init"],
                        init_from=o["init_from"], head=o["head"], **temperature, **common)
         return train_mt_student(reader, out_dir, cfg, log=click.echo)
+    if recipe == "rnn":
+        from .rnn import RNNConfig, train_rnn_student
+
+        for k in ("embedding", "embedding_dim"):
+            if common.pop(k, None) is not None:
+                raise click.UsageError(f"--{k.replace('_', '-')}: the rnn recipe uses the teacher's embeddings")
+        cfg = RNNConfig(cell=o["cell"], layers=o["rnn_layers"], distill=o["distill"],
+                        distill_epochs=o["distill_epochs"], few_shot_types=_names((o["few_shot_types"] or "",)),
+                        **common)
+        return train_rnn_student(reader, out_dir, cfg, log=click.echo)
     from .train import TrainConfig, train_student
 
     cfg = TrainConfig(recipe=recipe, losses=_names((o["losses"] or "hard,seq-ce,fuzzy",)), k=o["k"],

@@ -34,7 +34,7 @@ class StudentConfig:
     hidden_size: int = 300  # per direction (paper 000, Table 6)
     num_layers: int = 1
     dropout: float = 0.5  # on embeddings and on the LSTM output (paper 000, Table 6)
-    arch: str = "bilstm-crf"  # bilstm-crf (paper 000) | bilstm-tagger (paper 001, tagger.py) | transformer (transformer.py)
+    arch: str = "bilstm-crf"  # bilstm-crf (000) | bilstm-tagger (001, tagger.py) | transformer | rnn-tagger (003)
     extra: dict = field(default_factory=dict)
     projection_dim: int = 0  # bilstm-tagger: width of the projection z~ (eq. 5), the teacher's hidden size
     pooling: str = "first"  # bilstm-tagger: subword -> word pooling, the teacher's (first | mean)
@@ -153,9 +153,11 @@ def save_student(model: nn.Module, tokenizer, directory) -> Path:
 def student_architectures() -> dict[str, type[nn.Module]]:
     """``StudentConfig.arch`` -> model class."""
     from .tagger import BiLSTMTagger
+    from .rnn_tagger import RNNTagger
     from .transformer import TransformerTagger
 
-    return {"bilstm-crf": BiLSTMCRF, "bilstm-tagger": BiLSTMTagger, "transformer": TransformerTagger}
+    return {"bilstm-crf": BiLSTMCRF, "bilstm-tagger": BiLSTMTagger, "transformer": TransformerTagger,
+            "rnn-tagger": RNNTagger}
 
 
 def load_student(directory, device: str | None = None):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..bilou import decode_layers
+from ..bilou import decode_layers, flatten_layers
 from .models import StudentConfig
 from .sru import recurrent_stack
 from .tagger import SubwordBatch, words_to_subwords
@@ -90,6 +90,11 @@ class RNNTagger(nn.Module):
     def decode_layers(self, x: SubwordBatch) -> Tensor:
         """Per-type BILOU tag ids ``[B, L, E]`` from the automaton's Viterbi (-1 past the end)."""
         return decode_layers(self(x), x.word_mask)
+
+    @torch.no_grad()
+    def decode(self, x: SubwordBatch) -> Tensor:
+        """Flat tag ids of the student's label schema (see ``bilou.flatten_layers``)."""
+        return flatten_layers(self.decode_layers(x), x.word_mask, self.entity_types, self.config.schema)
 
     def parameter_counts(self) -> dict[str, int]:
         """All parameters and those outside the embedding matrix (the paper's Table 1 counts both)."""

@@ -276,20 +276,9 @@ class BilouTeacher(Teacher):
 
     def decode(self, out: TeacherOutput) -> Tensor:
         """Flat tag ids of the label schema from the per-type Viterbi layers."""
-        from ..bilou import decode_layers, spans_from_layers
-        from ..cache_schema.labels import spans_to_tags
+        from ..bilou import decode_layers, flatten_layers
 
-        layers = decode_layers(out.logits, out.word_mask)
-        flat = torch.full(out.word_mask.shape, -1, dtype=torch.long)
-        for b in range(layers.shape[0]):
-            n = int(out.word_mask[b].sum())
-            spans, end = [], -1
-            for s in sorted(spans_from_layers(layers[b, :n].tolist(), self.types), key=lambda x: (x[0], x[0] - x[1])):
-                if s[0] >= end:
-                    spans.append(s)
-                    end = s[1]
-            flat[b, :n] = torch.tensor(self.schema.encode(spans_to_tags(spans, n, self.schema.scheme)))
-        return flat
+        return flatten_layers(decode_layers(out.logits, out.word_mask), out.word_mask, self.types, self.schema)
 
     def outputs(self, batch_words, tags: Tensor | None = None, *, k: int = 10, marginals: bool = True,
                 hidden_layers=(), subwords: bool = False, precision: str | None = "bf16") -> TeacherOutput:
