@@ -90,3 +90,34 @@ def test_layers_refuse_what_they_cannot_hold():
     # nesting across types is what the layers are for: "[Bank of [England]LOC]ORG"
     layers = layers_from_spans([(0, 3, "ORG"), (2, 3, "LOC")], 3, ["ORG", "LOC"])
     assert [[BILOU_TAGS[t] for t in row] for row in layers] == [["B", "O"], ["I", "O"], ["L", "U"]]
+
+
+def test_nested_jsonl_round_trips_through_layers_and_is_refused_by_build(tmp_path):
+    import json
+
+    from seqdistill.pipeline.build import BuildError, CorpusSpec, read_corpora
+    from seqdistill.pipeline.corpora import CorpusError, read_corpus
+
+    rows = [{"words": ["Bank", "of", "England", "said"], "entities": [[0, 3, "ORG"], [2, 3, "LOC"]]},
+            {"words": ["Anna", "Smith", "of", "Rome"], "entities": [[0, 2, "PER"], [0, 1, "PER_FIRST"], [3, 4, "LOC"]]},
+            {"words": ["nothing", "here"], "entities": []}]
+    path = tmp_path / "nested.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    corpus = read_corpus(path, "nested", "train")
+    assert corpus.nested and corpus.entity_types() == ["LOC", "ORG", "PER", "PER_FIRST"]
+    types = corpus.entity_types()
+    for sentence, layers in zip(corpus.sentences, corpus.layers(types)):
+        assert spans_from_layers(layers, types) == sorted(sentence.entities)
+    with pytest.raises(BuildError, match="nested entity spans"):
+        read_corpora([CorpusSpec("nested", str(path), "train", True)], "IOB2")
+    bad = tmp_path / "bad.jsonl"
+    for line, match in ((json.dumps({"words": ["a", "b"], "entities": [[1, 3, "X"]]}), "does not fit"),
+                        (json.dumps({"words": ["a"], "entities": [[0, 1]]}), r"is not \[start, end, type\]"),
+                        (json.dumps({"words": ["a"], "entities": [], "tags": ["O"]}), "not both")):
+        bad.write_text(json.dumps({"words": ["x"], "entities": []}) + "\n" + line + "\n")
+        with pytest.raises(CorpusError, match=rf"bad.jsonl:2: .*{match}"):
+            read_corpus(bad, "bad", "train")
+    overlap = tmp_path / "overlap.jsonl"
+    overlap.write_text(json.dumps({"words": ["a", "b", "c"], "entities": [[0, 2, "X"], [1, 3, "X"]]}) + "\n")
+    with pytest.raises(CorpusError, match="overlap.jsonl:1: two X entities overlap"):
+        read_corpus(overlap, "o", "train").layers(["X"])

@@ -54,6 +54,7 @@ class Sentence:
     doc_id: str | None = None
     line: int = 0  # 1-based line of the sentence's first word in its file
     tag_lines: list[int] | None = None  # line of each tag (CoNLL: one per word), for error messages
+    entities: list[tuple[int, int, str]] | None = None  # JSONL "entities": (start, end exclusive, type), may nest
 
     def line_of(self, position: int) -> int:
         return self.tag_lines[position] if self.tag_lines else self.line
@@ -73,6 +74,26 @@ class Corpus:
     @property
     def labelled(self) -> bool:
         return bool(self.sentences) and all(s.tags is not None for s in self.sentences)
+
+    @property
+    def nested(self) -> bool:
+        """Labelled with entity spans (JSONL ``entities``), which may overlap across types."""
+        return bool(self.sentences) and all(s.entities is not None for s in self.sentences)
+
+    def entity_types(self) -> list[str]:
+        return sorted({t for s in self.sentences for _, _, t in (s.entities or ())})
+
+    def layers(self, types: list[str]) -> list[list[list[int]]]:
+        """Each sentence's entities as one BILOU layer per type (``seqdistill.bilou``)."""
+        from ..bilou import layers_from_spans
+
+        out = []
+        for s in self.sentences:
+            try:
+                out.append(layers_from_spans(s.entities or [], len(s.words), types))
+            except ValueError as e:
+                raise CorpusError(self.path, s.line, str(e)) from None
+        return out
 
     @property
     def num_words(self) -> int:
@@ -140,6 +161,11 @@ def read_corpus(path, name: str, split: str = "train", *, format: str = "auto", 
     if not sentences:
         raise CorpusError(path, None, "the file holds no sentences (is it empty?)")
     corpus = Corpus(name, split, path, hashlib.sha256(raw).hexdigest(), sentences)
+    spanned = [s for s in sentences if s.entities is not None]
+    if spanned and len(spanned) != len(sentences):
+        missing = next(s for s in sentences if s.entities is None)
+        raise CorpusError(path, missing.line, "this sentence has no 'entities' while others have; a nested "
+                                              "corpus gives them for every sentence (an empty list for none)")
     tagged = [s for s in sentences if s.tags is not None]
     if tagged and len(tagged) != len(sentences):
         missing = next(s for s in sentences if s.tags is None)
@@ -266,14 +292,34 @@ def _parse_jsonl(lines: list[str], path: str, labelled: bool) -> list[Sentence]:
         if any(any(ch.isspace() for ch in w) for w in words):
             raise CorpusError(path, n, "a word contains whitespace; split it into words")
         tags = obj.get("tags") if labelled else None
+        entities = _entities(obj.get("entities"), len(words), path, n) if labelled and "entities" in obj else None
+        if tags is not None and entities is not None:
+            raise CorpusError(path, n, "give 'tags' or 'entities', not both")
         if tags is not None:
             if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
                 raise CorpusError(path, n, "'tags' must be a list of strings")
             if len(tags) != len(words):
                 raise CorpusError(path, n, f"{len(tags)} tags for {len(words)} words")
         doc_id = obj.get("doc_id")
-        sentences.append(Sentence(words, tags, None if doc_id is None else str(doc_id), n))
+        sentences.append(Sentence(words, tags, None if doc_id is None else str(doc_id), n, entities=entities))
     return sentences
+
+
+def _entities(value, n_words: int, path: str, line: int) -> list[tuple[int, int, str]]:
+    """JSONL ``entities``: ``[[start, end, type], ...]``, end exclusive; entities may overlap."""
+    if not isinstance(value, list):
+        raise CorpusError(path, line, "'entities' must be a list of [start, end, type]")
+    out = []
+    for e in value:
+        if not (isinstance(e, list) and len(e) == 3 and all(isinstance(x, int) and not isinstance(x, bool)
+                                                             for x in e[:2]) and isinstance(e[2], str) and e[2]):
+            raise CorpusError(path, line, f"entity {e!r} is not [start, end, type] (two integers and a name)")
+        start, end, etype = e
+        if not 0 <= start < end <= n_words:
+            raise CorpusError(path, line, f"entity {e!r} does not fit the sentence's {n_words} words "
+                                          "(start inclusive, end exclusive, counted from 0)")
+        out.append((start, end, etype))
+    return out
 
 
 def _parse_text(lines: list[str]) -> list[Sentence]:
