@@ -118,6 +118,20 @@ class CacheStream(IterableDataset):
         yield from batches
 
 
+def gold_tags(rows: list[dict], schema) -> tuple[list[list[str]], torch.Tensor, torch.Tensor]:
+    """The words of a batch of cache rows, their gold tag ids ``[B, L]`` (-1 past the words and on
+    unlabelled rows) and which rows are labelled ``[B]``."""
+    words = [r[EXAMPLES_LAYER]["words"] for r in rows]
+    tags = torch.full((len(rows), max(len(w) for w in words)), -1, dtype=torch.long)
+    labelled = torch.zeros(len(rows), dtype=torch.bool)
+    for b, r in enumerate(rows):
+        gold = r[EXAMPLES_LAYER].get("tags")
+        if gold is not None:
+            tags[b, : len(gold)] = torch.tensor(schema.encode(gold))
+            labelled[b] = True
+    return words, tags, labelled
+
+
 def batches(stream: "CacheStream", num_workers: int = 0) -> DataLoader:
     """A DataLoader over a stream's batches. The order comes from (seed, epoch) alone; the loader
     gets its own generator because one without draws a seed from torch's global RNG at every

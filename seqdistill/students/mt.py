@@ -38,7 +38,7 @@ from .. import distributed
 from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader, LabelSchema
 from ..metrics import span_scores
 from .common import device_for, predict_tags, read_split, splits_with_dev
-from .data import CacheStream, StreamConfig, batches, pad_stack, parse_selection
+from .data import CacheStream, StreamConfig, batches, gold_tags, pad_stack, parse_selection
 from .models import save_student
 from .mt_losses import MTHiddenLoss, ensemble_distillation_loss, mt_distillation_loss, teacher_weight
 from .tagger import words_to_subwords
@@ -96,15 +96,8 @@ class MTCollate:
         self.score_fields, self.hidden_fields = score_fields, hidden_fields
 
     def __call__(self, rows: list[dict]) -> _Batch:
-        words = [r[EXAMPLES_LAYER]["words"] for r in rows]
-        L = max(len(w) for w in words)
-        tags = torch.full((len(rows), L), -1, dtype=torch.long)
-        labelled = torch.zeros(len(rows), dtype=torch.bool)
-        for b, r in enumerate(rows):
-            gold = r[EXAMPLES_LAYER].get("tags")
-            if gold is not None:
-                tags[b, : len(gold)] = torch.tensor(self.schema.encode(gold))
-                labelled[b] = True
+        words, tags, labelled = gold_tags(rows, self.schema)
+        L = tags.shape[1]
         n_words = torch.tensor([max(1, len(w)) for w in words], dtype=torch.float32)
         logits, gold_ce, hidden = [], [], []
         for t, score, layers in zip(self.teachers, self.score_fields, self.hidden_fields):

@@ -26,7 +26,7 @@ from .. import distributed
 from ..cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ..metrics import span_scores
 from . import losses as L
-from .data import CacheStream, StreamConfig, batches, pad_stack, parse_selection
+from .data import CacheStream, StreamConfig, batches, gold_tags, pad_stack, parse_selection
 from .models import save_student
 from .tagger import words_to_subwords
 from .common import new_tagger, open_cache, predict_tags, read_split, splits_with_dev
@@ -61,19 +61,14 @@ class KDCollate:
         self.tokenizer, self.schema, self.teacher = tokenizer, schema, teacher
 
     def __call__(self, rows: list[dict]):
-        words = [r[EXAMPLES_LAYER]["words"] for r in rows]
-        Lmax = max(len(w) for w in words)
-        tags = torch.full((len(rows), Lmax), -1, dtype=torch.long)
-        silver = torch.zeros(len(rows), dtype=torch.bool)
+        words, tags, labelled = gold_tags(rows, self.schema)
+        Lmax = tags.shape[1]
+        silver = ~labelled
         for b, r in enumerate(rows):
-            gold = r[EXAMPLES_LAYER].get("tags")
-            if gold is not None:
-                tags[b, : len(gold)] = torch.tensor(self.schema.encode(gold))
-            else:  # silver: the teacher's SenTScore path is the pseudo-label
+            if silver[b]:  # the teacher's SenTScore path is the pseudo-label
                 path = r[self.teacher]["kbest_paths"]
                 if len(path):
                     tags[b, : len(words[b])] = torch.tensor(path[0])
-                silver[b] = True
         scores = pad_stack([r[self.teacher]["tag_scores"] for r in rows], Lmax, fill=0.0)
         return _KDBatch(words_to_subwords(self.tokenizer, words), tags, silver, scores)
 

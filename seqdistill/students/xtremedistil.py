@@ -49,7 +49,7 @@ from ..cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ..metrics import span_scores
 from . import losses as L
 from .checkpoint import load_checkpoint, save_checkpoint
-from .data import CacheStream, StreamConfig, batches, pad_stack, parse_selection
+from .data import CacheStream, StreamConfig, batches, gold_tags, pad_stack, parse_selection
 from .models import save_student
 from .tagger import GROUPS, BiLSTMTagger, SubwordBatch, words_to_subwords
 from .common import new_tagger, open_cache, predict_tags, read_split, splits_with_dev
@@ -161,14 +161,9 @@ class XDCollate:
         self.logits_field, self.hidden_field = logits_field, hidden_field
 
     def __call__(self, rows: list[dict]) -> XDBatch:
-        words = [r[EXAMPLES_LAYER]["words"] for r in rows]
-        Lmax = max(len(w) for w in words)
-        tags = torch.full((len(rows), Lmax), -1, dtype=torch.long)
-        gold = [r[EXAMPLES_LAYER].get("tags") for r in rows]
-        for b, g in enumerate(gold):
-            if g is not None:
-                tags[b, : len(g)] = torch.tensor(self.schema.encode(g))
-        batch = XDBatch(words_to_subwords(self.tokenizer, words), tags, torch.tensor([g is not None for g in gold]))
+        words, tags, labelled = gold_tags(rows, self.schema)
+        Lmax = tags.shape[1]
+        batch = XDBatch(words_to_subwords(self.tokenizer, words), tags, labelled)
         if self.logits_field:
             batch.teacher_logits = pad_stack([r[self.teacher][self.logits_field] for r in rows], Lmax)
         if self.hidden_field:
