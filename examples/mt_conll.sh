@@ -68,7 +68,7 @@ for pair in sep co; do
   $BIN/distill-cache build --out "$OUT/cache-$pair" --teacher "$mp" --teacher-id mpnet $CORPORA --kbest 4 \
     --hidden-layers "$MP_LAYERS" --device cpu
 done
-S="--recipe mt --student-layers $K --epochs $EPOCHS --device cpu"
+S="--recipe mt --student-layers $K --init-from minilm --epochs $EPOCHS --device cpu"  # every student starts from MiniLM's first K layers
 for pair in sep co; do
   C=$OUT/cache-$pair
   for run in "minilm:--teachers minilm" "mpnet:--teachers mpnet" "ensemble:--teachers minilm,mpnet --soft-labels ensemble" \

@@ -108,3 +108,18 @@ def test_clear_errors(two_teacher_cache, tmp_path):
     assert r.exit_code == 1 and "needs layers [1, 2, 3] of teacher 'wide'" in r.output and "--hidden-layers" in r.output
     r = CliRunner().invoke(train_cli, [*base, "--teachers", "wide", "--student-layers", "2"])
     assert r.exit_code == 1 and "--export-layers 2" in r.output
+
+
+def test_long_sentences_are_cut_into_windows(two_teacher_cache, tmp_path):
+    """Past the encoder's 64 positions, windows of 62 subwords each; short batches use one window."""
+    cache, _ = two_teacher_cache
+    train_mt_student(cache, tmp_path / "s", MTConfig(teachers=("small",), student_layers=1, epochs=1, max_steps=1,
+                                                     hidden_loss=False, device="cpu"), log=lambda *a: None)
+    student, tok = load_student(tmp_path / "s")
+    words = ["peter", "visits", "paris"] * 50  # 150 words, more than 62 subwords
+    x = student.inputs(tok, [words, words[:3]])
+    layers = student.encode(x)
+    assert layers[-1].shape[:2] == (2, 150)
+    # the first sentence's first window equals the same 62 subwords run alone
+    head = student.inputs(tok, [words[:62]])
+    torch.testing.assert_close(student.encode(head)[-1][0], layers[-1][0, :62], rtol=1e-4, atol=1e-4)

@@ -71,7 +71,7 @@ class TransformerTagger(nn.Module):
         """Word-level hidden states of every layer: ``[embeddings, block 1, ..., block K]``, each
         ``[B, L, hidden]``."""
         B, S = x.ids.shape
-        w = self.window
+        w = min(self.window, S)  # one window of the batch's own length when it fits
         n = max(1, -(-S // w))
         ids = nn.functional.pad(x.ids, (0, n * w - S)).view(B * n, w)
         mask = nn.functional.pad(x.mask, (0, n * w - S)).view(B * n, w)
