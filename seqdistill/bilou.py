@@ -84,14 +84,25 @@ def layers_from_spans(spans: list[tuple[int, int, str]], length: int, types: lis
     return [[layers[e][i] for e in range(len(types))] for i in range(length)]
 
 
+def layers_from_tags(tags: list[str], scheme: str, types: list[str]) -> list[list[int]]:
+    """Per-type BILOU layers of a flat tag sequence (through its entity spans)."""
+    from .cache_schema.labels import tags_to_spans
+
+    return layers_from_spans(tags_to_spans(tags, scheme), len(tags), types)
+
+
 def spans_from_layers(tags: list[list[int]], types: list[str]) -> list[tuple[int, int, str]]:
     """``(start, end, type)`` spans of per-type BILOU tag ids ``[length][types]``, sorted. Invalid
-    pieces (an I without B) are read leniently: B/I... closes at L, a lone B/I or L is a span."""
+    pieces are read leniently: an entity opened by B (or a stray I) closes at L, at O, or where a
+    new B/U begins; a lone L is a one-word span."""
     spans = []
     for e, etype in enumerate(types):
         start = None
         for i, row in enumerate(tags):
             t = row[e]
+            if t in (B, U) and start is not None:  # a new entity while one is open: close that one first
+                spans.append((start, i, etype))
+                start = None
             if t == U:
                 spans.append((i, i + 1, etype))
                 start = None

@@ -48,7 +48,8 @@ def done(world: int) -> None:
 
 
 def sum_across(values: list[float] | torch.Tensor, world: int, device=None) -> torch.Tensor:
-    """Element-wise sum over ranks (the values themselves with one process)."""
+    """Element-wise sum over ranks (the values themselves with one process). ``device``: the
+    training device (NCCL reduces CUDA tensors only)."""
     t = torch.as_tensor(values, dtype=torch.float64, device=device).clone()
     if world > 1:
         import torch.distributed as dist

@@ -121,3 +121,10 @@ def test_nested_jsonl_round_trips_through_layers_and_is_refused_by_build(tmp_pat
     overlap.write_text(json.dumps({"words": ["a", "b", "c"], "entities": [[0, 2, "X"], [1, 3, "X"]]}) + "\n")
     with pytest.raises(CorpusError, match="overlap.jsonl:1: two X entities overlap"):
         read_corpus(overlap, "o", "train").layers(["X"])
+
+
+def test_broken_layers_are_read_leniently():
+    B_, I_, L_, U_, O_ = (BILOU_TAGS.index(t) for t in "BILUO")
+    assert spans_from_layers([[B_], [I_], [B_], [L_]], ["X"]) == [(0, 2, "X"), (2, 4, "X")]  # B while open
+    assert spans_from_layers([[B_], [U_], [I_], [O_]], ["X"]) == [(0, 1, "X"), (1, 2, "X"), (2, 3, "X")]
+    assert spans_from_layers([[L_], [O_]], ["X"]) == [(0, 1, "X")]

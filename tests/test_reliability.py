@@ -30,7 +30,7 @@ from conftest import toy_cache
 from test_build import QUIET, _assert_same, _cfg, _cli_build, _contents, corpus_paths, teachers  # noqa: F401
 from seqdistill.cache_schema.manifest import seal
 from seqdistill.cache_schema import BuildLock, CacheLockedError, CacheReader, verify_cache
-from seqdistill.cache_schema.lock import LOCK, LockHolder
+from seqdistill.cache_schema.lock import LOCK, LockHolder, _pid_namespace
 from seqdistill.cache_schema.storage import FAILPOINT_ENV, FAILPOINT_TRACE_ENV, CacheStore
 from seqdistill.pipeline.build import build_cache
 from seqdistill.students.cli import main as train_cli
@@ -225,7 +225,7 @@ def test_exports_path_outside_the_cache_is_refused(cache, tmp_path):
 # -- one build at a time -----------------------------------------------------------------------------
 def _lock_file(root, **kw):
     holder = {"token": "other", "host": socket.gethostname(), "pid": os.getpid(), "started": time.time(),
-              "heartbeat": time.time(), **kw}
+              "heartbeat": time.time(), "pidns": _pid_namespace(), **kw}
     os.makedirs(root, exist_ok=True)
     Path(root, LOCK).write_text(json.dumps(holder))
 
@@ -260,6 +260,23 @@ def test_a_fresh_lock_of_another_host_is_respected(tmp_path):
     _lock_file(tmp_path, host="elsewhere")
     with pytest.raises(CacheLockedError, match="on host elsewhere"):
         BuildLock(CacheStore(str(tmp_path))).acquire()
+
+
+def test_a_lock_of_another_pid_namespace_is_not_taken_for_dead(tmp_path):
+    _lock_file(tmp_path, pid=0, pidns="pid:[another container]")  # pid 0 does not exist here; it may there
+    with pytest.raises(CacheLockedError, match="pid 0 on host"):
+        BuildLock(CacheStore(str(tmp_path))).acquire()
+
+
+def test_a_build_whose_lock_was_taken_does_not_commit(tmp_path):
+    lock = BuildLock(CacheStore(str(tmp_path)), stale_after=0.2, log=lambda *a: None)
+    lock.acquire()
+    _lock_file(tmp_path, token="usurper")  # another build broke our lock, thinking us dead
+    time.sleep(0.3)
+    with pytest.raises(CacheLockedError, match="taken by another build while this one held it"):
+        lock.check()
+    lock.release()
+    assert json.loads((tmp_path / LOCK).read_text())["token"] == "usurper"  # theirs stays
 
 
 def test_lock_on_an_object_store_is_exclusive_and_kept_alive(request):

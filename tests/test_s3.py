@@ -126,6 +126,7 @@ def test_a_damaged_object_is_refused_by_name(s3, sources, tmp_path):
     assert r.exit_code == 1 and isinstance(r.exception, SystemExit)
     assert f"{url}/{rel}: corrupt" in r.output, r.output
     assert not list(Path(tmp_path / "mirror").rglob("*.part-*"))
+    assert not (tmp_path / "mirror" / rel).exists()  # a corrupt copy never enters the mirror
 
 
 def test_the_build_lock_is_exclusive_on_s3(s3):

@@ -35,7 +35,7 @@ def test_recurrence_by_hand():
 @pytest.mark.parametrize("cell", ["sru", "sru++", "lstm"])
 def test_padding_changes_nothing_of_the_real_words(cell):
     torch.manual_seed(0)
-    stack = recurrent_stack(cell, 6, 4, 2, 0.0)
+    stack = recurrent_stack(cell, 6, 4, 2)
     for layer in stack:
         if hasattr(layer, "alpha"):
             torch.nn.init.constant_(layer.alpha, 0.7)  # attention on

@@ -12,9 +12,17 @@ host (object storage shared between machines), when its heartbeat is older than 
 Taking the lock: locally the lock is written to a temporary file and hard-linked into place, which
 fails if the lock exists (atomic and never half-written). On object storage the file is opened in
 exclusive mode (``"xb"``: S3's conditional ``If-None-Match`` PUT through s3fs, and fsspec's memory
-filesystem); every taker reads the lock back after writing it and goes on only if it holds its own
-token, which also covers a store that ignores the exclusive mode (last writer wins, the others see
-a foreign token and wait or fail).
+filesystem), and the taker reads it back. A store that ignores the exclusive mode gives no mutual
+exclusion (two takers can each read back their own token): use one that honours it.
+
+Breaking a stale lock: locally the lock is first renamed to a name of the breaker's own (atomic),
+and removed only if the renamed file still holds the stale token (otherwise it is put back), so two
+breakers cannot remove a fresh lock; on object storage breaking is read-check-delete, best effort.
+"Same host" means the same host name *and* the same pid namespace (containers sharing a host name
+have their own pids), so a live build in another container is never taken for dead.
+
+The heartbeat thread retries on storage errors; if it finds the lock taken by another build it
+records it, and the build checks :meth:`BuildLock.check` before it commits the manifest.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ class LockHolder:
     pid: int
     started: float
     heartbeat: float
+    pidns: str = ""  # the pid namespace of the holder ("" where unknown)
 
     def describe(self, now: float) -> str:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started))
@@ -48,7 +57,7 @@ class LockHolder:
                 f"{max(0.0, now - self.heartbeat):.0f} s ago")
 
     def is_stale(self, now: float, stale_after: float) -> tuple[bool, str]:
-        if self.host == socket.gethostname() and not _pid_alive(self.pid):
+        if self.host == socket.gethostname() and self.pidns == _pid_namespace() and not _pid_alive(self.pid):
             return True, f"its process {self.pid} on this host is gone"
         if now - self.heartbeat > stale_after:
             return True, f"no heartbeat for {now - self.heartbeat:.0f} s (more than {stale_after:.0f} s)"
@@ -64,6 +73,7 @@ class BuildLock:
         self.token = uuid.uuid4().hex
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.lost: str | None = None  # set by the heartbeat when another build took the lock
 
     # -- the file -------------------------------------------------------------------------------
     def read(self) -> LockHolder | None:
@@ -71,7 +81,7 @@ class BuildLock:
         writer died while writing it on a store without exclusive create) counts as stale."""
         try:
             data = json.loads(self.store.read_bytes(LOCK).decode("utf-8"))
-            return LockHolder(**{k: data[k] for k in LockHolder.__dataclass_fields__})
+            return LockHolder(**{k: data[k] for k in LockHolder.__dataclass_fields__ if k in data or k != "pidns"})
         except FileNotFoundError:
             return None
         except (ValueError, KeyError, TypeError, UnicodeDecodeError):
@@ -79,7 +89,8 @@ class BuildLock:
 
     def _holder(self, heartbeat: float | None = None) -> bytes:
         now = time.time()
-        me = LockHolder(self.token, socket.gethostname(), os.getpid(), self._started, heartbeat or now)
+        me = LockHolder(self.token, socket.gethostname(), os.getpid(), self._started, heartbeat or now,
+                        _pid_namespace())
         return (json.dumps(asdict(me)) + "\n").encode("utf-8")
 
     def _create(self) -> bool:
@@ -138,18 +149,45 @@ class BuildLock:
 
     def _break(self, holder: LockHolder) -> None:
         """Remove a stale lock, unless it changed hands since we read it."""
+        if self.store.is_local:
+            path = self.store.path(LOCK)
+            aside = f"{path}.breaking-{self.token}"
+            try:
+                os.rename(path, aside)  # atomic: only one breaker gets the file
+            except FileNotFoundError:
+                return
+            try:
+                moved = json.loads(open(aside, "rb").read().decode("utf-8")).get("token")
+            except (OSError, ValueError):
+                moved = holder.token if holder.token == "unreadable" else None
+            if moved != holder.token:  # a fresh lock was taken meanwhile: give it back
+                try:
+                    os.link(aside, path)
+                except FileExistsError:
+                    pass
+            os.unlink(aside)
+            return
         again = self.read()
         if again is not None and again.token == holder.token:
             self.store.remove(LOCK)
 
     def _beat(self) -> None:
         while not self._stop.wait(self.stale_after / 4):
-            held = self.read()
-            if held is None or held.token != self.token:
-                self.log(f"{self.store.url}: WARNING: the build lock was taken by another build "
-                         "(this one was thought dead); stop one of them")
-                return
-            self.store.write_json_atomic(LOCK, json.loads(self._holder(heartbeat=time.time())))
+            try:
+                held = self.read()
+                if held is None or held.token != self.token:
+                    self.lost = (f"{self.store.url}: the build lock was taken by another build while this one "
+                                 "held it (this one was thought dead); this build stops before committing")
+                    self.log(f"WARNING: {self.lost}")
+                    return
+                self.store.write_json_atomic(LOCK, json.loads(self._holder(heartbeat=time.time())))
+            except Exception as e:  # a transient storage error: try again at the next beat
+                self.log(f"{self.store.url}: lock heartbeat failed ({type(e).__name__}: {e}); retrying")
+
+    def check(self) -> None:
+        """Raise if another build took the lock while this one held it."""
+        if self.lost:
+            raise CacheLockedError(self.lost)
 
     def release(self) -> None:
         self._stop.set()
@@ -166,6 +204,13 @@ class BuildLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
 
 
 def _pid_alive(pid: int) -> bool:

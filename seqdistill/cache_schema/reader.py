@@ -23,7 +23,7 @@ import zarr
 from .errors import CacheError, ManifestError, ShardError
 from .fields import FieldSpec, from_storage
 from .layout import DENSE, OFFSETS_GROUP, RECORDS
-from .manifest import EXAMPLES_LAYER, MANIFEST, LayerInfo, Manifest
+from .manifest import EXAMPLES_LAYER, MANIFEST, FileInfo, LayerInfo, Manifest
 from .storage import CacheStore
 
 
@@ -150,14 +150,17 @@ class CacheReader:
             local = self.mirror.path(f.path)
             if not (os.path.exists(local) and os.path.getsize(local) == f.bytes and self.mirror.sha256(f.path) == f.sha256):
                 os.makedirs(os.path.dirname(local), exist_ok=True)
-                tmp = f"{local}.part-{os.getpid()}"
+                part = f"{f.path}.part-{os.getpid()}"
                 try:
-                    self.store.fs.get_file(self.store.path(f.path), tmp)
+                    self.store.fs.get_file(self.store.path(f.path), self.mirror.path(part))
+                    _check_file(self.mirror, FileInfo(part, f.bytes, f.sha256), self.store.url, f.path)
+                    os.replace(self.mirror.path(part), local)  # atomic: DataLoader workers may fetch it too
                 except FileNotFoundError:
                     raise ShardError(f"{self.store.url}/{f.path}: file missing; the cache is damaged: run "
                                      "`distill-cache verify` and rebuild what it names") from None
-                os.replace(tmp, local)  # atomic: DataLoader workers may fetch the same file
-                _check_file(self.mirror, f, self.store.url)  # a fresh copy that differs: the cache's file is corrupt
+                finally:
+                    if os.path.exists(self.mirror.path(part)):
+                        os.unlink(self.mirror.path(part))
             self._verified.add(f.path)
         return self.mirror
 
@@ -193,7 +196,6 @@ class CacheReader:
         else a copy in ``local_dir`` (or a new temporary directory)."""
         if self.store.is_local or self.mirror is not None:
             return self._source(self.manifest.layer(layer).exports).path(f"layers/{layer}/exports")
-        import os
         import tempfile
 
         target = str(local_dir or tempfile.mkdtemp(prefix="seqdistill-exports-"))
@@ -287,16 +289,18 @@ class CacheReader:
         return out
 
 
-def _check_file(store: CacheStore, f, url: str) -> None:
-    """Raise, naming ``url/f.path``, unless the file in ``store`` has the manifest's size and sha256."""
+def _check_file(store: CacheStore, f, url: str, name: str | None = None) -> None:
+    """Raise, naming ``url/name`` (default ``f.path``), unless the file ``f.path`` in ``store`` has
+    the manifest's size and sha256."""
+    name = name or f.path
     try:
         size = store.size(f.path)
     except FileNotFoundError:
-        raise ShardError(f"{url}/{f.path}: file missing; the cache is damaged: run "
+        raise ShardError(f"{url}/{name}: file missing; the cache is damaged: run "
                          "`distill-cache verify` and rebuild what it names") from None
     if size != f.bytes or store.sha256(f.path) != f.sha256:
         what = f"{size} bytes, the manifest says {f.bytes}" if size != f.bytes else "its sha256 differs from the manifest's"
-        raise ShardError(f"{url}/{f.path}: corrupt ({what}); run `distill-cache verify` and rebuild what it names")
+        raise ShardError(f"{url}/{name}: corrupt ({what}); run `distill-cache verify` and rebuild what it names")
 
 
 def _read_array(group, name: str, where: str) -> np.ndarray:

@@ -22,7 +22,7 @@ import os
 import queue
 import threading
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,7 +32,7 @@ from tqdm import tqdm
 from ..cache_schema import CacheWriter, FieldSpec, LabelSchema, TeacherInfo
 from .. import distributed
 from ..cache_schema.info import cache_summary
-from ..cache_schema.lock import BuildLock
+from ..cache_schema.lock import BuildLock, CacheLockedError
 from ..cache_schema.storage import CacheStore
 from ..cache_schema.manifest import check_id
 from ..teachers import Teacher, export_for_students, load_teacher, teacher_fingerprints
@@ -206,7 +206,7 @@ def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg
 
     # One writer at a time (cache_schema/lock.py): rank 0 holds the lock for the whole build, so
     # that clearing the staging directory of a killed run never pulls files from a live one.
-    with BuildLock(CacheStore(out, storage_options), wait=cfg.wait, log=log) if rank == 0 else nullcontext():
+    with _build_lock(out, storage_options, cfg, rank, world, log) as lock:
         writer = CacheWriter(out, storage_options, clean_staging=rank == 0)
         if cfg.overwrite and rank == 0:
             _overwrite(writer, corpora, teacher_id, log)
@@ -252,6 +252,7 @@ def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg
         report = BuildReport(status, len(rows), sum(r["n_words"] for r in rows),
                              time.time() - t0, len(todo), t_teacher)
         if rank == 0:
+            lock.check()  # another build took the lock meanwhile: do not commit over it
             manifest = writer.commit()
             summary = cache_summary(manifest)
             for lay in summary["layers"]:
@@ -264,6 +265,28 @@ def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg
                 log(f"  {name:<22} {bpw:>10.2f} bytes/word")
     distributed.done(world)
     return report
+
+
+@contextmanager
+def _build_lock(out: str, storage_options, cfg: BuildConfig, rank: int, world: int, log):
+    """Rank 0 holds the cache's build lock for the block (None on other ranks); under torchrun
+    every rank learns whether rank 0 got it, so that none waits forever for a rank that failed."""
+    lock = BuildLock(CacheStore(out, storage_options), wait=cfg.wait, log=log) if rank == 0 else None
+    failure = None
+    if lock is not None:
+        try:
+            lock.acquire()
+        except CacheLockedError as e:
+            failure = e
+    if world > 1 and distributed.sum_across([failure is not None], world, cfg.device).item():
+        raise failure or BuildError("rank 0 could not take the cache's build lock (see its message)")
+    if failure:
+        raise failure
+    try:
+        yield lock
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def _overwrite(writer: CacheWriter, corpora: list[Corpus], teacher_id: str, log) -> None:

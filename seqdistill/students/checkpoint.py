@@ -45,8 +45,8 @@ def save_checkpoint(out_dir, modules: dict[str, torch.nn.Module], optimizer: tor
     (tmp / "state.json").write_text(json.dumps(meta, indent=1) + "\n")
     final = out_dir / CHECKPOINT
     old = out_dir / f".{CHECKPOINT}.old"
-    shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
+    if final.exists():  # (a run resumed from .checkpoint.old has no final: keep old until tmp is in place)
+        shutil.rmtree(old, ignore_errors=True)
         os.replace(final, old)
     failpoint(f"checkpoint-swap:{state.get('step')}")
     os.replace(tmp, final)

@@ -67,7 +67,7 @@ class MTConfig:
     dev: tuple[str, ...] = ()
     buffer_size: int = 4096
     max_steps: int | None = None
-    resume: bool = False  # accepted for a uniform CLI; this recipe restarts from scratch
+    resume: bool = False  # refused: this recipe keeps no checkpoints
     seed: int = 13
     device: str | None = None
     extra: dict = field(default_factory=dict)
@@ -113,6 +113,8 @@ def train_mt_student(cache, out_dir, cfg: MTConfig | None = None, *, storage_opt
     """Train a transformer student from several teacher layers of ``cache`` (eq. 3)."""
     cfg = cfg or MTConfig()
     distributed.require_one_process("the mt recipe")
+    if cfg.resume:
+        raise ValueError("the mt recipe keeps no checkpoints to resume from; run it again without --resume")
     if cfg.soft_labels not in SOFT_LABELS:
         raise ValueError(f"soft labels {cfg.soft_labels!r} is not one of {SOFT_LABELS}")
     if cfg.init not in ("teacher", "scratch"):

@@ -7,7 +7,8 @@ type, distilled from a ``bilou-per-type`` teacher layer of the cache.
              log-proportional entity sampler (§3.2)
 
 AdamW, the learning rate halved when the dev macro F1 stops rising (ReduceLROnPlateau, patience 1),
-early stopping on it; the best student of stage 2 is kept. ``distill=False`` skips stage 1: the
+early stopping on it, a fresh optimiser and schedule for each stage; the best student of stage 2
+is kept. ``distill=False`` skips stage 1: the
 same student trained without distillation (the paper's non-"dist" rows).
 
 Decisions, named here: the embeddings are the teacher's exported matrix, frozen (the paper reuses
@@ -29,6 +30,7 @@ from tqdm import tqdm
 
 from .. import distributed
 from ..cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
+from ..bilou import layers_from_tags
 from ..cache_schema.labels import tags_to_spans
 from ..metrics import span_scores
 from . import losses as L
@@ -62,7 +64,7 @@ class RNNConfig:
     dev: tuple[str, ...] = ()
     buffer_size: int = 4096
     max_steps: int | None = None
-    resume: bool = False  # accepted for a uniform CLI; this recipe restarts from scratch
+    resume: bool = False  # refused: this recipe keeps no checkpoints
     seed: int = 13
     device: str | None = None
     extra: dict = field(default_factory=dict)
@@ -102,6 +104,8 @@ def train_rnn_student(cache, out_dir, cfg: RNNConfig | None = None, *, storage_o
                       log=print) -> dict:
     cfg = cfg or RNNConfig()
     distributed.require_one_process("the rnn recipe")
+    if cfg.resume:
+        raise ValueError("the rnn recipe keeps no checkpoints to resume from; run it again without --resume")
     reader, teacher = open_cache(cache, storage_options, cfg.teacher, cfg.embedding, cfg.seed)
     if reader.manifest.teachers[teacher].kind != "bilou-per-type":
         kinds = {n: t.kind for n, t in reader.manifest.teachers.items()}
@@ -123,8 +127,12 @@ def train_rnn_student(cache, out_dir, cfg: RNNConfig | None = None, *, storage_o
     device = device_for(cfg.device)
     model.to(device)
     params = [p for p in model.parameters() if p.requires_grad]
-    optim = torch.optim.AdamW(params, lr=cfg.lr)
-    plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(optim, mode="max", factor=0.5, patience=1)
+
+    def optimiser():  # each stage starts at cfg.lr with a fresh plateau schedule
+        optim = torch.optim.AdamW(params, lr=cfg.lr)
+        return optim, torch.optim.lr_scheduler.ReduceLROnPlateau(optim, mode="max", factor=0.5, patience=1)
+
+    optim, plateau = optimiser()
     train_names, dev_names = splits_with_dev(reader, cfg, "early stopping on dev macro F1")
     dev_words, dev_tags = read_split(reader, dev_names)
     out_dir = Path(out_dir)
@@ -164,14 +172,15 @@ def train_rnn_student(cache, out_dir, cfg: RNNConfig | None = None, *, storage_o
                 sq = (model(x) - batch.target.to(device)).pow(2) * m
                 loss = sq.sum() / (m.sum() * sq.shape[2] * sq.shape[3]).clamp(min=1)
                 step, total, n = step + 1, total + _step(optim, params, loss), n + 1
-                if cfg.max_steps and n >= cfg.max_steps:
+                if cfg.max_steps and step >= cfg.max_steps:
                     break
             f1 = evaluate("distil", epoch + 1, total / max(n, 1))
             plateau.step(f1)
             if f1 > best:
                 best, best_epoch = f1, epoch + 1
-            elif epoch + 1 - best_epoch >= cfg.patience:
+            if epoch + 1 - best_epoch >= cfg.patience or (cfg.max_steps and step >= cfg.max_steps):
                 break
+        optim, plateau = optimiser()
 
     # stage 2: eq. 1 on the labelled training rows, drawn by the log-proportional sampler
     words, tags = _labelled_rows(reader, train_names)
@@ -189,14 +198,14 @@ def train_rnn_student(cache, out_dir, cfg: RNNConfig | None = None, *, storage_o
             target = _layer_targets([tags[i] for i in idx], schema, types, x.word_mask.shape[1]).to(device)
             loss = L.bilou_loss(model(x), target, x.word_mask, cfg.ce_weight, cfg.gamma).mean()
             step, total, n = step + 1, total + _step(optim, params, loss), n + 1
-            if cfg.max_steps and n >= cfg.max_steps:
+            if cfg.max_steps and step >= cfg.max_steps:
                 break
         f1 = evaluate("fine-tune", epoch + 1, total / max(n, 1))
         plateau.step(f1)
         if f1 > best:
             best, best_epoch = f1, epoch + 1
             save_student(model, tokenizer, out_dir)
-        elif epoch + 1 - best_epoch >= cfg.patience:
+        if epoch + 1 - best_epoch >= cfg.patience or (cfg.max_steps and step >= cfg.max_steps):
             break
     metrics.close()
     summary = {"config": asdict(cfg), "recipe": "rnn", "best_epoch": best_epoch, "best_dev_macro_f1": best,
@@ -225,9 +234,7 @@ def _labelled_rows(reader, names: list[str]) -> tuple[list[list[str]], list[list
 
 
 def _layer_targets(tags: list[list[str]], schema: LabelSchema, types: list[str], length: int) -> torch.Tensor:
-    from ..bilou import layers_from_spans
-
     out = torch.full((len(tags), length, len(types)), -1, dtype=torch.long)
     for b, seq in enumerate(tags):
-        out[b, : len(seq)] = torch.tensor(layers_from_spans(tags_to_spans(seq, schema.scheme), len(seq), types))
+        out[b, : len(seq)] = torch.tensor(layers_from_tags(seq, schema.scheme, types))
     return out

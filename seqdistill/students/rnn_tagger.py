@@ -63,7 +63,7 @@ class RNNTagger(nn.Module):
         self.embed.weight.requires_grad_(not (config.embedding == "teacher" and config.freeze_embeddings))
         self.conv = nn.ModuleList([ConvLayer(width, width), ConvLayer(width, width // 2)])
         self.rnn = recurrent_stack(config.extra.get("cell", "sru++"), width // 2, config.hidden_size,
-                                   config.num_layers, config.dropout)
+                                   config.num_layers)
         self.dropout = nn.Dropout(config.dropout)
         self.heads = nn.Linear(2 * config.hidden_size, 5 * len(self.entity_types))  # E parallel heads of 5
 

@@ -129,8 +129,9 @@ class BiLSTMLayer(nn.Module):
         return h
 
 
-def recurrent_stack(cell: str, input_size: int, hidden: int, layers: int, dropout: float) -> nn.ModuleList:
-    """``layers`` bidirectional layers of ``cell``; layer i > 0 reads the 2 x hidden output of i-1."""
+def recurrent_stack(cell: str, input_size: int, hidden: int, layers: int) -> nn.ModuleList:
+    """``layers`` bidirectional layers of ``cell``; layer i > 0 reads the 2 x hidden output of i-1
+    (the caller applies dropout between them)."""
     if cell not in CELLS:
         raise ValueError(f"cell {cell!r} is not one of {', '.join(CELLS)}")
     make = {"lstm": BiLSTMLayer, "sru": BiSRU, "sru++": BiSRUpp}[cell]

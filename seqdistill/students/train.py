@@ -208,11 +208,15 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
     if resumed:
         pos.update(resumed)
         log(f"resuming from {out_dir / 'checkpoint'}: epoch {pos['epoch'] + 1}, step {pos['step']}")
+        if world > 1:  # the checkpoint holds rank 0's RNG: each rank its own dropout masks again
+            torch.manual_seed(cfg.seed * 1000 + rank + pos["step"])
     best, best_epoch, step, history = pos["best"], pos["best_epoch"], pos["step"], pos["history"]
     t_start = time.time()
     for epoch in range(pos["epoch"], cfg.epochs):
         stream.set_epoch(epoch)
         consumed = {int(k): v for k, v in pos["consumed"].items()} if epoch == pos["epoch"] else {}
+        workers = max(1, cfg.num_workers)
+        consumed = {p: c for p, c in consumed.items() if p // workers == rank}  # this rank's stream parts
         stream.skip(consumed)
         model.train()
         loader = batches(stream, cfg.num_workers)
@@ -222,7 +226,7 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
         def checkpoint(next_epoch: int, consumed: dict) -> None:
             if world > 1:  # every rank's position in its parts (a collective: all ranks call it at the same step)
                 parts = world * max(1, cfg.num_workers)
-                counts = distributed.sum_across([consumed.get(p, 0) for p in range(parts)], world)
+                counts = distributed.sum_across([consumed.get(p, 0) for p in range(parts)], world, device)
                 consumed = {p: int(c) for p, c in enumerate(counts.tolist()) if c}
             if not lead:
                 return
@@ -236,7 +240,7 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
         while True:
             batch = next(batches_left, None)
             # under torchrun a step goes on while any rank has a batch (the parts differ in length)
-            active = int(distributed.sum_across([batch is not None], world).item())
+            active = int(distributed.sum_across([batch is not None], world, device).item())
             if not active:
                 break
             optim.zero_grad(set_to_none=True)
@@ -260,6 +264,10 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
                 checkpoint(epoch, consumed)
             if hit_max:
                 break
+        if world > 1:  # every rank's losses, so that all ranks see the same record and stop together
+            totals = distributed.sum_across([sums.get(k, 0.0) for k in cfg.losses] + [n], world, device).tolist()
+            sums = {k: v for k, v in zip(cfg.losses, totals) if k in sums or v}
+            n = int(totals[-1])
         record = {"epoch": epoch + 1, "step": step, **{f"loss_{k}": v / max(n, 1) for k, v in sums.items()},
                   "seconds": round(time.time() - t_start, 1)}
         if weighting:

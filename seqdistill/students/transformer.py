@@ -118,6 +118,10 @@ def transformer_config(schema_json: dict, export_dir, layers: int, tokenizer, *,
     encoder_config["num_hidden_layers"] = layers
     tokens = {"cls_token_id": tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id,
               "sep_token_id": tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id}
+    missing = [k for k, v in tokens.items() if v is None]
+    if missing:
+        raise ValueError(f"the teacher's tokenizer in {export_dir} has no {' or '.join(missing)} (nor BOS/EOS) to "
+                         "frame a sentence for the transformer student")
     return StudentConfig(schema_json, int(encoder_config.get("vocab_size", 0)), int(encoder_config["hidden_size"]),
                          embedding="teacher", freeze_embeddings=False, hidden_size=int(encoder_config["hidden_size"]),
                          num_layers=layers, dropout=dropout, arch="transformer", head=head,

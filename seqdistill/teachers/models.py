@@ -254,15 +254,13 @@ class BilouTeacher(Teacher):
 
     def layer_targets(self, tags: Tensor) -> Tensor:
         """Per-type BILOU ids ``[B, W, E]`` (-1 on padding) from flat tag ids ``[B, W]``."""
-        from ..bilou import layers_from_spans
-        from ..cache_schema.labels import tags_to_spans
+        from ..bilou import layers_from_tags
 
         out = torch.full((*tags.shape, len(self.types)), -1, dtype=torch.long)
         for b, row in enumerate(tags.tolist()):
             n = sum(1 for t in row if t >= 0)
-            spans = tags_to_spans(self.schema.decode(row[:n]), self.schema.scheme)
             if n:
-                out[b, :n] = torch.tensor(layers_from_spans(spans, n, self.types))
+                out[b, :n] = torch.tensor(layers_from_tags(self.schema.decode(row[:n]), self.schema.scheme, self.types))
         return out
 
     def loss(self, batch_words, tags: Tensor) -> Tensor:
