@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from seqdistill.students.sru import BiSRUpp, recurrent_stack, sru_recurrence
+from seqdistill.students.sru import BiSRU, BiSRUpp, recurrent_stack, sru_recurrence
 
 
 def _sig(x):
@@ -71,3 +71,15 @@ def test_no_length_limit():
     with torch.no_grad():
         out = layer(torch.randn(1, 5000, 8), torch.ones(1, 5000, dtype=torch.bool))
     assert out.shape == (1, 5000, 8) and torch.isfinite(out).all()
+
+
+def test_both_directions_in_one_pass_equal_two_passes():
+    torch.manual_seed(0)
+    layer = BiSRU(6, 4)
+    x = torch.randn(2, 5, 6)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)
+    u = layer.W(x).view(2, 5, 2, 3, 4)
+    hx = layer.highway(x)
+    f = sru_recurrence(u[:, :, 0], hx, mask, layer.fwd.v_f, layer.fwd.v_r, layer.fwd.b_f, layer.fwd.b_r)
+    b = sru_recurrence(u[:, :, 1], hx, mask, layer.bwd.v_f, layer.bwd.v_r, layer.bwd.b_f, layer.bwd.b_r, reverse=True)
+    torch.testing.assert_close(layer(x, mask), torch.cat([f, b], -1))

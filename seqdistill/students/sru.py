@@ -40,13 +40,14 @@ CELLS = ("lstm", "sru", "sru++")
 def sru_recurrence(u: Tensor, x_highway: Tensor, mask: Tensor, v_f: Tensor, v_r: Tensor, b_f: Tensor, b_r: Tensor,
                    reverse: bool = False) -> Tensor:
     """The elementwise SRU recurrence (equations in the module docstring). ``u [B, T, 3, H]`` holds
-    (x~, f^, r^) for every step, ``x_highway [B, T, H]``, ``mask [B, T]``. Padding steps keep the
-    state unchanged and output zeros; ``reverse`` runs from each sentence's last word."""
+    (x~, f^, r^) for every step, ``x_highway [B, T, H]``, ``mask [B, T]``, the vectors ``[H]`` or
+    per row ``[B, H]``. Padding steps keep the state unchanged and output zeros; ``reverse`` runs
+    from the last position to the first."""
     Bsz, T, _, H = u.shape
     c = u.new_zeros(Bsz, H)
     out = u.new_zeros(Bsz, T, H)
-    steps = range(T - 1, -1, -1) if reverse else range(T)
-    for t in steps:
+    for i in range(T):
+        t = T - 1 - i if reverse else i
         x_t, f_hat, r_hat = u[:, t, 0], u[:, t, 1], u[:, t, 2]
         f = torch.sigmoid(f_hat + v_f * c + b_f)
         r = torch.sigmoid(r_hat + v_r * c + b_r)
@@ -83,12 +84,16 @@ class BiSRU(nn.Module):
         return self.W(x)
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        """Both directions in one pass of the recurrence: the backward one runs forwards over the
+        time-reversed sequence, stacked on the batch (padding, then first at the front, only
+        keeps the state at zero), which halves the steps taken one at a time."""
         Bsz, T, _ = x.shape
         u = self.projections(x, mask).view(Bsz, T, 2, 3, self.hidden)
         hx = self.highway(x)
-        f = sru_recurrence(u[:, :, 0], hx, mask, self.fwd.v_f, self.fwd.v_r, self.fwd.b_f, self.fwd.b_r)
-        b = sru_recurrence(u[:, :, 1], hx, mask, self.bwd.v_f, self.bwd.v_r, self.bwd.b_f, self.bwd.b_r, reverse=True)
-        return torch.cat([f, b], -1)
+        both = sru_recurrence(torch.cat([u[:, :, 0], u[:, :, 1].flip(1)]), torch.cat([hx, hx.flip(1)]),
+                              torch.cat([mask, mask.flip(1)]), *(torch.stack([getattr(self.fwd, k), getattr(self.bwd, k)])
+                                                                 .repeat_interleave(Bsz, 0) for k in ("v_f", "v_r", "b_f", "b_r")))
+        return torch.cat([both[:Bsz], both[Bsz:].flip(1)], -1)
 
 
 class BiSRUpp(BiSRU):

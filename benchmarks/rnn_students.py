@@ -1,0 +1,78 @@
+"""Size and speed of paper 003's students against the teacher (issue 9; the paper's Table 1 without
+F1): for each cell (LSTM, SRU, SRU++), parameters with and without the embedding matrix, and
+ms/sentence at batch 1 and batch 32 on this machine, beside the teacher.
+
+    .venv/bin/python benchmarks/rnn_students.py --teacher .data/teachers/minilm-crf-conll \
+        --test $D/test.txt --out .data/rnn-bench
+
+The students are built untrained (size and speed do not depend on the weights) over the teacher's
+vocabulary and embedding width, with the recipe's defaults (conv block, 4 bidirectional layers,
+hidden = width / 4 per direction, one BILOU head per entity type), saved, and timed with
+``distill-eval``'s measurement in this one process, one model after the other (median over batches
+of test sentences after a warm-up). The teacher's parameters outside its input embedding matrix are
+counted the same way. Prints Markdown rows for docs/BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from seqdistill.pipeline.evaluate import evaluate_taggers  # noqa: E402
+from seqdistill.students.models import StudentConfig, save_student  # noqa: E402
+from seqdistill.students.rnn_tagger import RNNTagger  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--teacher", required=True)
+    ap.add_argument("--test", required=True)
+    ap.add_argument("--cells", default="lstm,sru,sru++")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    from transformers import AutoTokenizer
+
+    from seqdistill.teachers import load_teacher
+
+    teacher = load_teacher(args.teacher)
+    emb = teacher.encoder.get_input_embeddings().weight
+    teacher_params = sum(p.numel() for p in teacher.parameters())
+    tok = AutoTokenizer.from_pretrained(args.teacher)
+    schema = teacher.schema
+    dirs = []
+    sizes = {}
+    for cell in args.cells.split(","):
+        cfg = StudentConfig(schema.to_json(), emb.shape[0], emb.shape[1], "teacher", True, emb.shape[1] // 4,
+                            args.layers, 0.1, arch="rnn-tagger",
+                            extra={"entity_types": list(schema.entity_types), "cell": cell})
+        torch.manual_seed(0)
+        model = RNNTagger(cfg)
+        d = Path(args.out) / cell
+        save_student(model, tok, d)
+        dirs.append(str(d))
+        sizes[str(d)] = model.parameter_counts()
+    del teacher
+    rows = evaluate_taggers([args.teacher, *dirs], args.test, threads=args.threads)
+    t = rows[0]
+    print("| model | params | params without embeddings | ms/sent b1 | speedup b1 | ms/sent b32 | speedup b32 |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(f"| teacher | {teacher_params:,} | {teacher_params - emb.numel():,} | {t['ms_per_sentence_batch1']:.2f} | 1x "
+          f"| {t['ms_per_sentence_batch32']:.3f} | 1x |")
+    for r, d in zip(rows[1:], dirs):
+        c = sizes[d]
+        print(f"| {Path(d).name} | {c['all']:,} ({teacher_params / c['all']:.1f}x fewer) | "
+              f"{c['without_embeddings']:,} ({(teacher_params - emb.numel()) / c['without_embeddings']:.1f}x fewer) | "
+              f"{r['ms_per_sentence_batch1']:.2f} | {t['ms_per_sentence_batch1'] / r['ms_per_sentence_batch1']:.1f}x | "
+              f"{r['ms_per_sentence_batch32']:.3f} | {t['ms_per_sentence_batch32'] / r['ms_per_sentence_batch32']:.1f}x |")
+
+
+if __name__ == "__main__":
+    main()
