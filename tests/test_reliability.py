@@ -272,7 +272,9 @@ def test_a_build_whose_lock_was_taken_does_not_commit(tmp_path):
     lock = BuildLock(CacheStore(str(tmp_path)), stale_after=0.2, log=lambda *a: None)
     lock.acquire()
     _lock_file(tmp_path, token="usurper")  # another build broke our lock, thinking us dead
-    time.sleep(0.3)
+    deadline = time.time() + 10
+    while lock.lost is None and time.time() < deadline:  # the heartbeat (every 0.05 s) notices
+        time.sleep(0.05)
     with pytest.raises(CacheLockedError, match="taken by another build while this one held it"):
         lock.check()
     lock.release()
@@ -287,8 +289,10 @@ def test_lock_on_an_object_store_is_exclusive_and_kept_alive(request):
         with pytest.raises(CacheLockedError):
             BuildLock(store, stale_after=0.4).acquire()
         beat = first.read().heartbeat
-        time.sleep(0.6)  # longer than stale_after: only the heartbeat keeps the lock fresh
-        assert first.read().heartbeat > beat
+        deadline = time.time() + 10
+        while first.read().heartbeat == beat and time.time() < deadline:
+            time.sleep(0.05)
+        assert first.read().heartbeat > beat  # the heartbeat keeps the lock fresh
         with pytest.raises(CacheLockedError):
             BuildLock(store, stale_after=0.4).acquire()
     finally:
