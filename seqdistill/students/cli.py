@@ -177,8 +177,53 @@ def _train(reader, out_dir, recipe: str, common: dict, o: dict) -> dict:
     return train_student(reader, out_dir, cfg, log=click.echo)
 
 
-main = train
+@click.command("sweep", context_settings=CONTEXT)
+@click.option("--cache", required=True, help="Cache directory or fsspec URL.")
+@click.option("--grid", "grid_path", required=True, help="TOML grid: [base] options and [grid] axes (see sweep.py).")
+@click.option("--out", "out_dir", required=True, help="Directory for the runs (one subdirectory each).")
+@click.option("--jobs", type=int, default=1, show_default=True, help="Runs at once (processes).")
+def sweep_cmd(cache, grid_path, out_dir, jobs) -> None:
+    """Run every point of a grid of distill-train options over one cache; finished runs are skipped,
+    so the same command resumes a killed sweep. `distill-train report OUT` tabulates it."""
+    from .sweep import run_sweep
+
+    try:
+        results = run_sweep(cache, grid_path, out_dir, jobs, log=click.echo)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    failed = [r for r in results if r["status"].startswith("failed")]
+    if failed:
+        raise click.ClickException(f"{len(failed)} of {len(results)} runs failed (see each run's sweep.log)")
+
+
+@click.command("report", context_settings=CONTEXT)
+@click.argument("out_dir")
+def report_cmd(out_dir) -> None:
+    """A Markdown table of a sweep: dev F1 as mean ± std over seeds, one row per grid point."""
+    from pathlib import Path
+
+    from .sweep import report
+
+    if not (Path(out_dir) / "sweep.json").exists():
+        raise click.ClickException(f"{out_dir}: no sweep.json; run `distill-train sweep --out {out_dir}` first")
+    click.echo(report(out_dir), nl=False)
+
+
+main = train  # the click command (CliRunner and callers that want one)
+
+
+def entry(argv: list[str] | None = None) -> None:
+    """The ``distill-train`` program: ``distill-train [OPTIONS]`` trains one student;
+    ``distill-train sweep|report ...`` run and tabulate a grid of them."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    commands = {"sweep": sweep_cmd, "report": report_cmd}
+    if args and args[0] in commands:
+        commands[args[0]].main(args[1:], prog_name=f"distill-train {args[0]}")
+    else:
+        train.main(args, prog_name="distill-train")
 
 
 if __name__ == "__main__":
-    main()
+    entry()

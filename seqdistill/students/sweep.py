@@ -1,0 +1,137 @@
+"""One cache, a whole ablation table (issue 11, first step): ``distill-train sweep`` runs a grid of
+``distill-train`` runs over one cache, ``distill-train report`` turns them into a Markdown table.
+
+A grid is TOML: ``[base]`` holds options every run shares, ``[grid]`` lists the values of the axes;
+keys are ``distill-train`` options without the dashes (``losses``, ``k``, ``recipe``, ``seed``,
+``hidden-size`` ...), flags are ``true``/``false``::
+
+    [base]
+    recipe = "mgkd"
+    epochs = 10
+    [grid]
+    losses = ["hard", "hard,seq-ce,fuzzy"]
+    k = [1, 5, 10]
+    seed = [1, 2, 3]
+
+Each point of the cartesian product is one run, saved as a single ``distill-train`` would save it
+under ``OUT/<axis=value,...>``; a run whose ``training.json`` exists is skipped, so a killed sweep
+resumes by running the same command. Runs go one after the other or, with ``jobs > 1``, in that
+many processes at once. The report averages the best dev F1 over seeds (mean ± sample std).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import statistics
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+SEED = "seed"
+
+
+def load_grid(path) -> tuple[dict, dict[str, list]]:
+    """(base options, axes) of a grid file; raises ValueError naming the file and key at fault."""
+    try:
+        import tomllib  # Python 3.11+
+    except ModuleNotFoundError:
+        raise ValueError("grid files are TOML, read with Python 3.11's tomllib: use Python 3.11 or newer") from None
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:  # tomllib.TOMLDecodeError is a ValueError
+        raise ValueError(f"{path}: {e}") from None
+    base, axes = data.get("base", {}), data.get("grid", {})
+    unknown = set(data) - {"base", "grid"}
+    if unknown:
+        raise ValueError(f"{path}: unknown tables {sorted(unknown)}; a grid has [base] and [grid]")
+    for key, values in axes.items():
+        if not isinstance(values, list) or not values:
+            raise ValueError(f"{path}: [grid] {key} must be a non-empty list of values")
+    if not axes:
+        raise ValueError(f"{path}: [grid] lists no axis")
+    return base, axes
+
+
+def expand(base: dict, axes: dict[str, list]) -> list[dict]:
+    """Every point of the grid: ``{"name", "params"}`` with params = base + the point's values."""
+    runs = []
+    keys = list(axes)
+    for values in itertools.product(*(axes[k] for k in keys)):
+        point = dict(zip(keys, values))
+        name = ",".join(f"{k}={_text(v).replace(',', '+')}" for k, v in point.items())  # "," parts axes
+        runs.append({"name": re.sub(r"[^A-Za-z0-9._=,+-]", "_", name), "params": {**base, **point}})
+    return runs
+
+
+def _text(v) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def cli_args(params: dict) -> list[str]:
+    """``distill-train`` arguments of one run's options."""
+    args = []
+    for key, value in params.items():
+        opt = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            args.append(opt if value else "--no-" + key.replace("_", "-"))
+        else:
+            args += [opt, str(value)]
+    return args
+
+
+def run_sweep(cache: str, grid: str, out_dir, jobs: int = 1, log=print) -> list[dict]:
+    """Run every unfinished point of ``grid`` over ``cache``; return the runs with their status."""
+    base, axes = load_grid(grid)
+    runs = expand(base, axes)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "sweep.json").write_text(json.dumps({"cache": str(cache), "grid": str(grid), "axes": axes,
+                                                    "runs": runs}, indent=1) + "\n")
+
+    def one(run: dict) -> dict:
+        d = out_dir / run["name"]
+        if (d / "training.json").exists():
+            return {**run, "status": "skipped"}
+        cmd = [sys.executable, "-m", "seqdistill.students.cli", "--cache", str(cache), "--out", str(d),
+               *cli_args(run["params"])]
+        d.mkdir(parents=True, exist_ok=True)
+        with open(d / "sweep.log", "w") as f:
+            rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT).returncode
+        return {**run, "status": "done" if rc == 0 else f"failed (exit {rc}; see {d / 'sweep.log'})"}
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        results = list(pool.map(one, runs))
+    for r in results:
+        log(f"{r['name']}: {r['status']}")
+    return results
+
+
+def report(out_dir) -> str:
+    """A Markdown table of a sweep: one row per point of the grid without the seed axis, the best
+    dev F1 as mean ± std over the seeds that finished."""
+    out_dir = Path(out_dir)
+    sweep = json.loads((out_dir / "sweep.json").read_text())
+    axes = [k for k in sweep["axes"] if k != SEED]
+    groups: dict[tuple, list[float]] = {}
+    for run in sweep["runs"]:
+        key = tuple(_text(run["params"][k]) for k in axes)
+        path = out_dir / run["name"] / "training.json"
+        groups.setdefault(key, [])
+        if path.exists():
+            f1 = json.loads(path.read_text()).get("best_dev_f1")
+            if f1 is not None:
+                groups[key].append(100 * f1)
+    lines = ["| " + " | ".join(axes) + " | runs | dev F1 (mean ± std) |",
+             "|" + "---|" * len(axes) + "---:|---:|"]
+    for key, f1s in groups.items():
+        if not f1s:
+            cell = "—"
+        elif len(f1s) == 1:
+            cell = f"{f1s[0]:.2f}"
+        else:
+            cell = f"{statistics.mean(f1s):.2f} ± {statistics.stdev(f1s):.2f}"
+        lines.append("| " + " | ".join(key) + f" | {len(f1s)} | {cell} |")
+    return "\n".join(lines) + "\n"
