@@ -198,15 +198,23 @@ def sweep_cmd(cache, grid_path, out_dir, jobs) -> None:
 
 @click.command("report", context_settings=CONTEXT)
 @click.argument("out_dir")
-def report_cmd(out_dir) -> None:
+@click.option("--plots", is_flag=True, help="Also write OUT/f1_vs_<axis>.png for every numeric axis (matplotlib).")
+@click.option("--teacher-f1", type=float, default=None, help="Draw the teacher's F1 as a dashed line.")
+def report_cmd(out_dir, plots, teacher_f1) -> None:
     """A Markdown table of a sweep: dev F1 as mean ± std over seeds, one row per grid point."""
     from pathlib import Path
 
-    from .sweep import report
+    from .sweep import plot, report
 
     if not (Path(out_dir) / "sweep.json").exists():
         raise click.ClickException(f"{out_dir}: no sweep.json; run `distill-train sweep --out {out_dir}` first")
     click.echo(report(out_dir), nl=False)
+    if plots:
+        try:
+            for path in plot(out_dir, teacher_f1):
+                click.echo(f"plot: {path}")
+        except ValueError as e:
+            raise click.ClickException(str(e)) from None
 
 
 main = train  # the click command (CliRunner and callers that want one)

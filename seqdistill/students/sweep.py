@@ -16,7 +16,9 @@ keys are ``distill-train`` options without the dashes (``losses``, ``k``, ``reci
 Each point of the cartesian product is one run, saved as a single ``distill-train`` would save it
 under ``OUT/<axis=value,...>``; a run whose ``training.json`` exists is skipped, so a killed sweep
 resumes by running the same command. Runs go one after the other or, with ``jobs > 1``, in that
-many processes at once. The report averages the best dev F1 over seeds (mean ± sample std).
+many processes at once. The report averages the best dev F1 over seeds (mean ± sample std); with matplotlib (the ``plots`` extra) it also draws dev F1
+against every numeric axis (the papers' F1-against-K and F1-against-unlabelled-data figures), one
+line per value of the other axes, the teacher's F1 dashed when given.
 """
 
 from __future__ import annotations
@@ -112,18 +114,7 @@ def run_sweep(cache: str, grid: str, out_dir, jobs: int = 1, log=print) -> list[
 def report(out_dir) -> str:
     """A Markdown table of a sweep: one row per point of the grid without the seed axis, the best
     dev F1 as mean ± std over the seeds that finished."""
-    out_dir = Path(out_dir)
-    sweep = json.loads((out_dir / "sweep.json").read_text())
-    axes = [k for k in sweep["axes"] if k != SEED]
-    groups: dict[tuple, list[float]] = {}
-    for run in sweep["runs"]:
-        key = tuple(_text(run["params"][k]) for k in axes)
-        path = out_dir / run["name"] / "training.json"
-        groups.setdefault(key, [])
-        if path.exists():
-            f1 = json.loads(path.read_text()).get("best_dev_f1")
-            if f1 is not None:
-                groups[key].append(100 * f1)
+    _, axes, groups = _groups(Path(out_dir))
     lines = ["| " + " | ".join(axes) + " | runs | dev F1 (mean ± std) |",
              "|" + "---|" * len(axes) + "---:|---:|"]
     for key, f1s in groups.items():
@@ -133,5 +124,60 @@ def report(out_dir) -> str:
             cell = f"{f1s[0]:.2f}"
         else:
             cell = f"{statistics.mean(f1s):.2f} ± {statistics.stdev(f1s):.2f}"
-        lines.append("| " + " | ".join(key) + f" | {len(f1s)} | {cell} |")
+        lines.append("| " + " | ".join(_text(k) for k in key) + f" | {len(f1s)} | {cell} |")
     return "\n".join(lines) + "\n"
+
+
+def _groups(out_dir: Path) -> tuple[dict, list[str], dict[tuple, list[float]]]:
+    sweep = json.loads((out_dir / "sweep.json").read_text())
+    axes = [k for k in sweep["axes"] if k != SEED]
+    groups: dict[tuple, list[float]] = {}
+    for run in sweep["runs"]:
+        key = tuple(run["params"][k] for k in axes)
+        path = out_dir / run["name"] / "training.json"
+        groups.setdefault(key, [])
+        if path.exists() and (f1 := json.loads(path.read_text()).get("best_dev_f1")) is not None:
+            groups[key].append(100 * f1)
+    return sweep, axes, groups
+
+
+def plot(out_dir, teacher_f1: float | None = None) -> list[Path]:
+    """``f1_vs_<axis>.png`` for every axis whose values are all numbers: mean dev F1 (error bars:
+    std over seeds) against the axis, one line per combination of the other axes."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ModuleNotFoundError:
+        raise ValueError("plots need matplotlib: pip install 'seqdistill[plots]'") from None
+    out_dir = Path(out_dir)
+    sweep, axes, groups = _groups(out_dir)
+    written = []
+    for i, axis in enumerate(axes):
+        values = sweep["axes"][axis]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            continue
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        others = sorted({k[:i] + k[i + 1:] for k in groups}, key=str)
+        for rest in others:
+            xs, ys, es = [], [], []
+            for v in sorted(values):
+                f1s = groups.get(rest[:i] + (v,) + rest[i:], [])
+                if f1s:
+                    xs.append(v)
+                    ys.append(statistics.mean(f1s))
+                    es.append(statistics.stdev(f1s) if len(f1s) > 1 else 0.0)
+            label = ", ".join(f"{a}={_text(x)}" for a, x in zip(axes[:i] + axes[i + 1:], rest)) or "students"
+            ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=label)
+        if teacher_f1 is not None:
+            ax.axhline(teacher_f1, linestyle="--", color="grey", label="teacher")
+        ax.set_xlabel(axis)
+        ax.set_ylabel("dev F1")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = out_dir / f"f1_vs_{re.sub(r'[^A-Za-z0-9_-]', '_', axis)}.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append(path)
+    return written
