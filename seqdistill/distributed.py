@@ -58,6 +58,11 @@ def sum_across(values: list[float] | torch.Tensor, world: int, device=None) -> t
     return t
 
 
+def count_across(flag: bool, world: int, device=None) -> int:
+    """How many ranks have ``flag`` set (``int(flag)`` with one process, no collective)."""
+    return int(flag) if world == 1 else int(sum_across([flag], world, device).item())
+
+
 def average_gradients(params: list[torch.nn.Parameter], active: int, world: int) -> None:
     """Mean of the gradients of the ``active`` ranks that had a batch this step (a rank whose part
     of the epoch is over contributes zeros), so every rank takes the same step and the weights

@@ -81,7 +81,8 @@ class BuildLock:
         writer died while writing it on a store without exclusive create) counts as stale."""
         try:
             data = json.loads(self.store.read_bytes(LOCK).decode("utf-8"))
-            return LockHolder(**{k: data[k] for k in LockHolder.__dataclass_fields__ if k in data or k != "pidns"})
+            return LockHolder(data["token"], data["host"], data["pid"], data["started"], data["heartbeat"],
+                              data.get("pidns", ""))
         except FileNotFoundError:
             return None
         except (ValueError, KeyError, TypeError, UnicodeDecodeError):

@@ -278,7 +278,7 @@ def _build_lock(out: str, storage_options, cfg: BuildConfig, rank: int, world: i
             lock.acquire()
         except CacheLockedError as e:
             failure = e
-    if world > 1 and distributed.sum_across([failure is not None], world, cfg.device).item():
+    if world > 1 and distributed.count_across(failure is not None, world, cfg.device):
         raise failure or BuildError("rank 0 could not take the cache's build lock (see its message)")
     if failure:
         raise failure

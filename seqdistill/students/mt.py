@@ -148,7 +148,7 @@ def train_mt_student(cache, out_dir, cfg: MTConfig | None = None, *, storage_opt
         model = TransformerTagger(scfg)
         if cfg.init == "teacher":
             init_from_teacher(model, export)
-        configs = {t: _encoder_config(reader, t, tmp) for t in teachers}
+        configs = {t: json.loads(reader.read_export(t, "encoder_config.json")) for t in teachers}
     teacher_layers = {t: int(c["num_hidden_layers"]) for t, c in configs.items()}
     teacher_dims = {t: int(c["hidden_size"]) for t, c in configs.items()}
 
@@ -248,7 +248,3 @@ def mt_loss_parts(model: TransformerTagger, hid: MTHiddenLoss, batch: _Batch, cf
         teacher_hidden = [[h.to(device) for h in per_teacher] for per_teacher in batch.hidden]
         parts["mt_hid"] = hid(layers[1:], teacher_hidden, mask).mean()
     return parts
-
-
-def _encoder_config(reader, teacher: str, tmp) -> dict:
-    return json.loads((Path(reader.export_dir(teacher, Path(tmp) / teacher)) / "encoder_config.json").read_text())

@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from .. import distributed
 from ..cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
-from ..bilou import layers_from_tags
+from ..bilou import layers_from_spans
 from ..cache_schema.labels import tags_to_spans
 from ..metrics import span_scores
 from . import losses as L
@@ -184,8 +184,9 @@ def train_rnn_student(cache, out_dir, cfg: RNNConfig | None = None, *, storage_o
 
     # stage 2: eq. 1 on the labelled training rows, drawn by the log-proportional sampler
     words, tags = _labelled_rows(reader, train_names)
-    sampler = LogProportionalSampler([[t for _, _, t in tags_to_spans(seq, schema.scheme)] for seq in tags],
-                                     seed=cfg.seed)
+    spans = [tags_to_spans(seq, schema.scheme) for seq in tags]
+    layers = [torch.tensor(layers_from_spans(sp, len(w), types)) for sp, w in zip(spans, words)]
+    sampler = LogProportionalSampler([[t for _, _, t in sp] for sp in spans], seed=cfg.seed)
     best, best_epoch = -1.0, 0
     for epoch in range(cfg.epochs):
         sampler.set_epoch(epoch)
@@ -195,7 +196,7 @@ def train_rnn_student(cache, out_dir, cfg: RNNConfig | None = None, *, storage_o
         for s in tqdm(range(0, len(order), cfg.batch_size), desc=f"fine-tune {epoch + 1}", unit="batch", leave=False):
             idx = order[s: s + cfg.batch_size]
             x = words_to_subwords(tokenizer, [words[i] for i in idx]).to(device)
-            target = _layer_targets([tags[i] for i in idx], schema, types, x.word_mask.shape[1]).to(device)
+            target = pad_stack([layers[i] for i in idx], x.word_mask.shape[1], fill=-1, dtype=torch.long).to(device)
             loss = L.bilou_loss(model(x), target, x.word_mask, cfg.ce_weight, cfg.gamma).mean()
             step, total, n = step + 1, total + _step(optim, params, loss), n + 1
             if cfg.max_steps and step >= cfg.max_steps:
@@ -232,9 +233,3 @@ def _labelled_rows(reader, names: list[str]) -> tuple[list[list[str]], list[list
         raise CacheError("fine-tuning needs labelled training rows; the training selection has none")
     return read_split(reader, [f"{c}/{s}" for c, s in sorted(labelled)])
 
-
-def _layer_targets(tags: list[list[str]], schema: LabelSchema, types: list[str], length: int) -> torch.Tensor:
-    out = torch.full((len(tags), length, len(types)), -1, dtype=torch.long)
-    for b, seq in enumerate(tags):
-        out[b, : len(seq)] = torch.tensor(layers_from_tags(seq, schema.scheme, types))
-    return out

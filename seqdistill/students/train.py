@@ -240,7 +240,7 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
         while True:
             batch = next(batches_left, None)
             # under torchrun a step goes on while any rank has a batch (the parts differ in length)
-            active = int(distributed.sum_across([batch is not None], world, device).item())
+            active = distributed.count_across(batch is not None, world, device)
             if not active:
                 break
             optim.zero_grad(set_to_none=True)
