@@ -122,19 +122,33 @@ def spans_from_layers(tags: list[list[int]], types: list[str]) -> list[tuple[int
     return sorted(spans)
 
 
+def flatten_spans(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """The non-overlapping subset of possibly nested spans that a flat tag sequence can hold:
+    spans by start, the longer first, and a span overlapping one already kept is dropped (the
+    outermost entity wins: "[Bank of [England]LOC]ORG" keeps the ORG)."""
+    kept, end = [], -1
+    for s in sorted(spans, key=lambda x: (x[0], x[0] - x[1], x[2])):
+        if s[0] >= end:
+            kept.append(tuple(s))
+            end = s[1]
+    return kept
+
+
 def flatten_layers(layers: Tensor, mask: Tensor, types: list[str], schema) -> Tensor:
     """Per-type layers ``[B, L, E]`` as flat tag ids of ``schema`` ``[B, L]`` (-1 past the end),
-    for flat evaluation and prediction: spans by start, the longer first, and a span overlapping
-    one already kept is dropped (a flat tag sequence cannot hold nested entities)."""
+    for flat evaluation and prediction (``flatten_spans``: a flat tag sequence cannot hold nested
+    entities)."""
     from .cache_schema.labels import spans_to_tags
 
     flat = torch.full(mask.shape, -1, dtype=torch.long)
     for b in range(layers.shape[0]):
         n = int(mask[b].sum())
-        spans, end = [], -1
-        for s in sorted(spans_from_layers(layers[b, :n].tolist(), types), key=lambda x: (x[0], x[0] - x[1])):
-            if s[0] >= end:
-                spans.append(s)
-                end = s[1]
+        spans = flatten_spans(spans_from_layers(layers[b, :n].tolist(), types))
         flat[b, :n] = torch.tensor(schema.encode(spans_to_tags(spans, n, schema.scheme)))
     return flat
+
+
+def predicted_spans(layers: Tensor, mask: Tensor, types: list[str]) -> list[list[tuple[int, int, str]]]:
+    """Each sentence's ``(start, end, type)`` spans of decoded per-type layers ``[B, L, E]``:
+    nested across types, as the paper's per-type evaluation reads them."""
+    return [spans_from_layers(layers[b, : int(mask[b].sum())].tolist(), types) for b in range(layers.shape[0])]

@@ -92,10 +92,10 @@ def test_layers_refuse_what_they_cannot_hold():
     assert [[BILOU_TAGS[t] for t in row] for row in layers] == [["B", "O"], ["I", "O"], ["L", "U"]]
 
 
-def test_nested_jsonl_round_trips_through_layers_and_is_refused_by_build(tmp_path):
+def test_nested_jsonl_round_trips_through_layers_and_flattens_for_build(tmp_path):
     import json
 
-    from seqdistill.pipeline.build import BuildError, CorpusSpec, read_corpora
+    from seqdistill.pipeline.build import CorpusSpec, read_corpora
     from seqdistill.pipeline.corpora import CorpusError, read_corpus
 
     rows = [{"words": ["Bank", "of", "England", "said"], "entities": [[0, 3, "ORG"], [2, 3, "LOC"]]},
@@ -108,8 +108,15 @@ def test_nested_jsonl_round_trips_through_layers_and_is_refused_by_build(tmp_pat
     types = corpus.entity_types()
     for sentence, layers in zip(corpus.sentences, corpus.layers(types)):
         assert spans_from_layers(layers, types) == sorted(sentence.entities)
-    with pytest.raises(BuildError, match="nested entity spans"):
-        read_corpora([CorpusSpec("nested", str(path), "train", True)], "IOB2")
+    [flat] = read_corpora([CorpusSpec("nested", str(path), "train", True)], "IOB2")
+    assert flat.labelled and flat.nested  # the outermost entities as tags, every entity kept
+    assert flat.sentences[0].tags == ["B-ORG", "I-ORG", "I-ORG", "O"]
+    assert flat.sentences[1].tags == ["B-PER", "I-PER", "O", "B-LOC"]
+    assert [s.entities for s in flat.sentences] == [s.entities for s in corpus.sentences]
+    overlapping = tmp_path / "same-type.jsonl"
+    overlapping.write_text(json.dumps(rows[0]) + "\n" + json.dumps({"words": ["a", "b", "c"], "entities": [[0, 2, "X"], [1, 3, "X"]]}) + "\n")
+    with pytest.raises(CorpusError, match="same-type.jsonl:2: two X entities overlap"):
+        read_corpora([CorpusSpec("o", str(overlapping), "train", True)], "IOB2")
     bad = tmp_path / "bad.jsonl"
     for line, match in ((json.dumps({"words": ["a", "b"], "entities": [[1, 3, "X"]]}), "does not fit"),
                         (json.dumps({"words": ["a"], "entities": [[0, 1]]}), r"is not \[start, end, type\]"),

@@ -70,6 +70,7 @@ class CorpusInfo:
     sha256: str
     examples: int
     words: int
+    nested: bool = False  # labelled with entity spans that may nest (examples' entity_spans/entity_types)
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -77,7 +78,9 @@ class CorpusInfo:
     @classmethod
     def from_json(cls, obj: dict) -> "CorpusInfo":
         where = f"corpus {obj.get('name', '?')!r}"
-        c = cls(**{k: _require(obj, k, where) for k in cls.__dataclass_fields__})
+        optional = {"nested"}  # absent in caches written before nested corpora
+        c = cls(**{k: _require(obj, k, where) for k in cls.__dataclass_fields__ if k not in optional},
+                **{k: obj[k] for k in optional if k in obj})
         check_id(c.name, "corpus name")
         check_id(c.split, "split name")
         return c

@@ -34,6 +34,7 @@ from .. import distributed
 from ..cache_schema.info import cache_summary
 from ..cache_schema.lock import BuildLock, CacheLockedError
 from ..cache_schema.storage import CacheStore
+from ..cache_schema.labels import tags_to_spans
 from ..cache_schema.manifest import check_id
 from ..teachers import Teacher, export_for_students, load_teacher, teacher_fingerprints
 from .corpora import Corpus, CorpusError, read_corpus
@@ -154,10 +155,9 @@ def read_corpora(specs: list[CorpusSpec], scheme: str | None) -> list[Corpus]:
             raise BuildError(f"corpus {spec.name!r} split {spec.split!r} is given twice")
         seen.add(key)
         c = read_corpus(spec.path, spec.name, spec.split, labelled=spec.labelled)
-        if c.nested:
-            raise BuildError(f"{spec.path}: nested entity spans (JSONL 'entities') are read into per-type BILOU "
-                             "layers, but a cache does not hold them yet (its examples layer holds flat tags): "
-                             "give flat 'tags', or pass the corpus with --unlabelled")
+        if c.nested and spec.labelled:  # every span to entity_spans/entity_types, the outermost ones to tags
+            c.layers(c.entity_types())  # one type's entities must not overlap (file and line named)
+            c = c.with_flat_tags(scheme or "IOB2")
         if spec.labelled and not c.labelled:
             raise CorpusError(spec.path, None, "given as labelled but has no tags; pass it with --unlabelled")
         corpora.append(c.to_scheme(scheme) if c.labelled and scheme else c)
@@ -361,7 +361,7 @@ def _run_teacher(teacher: Teacher, schema: LabelSchema, shards, todo: list[int],
             outputs = [None] * len(rows)
             for batch in batches_by_length([r["n_words"] for r in rows], cfg.max_words_per_batch):
                 words = [rows[i]["words"] for i in batch]
-                gold = _gold_ids(rows, batch, schema)
+                gold = (_gold_layers if teacher.kind == "bilou-per-type" else _gold_ids)(rows, batch, schema)
                 out = teacher.outputs(words, gold, k=cfg.k, marginals=cfg.marginals, hidden_layers=cfg.hidden_layers,
                                       subwords=cfg.subwords, precision=cfg.precision)
                 host = _to_host(out)
@@ -380,6 +380,25 @@ def _run_teacher(teacher: Teacher, schema: LabelSchema, shards, todo: list[int],
         bar.close()
     if failure:
         raise failure[0]
+
+
+def _gold_layers(rows, batch, schema: LabelSchema) -> torch.Tensor | None:
+    """Gold BILOU layers ``[B, W, E]`` for a bilou-per-type teacher (-1 on padding and unlabelled
+    rows): from a nested row's every entity, else from its flat tags; None if none is labelled."""
+    from ..bilou import layers_from_spans
+
+    if all(rows[i]["tags"] is None for i in batch):
+        return None
+    types = list(schema.entity_types)
+    out = torch.full((len(batch), max(rows[i]["n_words"] for i in batch), len(types)), -1, dtype=torch.long)
+    for j, i in enumerate(batch):
+        r = rows[i]
+        if r["tags"] is None:
+            continue
+        spans = (tags_to_spans(r["tags"], schema.scheme) if r["entity_spans"] is None
+                 else [(a, b, t) for (a, b), t in zip(r["entity_spans"], r["entity_types"])])
+        out[j, : r["n_words"]] = torch.tensor(layers_from_spans(spans, r["n_words"], types))
+    return out
 
 
 def _gold_ids(rows, batch, schema: LabelSchema) -> torch.Tensor | None:

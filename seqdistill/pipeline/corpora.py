@@ -101,7 +101,7 @@ class Corpus:
 
     def info(self) -> CorpusInfo:
         return CorpusInfo(self.name, self.split, self.labelled, self.path, self.sha256,
-                          len(self.sentences), self.num_words)
+                          len(self.sentences), self.num_words, self.nested)
 
     def example_rows(self) -> list[dict]:
         """One record per sentence with the examples layer's fields and ``example_id``."""
@@ -115,6 +115,8 @@ class Corpus:
                 "n_words": len(s.words),
                 "words": s.words,
                 "tags": s.tags,
+                "entity_spans": None if s.entities is None else [[a, b] for a, b, _ in s.entities],
+                "entity_types": None if s.entities is None else [t for _, _, t in s.entities],
             }
             for i, s in enumerate(self.sentences)
         ]
@@ -125,13 +127,29 @@ class Corpus:
             return self
         out = []
         for s in self.sentences:
-            out.append(Sentence(s.words, convert_tags(s.tags, self.scheme, scheme), s.doc_id, s.line, s.tag_lines))
+            out.append(Sentence(s.words, convert_tags(s.tags, self.scheme, scheme), s.doc_id, s.line, s.tag_lines,
+                                s.entities))
+        return Corpus(self.name, self.split, self.path, self.sha256, out, scheme)
+
+    def with_flat_tags(self, scheme: str) -> "Corpus":
+        """A nested corpus that also has flat ``tags`` in ``scheme``: the outermost entities
+        (``bilou.flatten_spans``), so that every consumer of flat tags (CRF teachers' gold NLL,
+        flat students, seqeval) reads it as labelled, while ``entities`` keeps every span."""
+        from ..bilou import flatten_spans
+        from ..cache_schema.labels import spans_to_tags
+
+        out = [Sentence(s.words, spans_to_tags(flatten_spans(s.entities or []), len(s.words), scheme), s.doc_id,
+                        s.line, None, s.entities) for s in self.sentences]
         return Corpus(self.name, self.split, self.path, self.sha256, out, scheme)
 
     def check_labels(self, schema: LabelSchema) -> None:
         """Raise if a tag of this corpus is outside ``schema`` (file and line named)."""
-        known = set(schema.tags)
+        known, types = set(schema.tags), set(schema.entity_types)
         for s in self.sentences:
+            for _, _, t in s.entities or ():
+                if t not in types:
+                    raise CorpusError(self.path, s.line, f"entity type {t!r} is not in the label schema's types "
+                                                         f"{sorted(types)}")
             for i, t in enumerate(s.tags or ()):
                 if t not in known:
                     raise CorpusError(self.path, s.line_of(i),
@@ -179,20 +197,24 @@ def read_corpus(path, name: str, split: str = "train", *, format: str = "auto", 
 def derive_label_schema(corpora: list[Corpus], scheme: str | None = None) -> tuple[LabelSchema, list[Corpus]]:
     """The label schema of the labelled corpora, and the corpora converted to its scheme.
 
-    Decision: the target scheme is ``scheme`` when given, else that of the first labelled corpus;
-    other labelled corpora are converted to it through their entity spans.
+    Decision: the target scheme is ``scheme`` when given, else that of the first labelled corpus
+    (IOB2 for a nested one); other labelled corpora are converted to it through their entity
+    spans. Nested corpora (JSONL ``entities``) keep every span and get the outermost ones as flat
+    tags (``Corpus.with_flat_tags``); the schema's types include every entity type.
     """
-    labelled = [c for c in corpora if c.labelled]
+    labelled = [c for c in corpora if c.labelled or c.nested]
     if not labelled:
         raise CorpusError(corpora[0].path if corpora else "?", None,
                           "no labelled corpus: a label schema needs at least one")
     try:
-        target = canonical_scheme(scheme) if scheme else labelled[0].scheme
+        target = canonical_scheme(scheme) if scheme else (labelled[0].scheme or "IOB2")
     except TagError as e:
         raise CorpusError(labelled[0].path, None, str(e)) from None
-    converted = [c.to_scheme(target) for c in corpora]
-    schema = LabelSchema.from_sequences([s.tags for c in converted if c.labelled for s in c.sentences], target)
-    return schema, converted
+    # nested corpora also get flat tags (the outermost entities) and add every entity's type
+    converted = [c.with_flat_tags(target) if c.nested else c.to_scheme(target) for c in corpora]
+    flat = LabelSchema.from_sequences([s.tags for c in converted if c.labelled for s in c.sentences], target)
+    types = set(flat.entity_types) | {t for c in converted if c.nested for t in c.entity_types()}
+    return LabelSchema(target, tuple(types)), converted
 
 
 # -- internals ----------------------------------------------------------------------------------

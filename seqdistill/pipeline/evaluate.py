@@ -17,7 +17,8 @@ from pathlib import Path
 import click
 import torch
 
-from ..metrics import span_scores
+from ..cache_schema.labels import tags_to_spans
+from ..metrics import span_scores, span_set_scores
 from .corpora import FORMATS, CorpusError, read_corpus
 
 
@@ -27,16 +28,36 @@ class Tagger:
     kind: str  # teacher | student
     scheme: str
     params: int
+    params_without_embeddings: int
     predict_batch: object  # list[list[str]] -> list[list[str]]
+    predict_spans_batch: object = None  # per-type models: list[list[str]] -> nested (start, end, type) spans
 
     def predict(self, sentences: list[list[str]], batch_size: int = 64) -> list[list[str]]:
+        return self._in_batches(self.predict_batch, sentences, batch_size)
+
+    def predict_spans(self, sentences: list[list[str]], batch_size: int = 64) -> list[list[tuple[int, int, str]]]:
+        """Entity spans: nested across types for a per-type (BILOU) model, else those of the flat tags."""
+        if self.predict_spans_batch is not None:
+            return self._in_batches(self.predict_spans_batch, sentences, batch_size)
+        return [tags_to_spans(tags, self.scheme) for tags in self.predict(sentences, batch_size)]
+
+    @staticmethod
+    def _in_batches(fn, sentences, batch_size):
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-        out: dict[int, list[str]] = {}
+        out: dict[int, list] = {}
         for s in range(0, len(order), batch_size):
             idx = order[s: s + batch_size]
-            for i, tags in zip(idx, self.predict_batch([sentences[i] for i in idx])):
-                out[i] = tags
+            for i, pred in zip(idx, fn([sentences[i] for i in idx])):
+                out[i] = pred
         return [out[i] for i in range(len(sentences))]
+
+
+def _parameters(model: torch.nn.Module) -> tuple[int, int]:
+    """All parameters, and those outside the word embedding matrix (the largest nn.Embedding):
+    paper 003's Table 1 counts both."""
+    total = sum(p.numel() for p in model.parameters())
+    embeddings = [m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding)]
+    return total, total - max(embeddings, default=0)
 
 
 def load_tagger(directory, device: str = "cpu", trust_remote_code: bool = False) -> Tagger:
@@ -47,13 +68,20 @@ def load_tagger(directory, device: str = "cpu", trust_remote_code: bool = False)
         from ..students.common import predict_tags
 
         model, tokenizer = load_student(d, device)
-        return Tagger(d.name, "student", model.config.schema.scheme, sum(p.numel() for p in model.parameters()),
-                      lambda words: predict_tags(model, tokenizer, words, batch_size=len(words)))
+        spans = None
+        if model.config.arch == "rnn-tagger":
+            from ..students.rnn import predict_spans
+
+            spans = lambda words: predict_spans(model, tokenizer, words, batch_size=len(words))  # noqa: E731
+        return Tagger(d.name, "student", model.config.schema.scheme, *_parameters(model),
+                      predict_batch=lambda words: predict_tags(model, tokenizer, words, batch_size=len(words)),
+                      predict_spans_batch=spans)
     from ..teachers import load_teacher
 
     teacher = load_teacher(d, trust_remote_code=trust_remote_code, device=device)
-    return Tagger(d.name, "teacher", teacher.schema.scheme, sum(p.numel() for p in teacher.parameters()),
-                  lambda words: teacher.predict(words))
+    return Tagger(d.name, "teacher", teacher.schema.scheme, *_parameters(teacher),
+                  predict_batch=lambda words: teacher.predict(words),
+                  predict_spans_batch=getattr(teacher, "predict_spans", None))
 
 
 def latency(tagger: Tagger, sentences: list[list[str]], batch_size: int, batches: int = 20) -> float:
@@ -76,15 +104,20 @@ def evaluate_taggers(model_dirs: list[str], data: str, *, fmt: str = "auto", wit
     if threads:
         torch.set_num_threads(threads)
     corpus = read_corpus(data, "eval", "test", format=fmt)
-    if not corpus.labelled:
-        raise CorpusError(data, None, "evaluation needs gold tags")
+    if not (corpus.labelled or corpus.nested):
+        raise CorpusError(data, None, "evaluation needs gold tags or entities")
     results = []
     for d in model_dirs:
         tagger = load_tagger(d, device)
-        gold = [s.tags for s in corpus.to_scheme(tagger.scheme).sentences]
         words = [s.words for s in corpus.sentences]
-        scores = span_scores(gold, tagger.predict(words), tagger.scheme)
-        row = {"model": str(d), "kind": tagger.kind, "params": tagger.params, **scores}
+        if corpus.nested:  # every gold entity counts; flat models can only find the non-overlapping ones
+            scores = span_set_scores([s.entities for s in corpus.sentences], tagger.predict_spans(words),
+                                     corpus.entity_types())
+        else:
+            gold = [s.tags for s in corpus.to_scheme(tagger.scheme).sentences]
+            scores = span_scores(gold, tagger.predict(words), tagger.scheme)
+        row = {"model": str(d), "kind": tagger.kind, "params": tagger.params,
+               "params_without_embeddings": tagger.params_without_embeddings, "nested": corpus.nested, **scores}
         if with_latency:
             row["ms_per_sentence_batch1"] = latency(tagger, words, 1, 50)
             row["ms_per_sentence_batch32"] = latency(tagger, words, 32, 10)
@@ -93,11 +126,12 @@ def evaluate_taggers(model_dirs: list[str], data: str, *, fmt: str = "auto", wit
 
 
 def format_results(rows: list[dict]) -> str:
-    lines = ["| model | kind | params | P | R | F1 | macro F1 | exact | ms/sent b1 | ms/sent b32 |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| model | kind | params | w/o emb. | P | R | F1 | macro F1 | exact | ms/sent b1 | ms/sent b32 |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lat = [f"{r[k]:.2f}" if k in r else "-" for k in ("ms_per_sentence_batch1", "ms_per_sentence_batch32")]
-        lines.append(f"| {r['model']} | {r['kind']} | {r['params']:,} | {100 * r['precision']:.2f} | "
+        lines.append(f"| {r['model']} | {r['kind']} | {r['params']:,} | {r['params_without_embeddings']:,} | "
+                     f"{100 * r['precision']:.2f} | "
                      f"{100 * r['recall']:.2f} | {100 * r['f1']:.2f} | {100 * r['macro_f1']:.2f} | "
                      f"{100 * r['exact_match']:.1f} | {lat[0]} | {lat[1]} |")
     if len(rows) > 1 and "ms_per_sentence_batch32" in rows[0]:

@@ -127,3 +127,32 @@ def read_split(reader: CacheReader, names: list[str]) -> tuple[list[list[str]], 
                 words.append(w[i])
                 tags.append(t[i])
     return words, tags
+
+
+def read_spans(reader: CacheReader, names: list[str], *, skip_unlabelled: bool = False
+               ) -> tuple[list[list[str]], list[list[tuple[int, int, str]]]]:
+    """Words and gold ``(start, end, type)`` spans of the selected corpora, in cache order: a
+    nested corpus's every entity (``entity_spans``/``entity_types``), else the spans of the flat
+    tags. Unlabelled rows raise, or are left out with ``skip_unlabelled``."""
+    from ..cache_schema.labels import tags_to_spans
+
+    scheme = reader.manifest.label_schema.scheme
+    select = parse_selection(names, reader)
+    nested = "entity_spans" in reader.manifest.examples.field_names()
+    fields = ["corpus", "split", "words", "tags"] + (["entity_spans", "entity_types"] if nested else [])
+    words, spans = [], []
+    for shard in reader.iter_shards({EXAMPLES_LAYER: fields}):
+        col = {f: shard.get(EXAMPLES_LAYER, f).to_pylist() for f in fields}
+        for i in range(len(shard)):
+            if (col["corpus"][i], col["split"][i]) not in select:
+                continue
+            if col["tags"][i] is None:
+                if skip_unlabelled:
+                    continue
+                raise CacheError(f"{col['corpus'][i]}/{col['split'][i]} is unlabelled: it has no gold entities")
+            words.append(col["words"][i])
+            if nested and col["entity_spans"][i] is not None:
+                spans.append(sorted((a, b, t) for (a, b), t in zip(col["entity_spans"][i], col["entity_types"][i])))
+            else:
+                spans.append(tags_to_spans(col["tags"][i], scheme))
+    return words, spans

@@ -15,7 +15,10 @@ Decisions, named here: the embeddings are the teacher's exported matrix, frozen 
 BERT's embedding layer; its parameter counts are given with and without it); the recurrent width
 is a quarter of the embedding width per direction, so that the bidirectional output equals the
 conv block's; MSE is the mean over real words, types and the 5 tags; the metric that steers
-training is the macro F1 over entity types (the paper's Table 1 reports macro F1).
+training is the macro F1 over entity types (the paper's Table 1 reports macro F1), scored on the
+spans of each type's own BILOU layer (``metrics.span_set_scores``): nested entities count, and on a
+flat corpus a prediction that overlaps across types is scored per type rather than flattened.
+A nested corpus (JSONL ``entities``) is read from the cache's ``entity_spans``/``entity_types``.
 """
 
 from __future__ import annotations
@@ -30,11 +33,10 @@ from tqdm import tqdm
 
 from .. import distributed
 from ..cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
-from ..bilou import layers_from_spans
-from ..cache_schema.labels import tags_to_spans
-from ..metrics import span_scores
+from ..bilou import layers_from_spans, predicted_spans
+from ..metrics import span_set_scores
 from . import losses as L
-from .common import device_for, open_cache, predict_tags, read_split, splits_with_dev, teacher_exports
+from .common import device_for, open_cache, read_spans, splits_with_dev, teacher_exports
 from .data import CacheStream, StreamConfig, batches, pad_stack, parse_selection
 from .models import StudentConfig, init_embeddings, save_student
 from .rnn_tagger import RNNTagger
@@ -134,7 +136,7 @@ def train_rnn_student(cache, out_dir, cfg: RNNConfig | None = None, *, storage_o
 
     optim, plateau = optimiser()
     train_names, dev_names = splits_with_dev(reader, cfg, "early stopping on dev macro F1")
-    dev_words, dev_tags = read_split(reader, dev_names)
+    dev_words, dev_spans = read_spans(reader, dev_names)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     metrics = open(out_dir / "metrics.jsonl", "w")  # this recipe always starts afresh
@@ -145,7 +147,7 @@ def train_rnn_student(cache, out_dir, cfg: RNNConfig | None = None, *, storage_o
     history, step, t0 = [], 0, time.time()
 
     def evaluate(stage: str, epoch: int, loss: float) -> float:
-        scores = span_scores(dev_tags, predict_tags(model, tokenizer, dev_words), schema.scheme)
+        scores = span_set_scores(dev_spans, predict_spans(model, tokenizer, dev_words), types)
         record = {"stage": stage, "epoch": epoch, "step": step, "loss": loss, "dev_f1": scores["f1"],
                   **{f"dev_{k}": v for k, v in macro_split(scores, cfg.few_shot_types).items()},
                   "dev_per_type_f1": {k: v["f1"] for k, v in scores["per_type"].items()},
@@ -183,8 +185,7 @@ def train_rnn_student(cache, out_dir, cfg: RNNConfig | None = None, *, storage_o
         optim, plateau = optimiser()
 
     # stage 2: eq. 1 on the labelled training rows, drawn by the log-proportional sampler
-    words, tags = _labelled_rows(reader, train_names)
-    spans = [tags_to_spans(seq, schema.scheme) for seq in tags]
+    words, spans = _labelled_rows(reader, train_names)
     layers = [torch.tensor(layers_from_spans(sp, len(w), types)) for sp, w in zip(spans, words)]
     sampler = LogProportionalSampler([[t for _, _, t in sp] for sp in spans], seed=cfg.seed)
     best, best_epoch = -1.0, 0
@@ -225,11 +226,23 @@ def _step(optim, params, loss) -> float:
     return loss.item()
 
 
-def _labelled_rows(reader, names: list[str]) -> tuple[list[list[str]], list[list[str]]]:
-    """Words and gold tags of the labelled training rows (unlabelled ones are left out)."""
-    select = parse_selection(names, reader)
-    labelled = {(c.name, c.split) for c in reader.manifest.corpora if c.labelled} & select
-    if not labelled:
+def _labelled_rows(reader, names: list[str]) -> tuple[list[list[str]], list[list[tuple[int, int, str]]]]:
+    """Words and gold spans (nested ones included) of the labelled training rows."""
+    words, spans = read_spans(reader, names, skip_unlabelled=True)
+    if not words:
         raise CacheError("fine-tuning needs labelled training rows; the training selection has none")
-    return read_split(reader, [f"{c}/{s}" for c, s in sorted(labelled)])
+    return words, spans
 
+
+def predict_spans(model: RNNTagger, tokenizer, sentences: list[list[str]], batch_size: int = 128
+                  ) -> list[list[tuple[int, int, str]]]:
+    """Each sentence's spans from the per-type Viterbi layers (nested across types)."""
+    model.eval()
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    out: dict[int, list] = {}
+    for s in range(0, len(order), batch_size):
+        idx = order[s: s + batch_size]
+        x = model.inputs(tokenizer, [sentences[i] for i in idx]).to(model.device)
+        for i, spans in zip(idx, predicted_spans(model.decode_layers(x).cpu(), x.word_mask.cpu(), model.entity_types)):
+            out[i] = spans
+    return [out[i] for i in range(len(sentences))]

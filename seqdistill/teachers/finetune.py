@@ -20,7 +20,7 @@ import torch
 from tqdm import tqdm
 
 from ..cache_schema import LabelSchema
-from ..metrics import span_scores
+from ..metrics import span_scores, span_set_scores
 from .models import Teacher, build_teacher
 
 
@@ -70,13 +70,22 @@ def layerwise_groups(teacher: Teacher, cfg: FinetuneConfig) -> list[dict]:
 
 
 def evaluate(teacher: Teacher, sentences, batch_size: int = 64) -> dict:
-    """seqeval scores of the teacher's best paths against gold tags."""
+    """seqeval scores of the teacher's best paths against gold tags; for a per-type (BILOU)
+    teacher on sentences with nested ``entities``, exact-match scores of every span
+    (``metrics.span_set_scores``)."""
     teacher.eval()
+    nested = hasattr(teacher, "predict_spans") and all(s.entities is not None for s in sentences)
     gold, pred = [], []
     for i in range(0, len(sentences), batch_size):
         batch = sentences[i: i + batch_size]
-        pred += teacher.predict([s.words for s in batch])
-        gold += [s.tags for s in batch]
+        if nested:
+            pred += teacher.predict_spans([s.words for s in batch])
+            gold += [s.entities for s in batch]
+        else:
+            pred += teacher.predict([s.words for s in batch])
+            gold += [s.tags for s in batch]
+    if nested:
+        return span_set_scores(gold, pred, list(teacher.schema.entity_types))
     return span_scores(gold, pred, teacher.schema.scheme)
 
 
@@ -123,7 +132,7 @@ def fit(loss_fn, teachers: list[Teacher], groups: list[dict], train, dev, schema
         t0, total = time.time(), 0.0
         for n, i in enumerate(bar, 1):
             batch = sentences[i: i + cfg.batch_size]
-            tags = _tag_ids(batch, schema)
+            tags = _tag_ids(batch, schema, layers=getattr(teachers[0], "kind", None) == "bilou-per-type")
             loss = loss_fn([s.words for s in batch], tags)
             optim.zero_grad(set_to_none=True)
             loss.backward()
@@ -154,8 +163,17 @@ def fit(loss_fn, teachers: list[Teacher], groups: list[dict], train, dev, schema
             "train_sentences": len(sentences)}
 
 
-def _tag_ids(batch, schema: LabelSchema) -> torch.Tensor:
+def _tag_ids(batch, schema: LabelSchema, layers: bool = False) -> torch.Tensor:
+    """Flat gold tag ids ``[B, W]`` (-1 on padding); with ``layers`` and nested sentences, every
+    entity as per-type BILOU layers ``[B, W, E]`` (the bilou-per-type teacher's loss takes both)."""
     W = max(len(s.words) for s in batch)
+    if layers and all(s.entities is not None for s in batch):
+        from ..bilou import layers_from_spans
+
+        out = torch.full((len(batch), W, len(schema.entity_types)), -1, dtype=torch.long)
+        for b, s in enumerate(batch):
+            out[b, : len(s.words)] = torch.tensor(layers_from_spans(s.entities, len(s.words), list(schema.entity_types)))
+        return out
     tags = torch.full((len(batch), W), -1, dtype=torch.long)
     for b, s in enumerate(batch):
         tags[b, : len(s.tags)] = torch.tensor(schema.encode(s.tags))

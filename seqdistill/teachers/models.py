@@ -278,13 +278,21 @@ class BilouTeacher(Teacher):
 
         return flatten_layers(decode_layers(out.logits, out.word_mask), out.word_mask, self.types, self.schema)
 
+    def predict_spans(self, batch_words: list[list[str]]) -> list[list[tuple[int, int, str]]]:
+        """Each sentence's ``(start, end, type)`` spans, nested across types (one Viterbi per type)."""
+        from ..bilou import decode_layers, predicted_spans
+
+        with torch.inference_mode():
+            out = self.encode(batch_words)
+            return predicted_spans(decode_layers(out.logits, out.word_mask).cpu(), out.word_mask.cpu(), self.types)
+
     def outputs(self, batch_words, tags: Tensor | None = None, *, k: int = 10, marginals: bool = True,
                 hidden_layers=(), subwords: bool = False, precision: str | None = "bf16") -> TeacherOutput:
         with torch.inference_mode():
             with self.autocast(precision):
                 out = self.encode(batch_words, hidden_layers, subwords)
-            if tags is not None:  # the summed per-type NLL of the gold layers
-                layers = self.layer_targets(tags.cpu()).to(self.device)
+            if tags is not None:  # the summed per-type NLL of the gold layers (flat ids [B, W] or layers [B, W, E])
+                layers = (tags if tags.dim() == 3 else self.layer_targets(tags.cpu())).to(self.device)
                 logp = torch.log_softmax(out.logits.float(), -1).gather(-1, layers.clamp(min=0).unsqueeze(-1))
                 out.gold_nll = -(logp.squeeze(-1) * (layers >= 0)).sum((1, 2))
             return out
