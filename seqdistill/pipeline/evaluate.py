@@ -53,10 +53,11 @@ class Tagger:
 
 
 def _parameters(model: torch.nn.Module) -> tuple[int, int]:
-    """All parameters, and those outside the word embedding matrix (the largest nn.Embedding):
-    paper 003's Table 1 counts both."""
+    """All parameters, and those outside the word embedding matrix (the largest nn.Embedding or
+    nn.EmbeddingBag): paper 003's Table 1 counts both."""
     total = sum(p.numel() for p in model.parameters())
-    embeddings = [m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding)]
+    embeddings = [m.weight.numel() for m in model.modules()
+                  if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag))]
     return total, total - max(embeddings, default=0)
 
 

@@ -72,6 +72,8 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--train", "train_sets", multiple=True, help="CORPUS[/SPLIT] to train on (default: */train + unlabelled).")
 @click.option("--unlabelled/--no-unlabelled", default=True, show_default=True,
               help="Add the cache's unlabelled corpora to the default training set (DA).")
+@click.option("--unlabelled-sentences", type=int, default=None, metavar="N",
+              help="Train on a seeded sample of N of the unlabelled sentences (the same every epoch; default: all).")
 @click.option("--dev", "dev_sets", multiple=True, help="CORPUS[/SPLIT] for early stopping (default: */dev, */valid).")
 @click.option("--embedding", type=click.Choice(["teacher", "svd", "random"]), default=None,
               help="Input embeddings [mgkd: teacher (frozen); xtremedistil, sentscore: svd].")
@@ -111,6 +113,7 @@ def train(cache, out_dir, recipe, storage_options, local_cache, **o) -> None:
     given = {k: o[k] for k in ("embedding", "embedding_dim", "hidden_size", "dropout", "patience", "batch_size", "lr",
                                "epochs") if o[k] is not None}
     common = dict(teacher=o["teacher"], train=_names(o["train_sets"]), unlabelled=o["unlabelled"],
+                  unlabelled_sentences=o["unlabelled_sentences"],
                   dev=_names(o["dev_sets"]), max_steps=o["max_steps"], seed=o["seed"], device=o["device"],
                   resume=o["resume"], **given)
     with tempfile.TemporaryDirectory(prefix="seqdistill-mirror-") as tmp:
@@ -182,13 +185,15 @@ def _train(reader, out_dir, recipe: str, common: dict, o: dict) -> dict:
 @click.option("--grid", "grid_path", required=True, help="TOML grid: [base] options and [grid] axes (see sweep.py).")
 @click.option("--out", "out_dir", required=True, help="Directory for the runs (one subdirectory each).")
 @click.option("--jobs", type=int, default=1, show_default=True, help="Runs at once (processes).")
-def sweep_cmd(cache, grid_path, out_dir, jobs) -> None:
+@click.option("--speed/--no-speed", default=True, show_default=True,
+              help="After training, measure each student's parameters and latency (one at a time).")
+def sweep_cmd(cache, grid_path, out_dir, jobs, speed) -> None:
     """Run every point of a grid of distill-train options over one cache; finished runs are skipped,
     so the same command resumes a killed sweep. `distill-train report OUT` tabulates it."""
     from .sweep import run_sweep
 
     try:
-        results = run_sweep(cache, grid_path, out_dir, jobs, log=click.echo)
+        results = run_sweep(cache, grid_path, out_dir, jobs, speed, log=click.echo)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
     failed = [r for r in results if r["status"].startswith("failed")]
@@ -198,7 +203,8 @@ def sweep_cmd(cache, grid_path, out_dir, jobs) -> None:
 
 @click.command("report", context_settings=CONTEXT)
 @click.argument("out_dir")
-@click.option("--plots", is_flag=True, help="Also write OUT/f1_vs_<axis>.png for every numeric axis (matplotlib).")
+@click.option("--plots", is_flag=True, help="Also write OUT/f1_vs_<axis>.png for every numeric axis, and "
+                                           "f1_vs_latency.png, f1_vs_params.png (matplotlib).")
 @click.option("--teacher-f1", type=float, default=None, help="Draw the teacher's F1 as a dashed line.")
 def report_cmd(out_dir, plots, teacher_f1) -> None:
     """A Markdown table of a sweep: dev F1 as mean ± std over seeds, one row per grid point."""

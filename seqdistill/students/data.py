@@ -13,6 +13,8 @@ had consumed (:meth:`CacheStream.skip`) and sees exactly the rest.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -30,6 +32,32 @@ class StreamConfig:
     buffer_size: int = 4096  # examples shuffled and bucketed together
     seed: int = 13
     shuffle: bool = True
+    unlabelled_sentences: int | None = None  # keep a seeded sample of this many unlabelled rows (None: all)
+
+
+def stream_config(cfg, shuffle: bool = True) -> StreamConfig:
+    """The stream settings of a recipe's config (``batch_size``, ``buffer_size``, ``seed``,
+    ``unlabelled_sentences``)."""
+    return StreamConfig(cfg.batch_size, cfg.buffer_size, cfg.seed, shuffle, getattr(cfg, "unlabelled_sentences", None))
+
+
+def sample_unlabelled(reader: CacheReader, select: set[tuple[str, str]], n: int, seed: int) -> dict[tuple[str, str], set[int]]:
+    """A seeded sample of ``n`` of the unlabelled rows of ``select``, the same every epoch (the
+    amount-of-unlabelled-data axis of paper 000, Fig. 5): ``{(corpus, split): row indices}``.
+    Decision: uniform over all selected unlabelled rows, in cache order, seeded by the run's seed."""
+    pools = [(c.name, c.split, c.examples) for c in reader.manifest.corpora
+             if not c.labelled and (c.name, c.split) in select]
+    total = sum(k for _, _, k in pools)
+    if n < 0 or n > total:
+        raise ValueError(f"--unlabelled-sentences {n}: the training selection holds {total:,} unlabelled sentences "
+                         f"({', '.join(f'{c}/{s}' for c, s, _ in pools) or 'none'}); ask for 0 to {total:,}")
+    keep: dict[tuple[str, str], set[int]] = {(c, s): set() for c, s, _ in pools}
+    pools = [p for p in pools if p[2]]
+    starts = list(itertools.accumulate([0] + [k for _, _, k in pools[:-1]]))
+    for position in random.Random(seed).sample(range(total), n):
+        j = bisect.bisect_right(starts, position) - 1
+        keep[pools[j][:2]].add(position - starts[j])
+    return keep
 
 
 def parse_selection(names: Sequence[str], reader: CacheReader) -> set[tuple[str, str]]:
@@ -56,6 +84,10 @@ class CacheStream(IterableDataset):
         self.reader, self.collate, self.cfg = reader, collate, cfg or StreamConfig()
         self.fields = {EXAMPLES_LAYER: sorted(set(fields.get(EXAMPLES_LAYER, [])) | {"corpus", "split", "n_words"}),
                        **{k: v for k, v in fields.items() if k != EXAMPLES_LAYER}}
+        self.keep = None  # (corpus, split) -> row indices kept, for the unlabelled corpora when sampled
+        if self.cfg.unlabelled_sentences is not None:
+            self.keep = sample_unlabelled(reader, select, self.cfg.unlabelled_sentences, self.cfg.seed)
+            self.fields[EXAMPLES_LAYER] = sorted(set(self.fields[EXAMPLES_LAYER]) | {"index"})
         reader.resolve(self.fields)  # fail now, with the list of what the cache holds
         self.select, self.rank, self.world_size = select, rank, world_size
         self.epoch, self._skip = 0, {}
@@ -98,8 +130,10 @@ class CacheStream(IterableDataset):
             data = self.reader.read_shard(index, self.fields)
             corpus = data.get(EXAMPLES_LAYER, "corpus").to_pylist()
             split = data.get(EXAMPLES_LAYER, "split").to_pylist()
+            index = data.get(EXAMPLES_LAYER, "index").to_pylist() if self.keep is not None else None
             for i in range(len(data)):
-                if (corpus[i], split[i]) in self.select:
+                pair = (corpus[i], split[i])
+                if pair in self.select and (index is None or pair not in self.keep or index[i] in self.keep[pair]):
                     buffer.append(data.row(i))
                     if len(buffer) >= self.cfg.buffer_size:
                         yield from self._flush(buffer, rng)

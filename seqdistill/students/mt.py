@@ -38,7 +38,7 @@ from .. import distributed
 from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader, LabelSchema
 from ..metrics import span_scores
 from .common import device_for, predict_tags, read_split, splits_with_dev
-from .data import CacheStream, StreamConfig, batches, gold_tags, pad_stack, parse_selection
+from .data import CacheStream, batches, gold_tags, pad_stack, parse_selection, stream_config
 from .models import save_student
 from .mt_losses import MTHiddenLoss, ensemble_distillation_loss, mt_distillation_loss, teacher_weight
 from .tagger import words_to_subwords
@@ -64,6 +64,7 @@ class MTConfig:
     patience: int = 3
     train: tuple[str, ...] = ()
     unlabelled: bool = True
+    unlabelled_sentences: int | None = None  # a seeded sample of the unlabelled rows (None: all)
     dev: tuple[str, ...] = ()
     buffer_size: int = 4096
     max_steps: int | None = None
@@ -172,7 +173,7 @@ def train_mt_student(cache, out_dir, cfg: MTConfig | None = None, *, storage_opt
               **{t: [s, "gold_nll", *h] for t, s, h in zip(teachers, score_fields, hidden_fields)}}
     stream = CacheStream(reader, fields, parse_selection(train_names, reader),
                          MTCollate(tokenizer, schema, teachers, score_fields, hidden_fields),
-                         StreamConfig(cfg.batch_size, cfg.buffer_size, cfg.seed))
+                         stream_config(cfg))
     dev_words, dev_tags = read_split(reader, dev_names)
     params = list(model.parameters()) + (list(hid.parameters()) if cfg.hidden_loss else [])
     optim = torch.optim.AdamW(params, lr=cfg.lr)

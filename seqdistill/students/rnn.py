@@ -37,7 +37,7 @@ from ..bilou import layers_from_spans, predicted_spans
 from ..metrics import span_set_scores
 from . import losses as L
 from .common import device_for, open_cache, read_spans, splits_with_dev, teacher_exports
-from .data import CacheStream, StreamConfig, batches, pad_stack, parse_selection
+from .data import CacheStream, batches, pad_stack, parse_selection, stream_config
 from .models import StudentConfig, init_embeddings, save_student
 from .rnn_tagger import RNNTagger
 from .sampler import LogProportionalSampler
@@ -63,6 +63,7 @@ class RNNConfig:
     few_shot_types: tuple[str, ...] = ()  # reported apart (the paper's Table 2 main / few-shot split)
     train: tuple[str, ...] = ()
     unlabelled: bool = True
+    unlabelled_sentences: int | None = None  # a seeded sample of the unlabelled rows (None: all)
     dev: tuple[str, ...] = ()
     buffer_size: int = 4096
     max_steps: int | None = None
@@ -162,7 +163,7 @@ def train_rnn_student(cache, out_dir, cfg: RNNConfig | None = None, *, storage_o
     if cfg.distill:  # stage 1: MSE to the teacher's BILOU logits on every training row
         stream = CacheStream(reader, {EXAMPLES_LAYER: ["words"], teacher: ["type_logits"]},
                              parse_selection(train_names, reader), _DistillCollate(tokenizer, teacher),
-                             StreamConfig(cfg.batch_size, cfg.buffer_size, cfg.seed))
+                             stream_config(cfg))
         best, best_epoch = -1.0, 0
         for epoch in range(cfg.distill_epochs):
             stream.set_epoch(epoch)

@@ -26,7 +26,7 @@ from .. import distributed
 from ..cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ..metrics import span_scores
 from . import losses as L
-from .data import CacheStream, StreamConfig, batches, gold_tags, pad_stack, parse_selection
+from .data import CacheStream, batches, gold_tags, pad_stack, parse_selection, stream_config
 from .models import save_student
 from .tagger import words_to_subwords
 from .common import new_tagger, open_cache, predict_tags, read_split, splits_with_dev
@@ -39,6 +39,7 @@ class SentScoreKDConfig:
     teacher: str | None = None
     train: tuple[str, ...] = ()
     unlabelled: bool = True  # the silver rows
+    unlabelled_sentences: int | None = None  # a seeded sample of the unlabelled rows (None: all)
     dev: tuple[str, ...] = ()
     embedding: str = "svd"
     embedding_dim: int = 100
@@ -97,7 +98,7 @@ def train_sentscore_student(cache: str, out_dir, cfg: SentScoreKDConfig | None =
     train_names, dev_names = splits_with_dev(reader, cfg, "early stopping on dev F1")
     stream = CacheStream(reader, {EXAMPLES_LAYER: ["words", "tags"], teacher: ["kbest_paths", "tag_scores"]},
                          parse_selection(train_names, reader), KDCollate(tokenizer, schema, teacher),
-                         StreamConfig(cfg.batch_size, cfg.buffer_size, cfg.seed))
+                         stream_config(cfg))
     dev_words, dev_tags = read_split(reader, dev_names)
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     out_dir = Path(out_dir)

@@ -16,9 +16,17 @@ keys are ``distill-train`` options without the dashes (``losses``, ``k``, ``reci
 Each point of the cartesian product is one run, saved as a single ``distill-train`` would save it
 under ``OUT/<axis=value,...>``; a run whose ``training.json`` exists is skipped, so a killed sweep
 resumes by running the same command. Runs go one after the other or, with ``jobs > 1``, in that
-many processes at once. The report averages the best dev F1 over seeds (mean ± sample std); with matplotlib (the ``plots`` extra) it also draws dev F1
-against every numeric axis (the papers' F1-against-K and F1-against-unlabelled-data figures), one
-line per value of the other axes, the teacher's F1 dashed when given.
+many processes at once. After the training, each finished run's size and speed are measured one
+run at a time in the sweep's own process (so no timing competes with a training): parameters
+with and without the embedding matrix and the median ms/sentence at batch 1 and 32 on the cache's
+first ``SPEED_SENTENCES`` dev sentences, saved as ``speed.json`` beside ``training.json``.
+
+The report averages the best dev F1 over seeds (mean ± sample std) and gives the median latency
+and the parameters of each row; with matplotlib (the ``plots`` extra) it also draws dev F1 against
+every numeric axis (the papers' F1-against-K and F1-against-unlabelled-data figures; a sampled
+amount of unlabelled data is the ``unlabelled-sentences`` axis), one line per value of the other
+axes, and dev F1 against latency and against parameters (paper 001, Fig. 1), one point per row;
+the teacher's F1 dashed when given.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 SEED = "seed"
+SPEED_SENTENCES = 256
 
 
 def load_grid(path) -> tuple[dict, dict[str, list]]:
@@ -84,7 +93,7 @@ def cli_args(params: dict) -> list[str]:
     return args
 
 
-def run_sweep(cache: str, grid: str, out_dir, jobs: int = 1, log=print) -> list[dict]:
+def run_sweep(cache: str, grid: str, out_dir, jobs: int = 1, speed: bool = True, log=print) -> list[dict]:
     """Run every unfinished point of ``grid`` over ``cache``; return the runs with their status."""
     base, axes = load_grid(grid)
     runs = expand(base, axes)
@@ -108,15 +117,46 @@ def run_sweep(cache: str, grid: str, out_dir, jobs: int = 1, log=print) -> list[
         results = list(pool.map(one, runs))
     for r in results:
         log(f"{r['name']}: {r['status']}")
+    if speed:
+        measure_speed(cache, [out_dir / r["name"] for r in results if not r["status"].startswith("failed")], log)
     return results
+
+
+def measure_speed(cache: str, run_dirs: list[Path], log=print) -> None:
+    """``speed.json`` for every run that has a student and none yet: parameters (all, and without
+    the largest embedding matrix) and median ms/sentence at batch 1 and 32 (``distill-eval``'s
+    measure) on the cache's first ``SPEED_SENTENCES`` dev sentences."""
+    from ..cache_schema import CacheReader
+    from ..pipeline.evaluate import latency, load_tagger
+    from .common import read_split
+
+    todo = [d for d in run_dirs if (d / "config.json").exists() and not (d / "speed.json").exists()]
+    if not todo:
+        return
+    reader = CacheReader(cache)
+    dev = [f"{c.name}/{c.split}" for c in reader.manifest.corpora if c.labelled and c.split in ("dev", "valid")]
+    if not dev:
+        log("no dev corpus in the cache: speed not measured")
+        return
+    words = read_split(reader, dev)[0][:SPEED_SENTENCES]
+    for d in todo:
+        tagger = load_tagger(d)
+        record = {"params": tagger.params, "params_without_embeddings": tagger.params_without_embeddings,
+                  "ms_per_sentence_batch1": latency(tagger, words, 1, 50),
+                  "ms_per_sentence_batch32": latency(tagger, words, 32, 10), "sentences": len(words)}
+        (d / "speed.json").write_text(json.dumps(record, indent=1) + "\n")
+        log(f"{d.name}: {record['params']:,} parameters, {record['ms_per_sentence_batch32']:.3f} ms/sentence at batch 32")
 
 
 def report(out_dir) -> str:
     """A Markdown table of a sweep: one row per point of the grid without the seed axis, the best
-    dev F1 as mean ± std over the seeds that finished."""
+    dev F1 as mean ± std over the seeds that finished; parameters and median ms/sentence at batch 32
+    where the runs' speed was measured."""
     _, axes, groups = _groups(Path(out_dir))
-    lines = ["| " + " | ".join(axes) + " | runs | dev F1 (mean ± std) |",
-             "|" + "---|" * len(axes) + "---:|---:|"]
+    speeds = _speeds(Path(out_dir))
+    with_speed = any(speeds.values())
+    lines = ["| " + " | ".join(axes) + " | runs | dev F1 (mean ± std) |" + (" params | ms/sent b32 |" if with_speed else ""),
+             "|" + "---|" * len(axes) + "---:|---:|" + ("---:|---:|" if with_speed else "")]
     for key, f1s in groups.items():
         if not f1s:
             cell = "—"
@@ -124,7 +164,11 @@ def report(out_dir) -> str:
             cell = f"{f1s[0]:.2f}"
         else:
             cell = f"{statistics.mean(f1s):.2f} ± {statistics.stdev(f1s):.2f}"
-        lines.append("| " + " | ".join(_text(k) for k in key) + f" | {len(f1s)} | {cell} |")
+        row = "| " + " | ".join(_text(k) for k in key) + f" | {len(f1s)} | {cell} |"
+        if with_speed:
+            sp = speeds.get(key)
+            row += f" {sp['params']:,} | {sp['ms']:.3f} |" if sp else " — | — |"
+        lines.append(row)
     return "\n".join(lines) + "\n"
 
 
@@ -141,9 +185,25 @@ def _groups(out_dir: Path) -> tuple[dict, list[str], dict[tuple, list[float]]]:
     return sweep, axes, groups
 
 
+def _speeds(out_dir: Path) -> dict[tuple, dict]:
+    """Per row of the report: the median ms/sentence at batch 32 over its seeds and the
+    parameters (the same for every seed)."""
+    sweep = json.loads((out_dir / "sweep.json").read_text())
+    axes = [k for k in sweep["axes"] if k != SEED]
+    found: dict[tuple, list[dict]] = {}
+    for run in sweep["runs"]:
+        path = out_dir / run["name"] / "speed.json"
+        if path.exists():
+            found.setdefault(tuple(run["params"][k] for k in axes), []).append(json.loads(path.read_text()))
+    return {k: {"params": v[0]["params"], "params_without_embeddings": v[0]["params_without_embeddings"],
+                "ms": statistics.median(r["ms_per_sentence_batch32"] for r in v)} for k, v in found.items()}
+
+
 def plot(out_dir, teacher_f1: float | None = None) -> list[Path]:
     """``f1_vs_<axis>.png`` for every axis whose values are all numbers: mean dev F1 (error bars:
-    std over seeds) against the axis, one line per combination of the other axes."""
+    std over seeds) against the axis, one line per combination of the other axes; with measured
+    speed, ``f1_vs_latency.png`` and ``f1_vs_params.png``: one labelled point per report row,
+    log-scaled x."""
     try:
         import matplotlib
 
@@ -177,6 +237,26 @@ def plot(out_dir, teacher_f1: float | None = None) -> list[Path]:
         ax.legend(fontsize=7)
         fig.tight_layout()
         path = out_dir / f"f1_vs_{re.sub(r'[^A-Za-z0-9_-]', '_', axis)}.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append(path)
+    speeds = _speeds(out_dir)
+    for name, x, label in (("latency", "ms", "ms/sentence at batch 32"), ("params", "params", "parameters")):
+        points = [(speeds[k][x], statistics.mean(f1s), k) for k, f1s in groups.items() if f1s and k in speeds]
+        if not points:
+            continue
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        ax.scatter([p[0] for p in points], [p[1] for p in points])
+        for px, py, key in points:
+            ax.annotate(", ".join(_text(v) for v in key), (px, py), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        if teacher_f1 is not None:
+            ax.axhline(teacher_f1, linestyle="--", color="grey", label="teacher")
+            ax.legend(fontsize=7)
+        ax.set_xscale("log")
+        ax.set_xlabel(label + " (log)")
+        ax.set_ylabel("dev F1")
+        fig.tight_layout()
+        path = out_dir / f"f1_vs_{name}.png"
         fig.savefig(path, dpi=120)
         plt.close(fig)
         written.append(path)

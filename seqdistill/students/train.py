@@ -25,7 +25,7 @@ from ..metrics import span_scores
 from . import losses as L
 from .checkpoint import load_checkpoint, save_checkpoint
 from .common import default_splits, device_for, open_cache, predict_tags, read_split, teacher_exports
-from .data import CacheStream, StreamConfig, batches, pad_stack, parse_selection
+from .data import CacheStream, batches, pad_stack, parse_selection, stream_config
 from .models import BiLSTMCRF, StudentConfig, WordBatch, init_embeddings, save_student, words_to_bags
 
 LOSSES = ("hard", "seq-ce", "fuzzy", "token-em", "token-pos")
@@ -42,6 +42,7 @@ class TrainConfig:
     temperature: float = 1.0  # token-level losses only
     train: tuple[str, ...] = ()  # corpora[/split]; default: every */train, plus unlabelled ones
     unlabelled: bool = True  # DA: add the unlabelled corpora to the default training set
+    unlabelled_sentences: int | None = None  # a seeded sample of the unlabelled rows (None: all)
     dev: tuple[str, ...] = ()  # default: every */dev, */valid
     embedding: str = "teacher"  # teacher (TE) | svd | random
     embedding_dim: int | None = None  # svd/random: E (default 100); teacher: the teacher's
@@ -190,7 +191,7 @@ def train_student(cache: str, out_dir, cfg: TrainConfig | None = None, *, storag
         fields[teacher].append("marginals")
     stream = CacheStream(reader, fields, selected,
                          Collate(tokenizer, schema, teacher, cfg, kind),
-                         StreamConfig(cfg.batch_size, cfg.buffer_size, cfg.seed), rank=rank, world_size=world)
+                         stream_config(cfg), rank=rank, world_size=world)
     dev_words, dev_tags = read_split(reader, dev_names) if dev_names else ([], [])
     weighting = L.UncertaintyWeighting(len(cfg.losses)).to(device) if cfg.weighting == "uncertainty" else None
     fixed = torch.tensor(cfg.weights or [1.0] * len(cfg.losses), device=device)

@@ -49,7 +49,7 @@ from ..cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ..metrics import span_scores
 from . import losses as L
 from .checkpoint import load_checkpoint, save_checkpoint
-from .data import CacheStream, StreamConfig, batches, gold_tags, pad_stack, parse_selection
+from .data import CacheStream, batches, gold_tags, pad_stack, parse_selection, stream_config
 from .models import save_student
 from .tagger import GROUPS, BiLSTMTagger, SubwordBatch, words_to_subwords
 from .common import new_tagger, open_cache, predict_tags, read_split, splits_with_dev
@@ -82,6 +82,7 @@ class XtremeDistilConfig:
     teacher_layer: int | None = None
     train: tuple[str, ...] = ()
     unlabelled: bool = True
+    unlabelled_sentences: int | None = None  # a seeded sample of the unlabelled rows (None: all)
     dev: tuple[str, ...] = ()
     embedding: str = "svd"  # svd | teacher | random (the paper's Table 7)
     embedding_dim: int = 300
@@ -232,7 +233,7 @@ def train_xtremedistil(cache: str, out_dir, cfg: XtremeDistilConfig | None = Non
 
     def stream(select, shuffle=True):
         return CacheStream(reader, fields, select, collate,
-                           StreamConfig(cfg.batch_size, cfg.buffer_size, cfg.seed, shuffle))
+                           stream_config(cfg, shuffle))
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
