@@ -203,7 +203,7 @@ def plot(out_dir, teacher_f1: float | None = None) -> list[Path]:
     """``f1_vs_<axis>.png`` for every axis whose values are all numbers: mean dev F1 (error bars:
     std over seeds) against the axis, one line per combination of the other axes; with measured
     speed, ``f1_vs_latency.png`` and ``f1_vs_params.png``: one labelled point per report row,
-    log-scaled x."""
+    x log-scaled where it spans more than a decade."""
     try:
         import matplotlib
 
@@ -252,8 +252,11 @@ def plot(out_dir, teacher_f1: float | None = None) -> list[Path]:
         if teacher_f1 is not None:
             ax.axhline(teacher_f1, linestyle="--", color="grey", label="teacher")
             ax.legend(fontsize=7)
-        ax.set_xscale("log")
-        ax.set_xlabel(label + " (log)")
+        xs = [p[0] for p in points]
+        wide = min(xs) > 0 and max(xs) / min(xs) > 10  # a log axis only where the sizes span decades
+        if wide:
+            ax.set_xscale("log")
+        ax.set_xlabel(label + (" (log)" if wide else ""))
         ax.set_ylabel("dev F1")
         fig.tight_layout()
         path = out_dir / f"f1_vs_{name}.png"
