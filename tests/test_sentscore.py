@@ -213,6 +213,13 @@ def test_few_shot_split(tmp_path):
     assert (tmp_path / "fs2" / "gold_train.txt").read_text() == (tmp_path / "fs" / "gold_train.txt").read_text()
     with pytest.raises(Exception, match="cannot draw 10 train"):
         few_shot_split(str(tmp_path / "all.txt"), tmp_path / "x", 10, 6)
+    # a held-out test set: drawn first (the same whatever the train/dev sizes), in no other file
+    paths = few_shot_split(str(tmp_path / "all.txt"), tmp_path / "fs3", 3, 2, seed=1, n_test=4)
+    other = few_shot_split(str(tmp_path / "all.txt"), tmp_path / "fs4", 2, 1, seed=1, n_test=4)
+    test = open(paths["gold_test"]).read()
+    assert test == open(other["gold_test"]).read() and len(test.strip().split("\n\n")) == 4
+    sizes = [len(open(paths[k]).read().strip().split("\n\n")) for k in ("gold_train", "gold_dev", "gold_test")]
+    assert sizes + [len(open(paths["silver"]).read().splitlines())] == [3, 2, 4, 16 - 3 - 2 - 4]  # a partition
 
 
 def test_sentscore_student_learns_from_the_cache(encoder_dir, tmp_path):

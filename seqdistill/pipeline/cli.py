@@ -251,16 +251,19 @@ def finetune_teacher(encoders, co_finetune, train_path, dev_path, test_path, out
 
 @main.command("few-shot-split")
 @click.option("--corpus", "corpus_path", required=True, help="Labelled corpus (CoNLL, JSONL).")
-@click.option("--out", "out_dir", required=True, help="Directory for gold_train.txt, gold_dev.txt, silver.txt.")
+@click.option("--out", "out_dir", required=True, help="Directory for gold_train.txt, gold_dev.txt, silver.txt "
+                                                      "(and gold_test.txt).")
 @click.option("--train", "n_train", type=int, required=True, help="Gold training sentences (paper 004: 100 or 300).")
 @click.option("--dev", "n_dev", type=int, required=True, help="Gold dev sentences (paper 004: 50 or 150).")
+@click.option("--test", "n_test", type=int, default=0, show_default=True,
+              help="Also hold out this many sentences as gold_test.txt (a corpus without a test split).")
 @click.option("--seed", type=int, default=13, show_default=True)
-def few_shot_split_cmd(corpus_path, out_dir, n_train, n_dev, seed) -> None:
+def few_shot_split_cmd(corpus_path, out_dir, n_train, n_dev, n_test, seed) -> None:
     """Draw a small gold train/dev split; the rest of the corpus becomes silver text (labels hidden)."""
     from .splits import few_shot_split
 
     try:
-        paths = few_shot_split(corpus_path, out_dir, n_train, n_dev, seed)
+        paths = few_shot_split(corpus_path, out_dir, n_train, n_dev, seed, n_test)
     except CorpusError as e:
         raise click.ClickException(str(e)) from None
     for k, v in paths.items():

@@ -3,6 +3,8 @@
 ``few_shot_split`` draws ``n_train`` + ``n_dev`` sentences of a labelled corpus at random (seeded)
 as the gold train and dev sets, and writes every other sentence as silver data with its labels
 hidden (raw text, one sentence per line), for a teacher fine-tuned on the gold split to label.
+With ``n_test``, that many further sentences are held out as ``gold_test.txt`` (for a corpus
+that ships as one file, such as WNUT-2016 here) and are neither gold nor silver.
 Decision: ``-DOCSTART-`` document markers are dropped (the draw is over sentences, as in the
 paper); the files keep the corpus's own tag scheme.
 """
@@ -15,23 +17,30 @@ from pathlib import Path
 from .corpora import CorpusError, read_corpus
 
 
-def few_shot_split(corpus_path: str, out_dir, n_train: int, n_dev: int, seed: int = 13) -> dict[str, str]:
-    """Write ``gold_train.txt``, ``gold_dev.txt`` (CoNLL, ``word tag`` lines) and ``silver.txt``
-    (raw text) under ``out_dir``; return their paths."""
+def few_shot_split(corpus_path: str, out_dir, n_train: int, n_dev: int, seed: int = 13,
+                   n_test: int = 0) -> dict[str, str]:
+    """Write ``gold_train.txt``, ``gold_dev.txt`` (CoNLL, ``word tag`` lines), ``silver.txt``
+    (raw text) and, with ``n_test``, ``gold_test.txt`` under ``out_dir``; return their paths."""
     corpus = read_corpus(corpus_path, "corpus", "train")
     if not corpus.labelled:
         raise CorpusError(corpus_path, None, "a few-shot split needs a labelled corpus")
     n = len(corpus.sentences)
-    if n_train < 1 or n_dev < 1 or n_train + n_dev >= n:
-        raise CorpusError(corpus_path, None, f"cannot draw {n_train} train + {n_dev} dev sentences from {n} "
-                                             "and leave silver data: choose smaller sizes")
+    if n_train < 1 or n_dev < 1 or n_test < 0 or n_train + n_dev + n_test >= n:
+        raise CorpusError(corpus_path, None, f"cannot draw {n_train} train + {n_dev} dev + {n_test} test sentences "
+                                             f"from {n} and leave silver data: choose smaller sizes")
     order = list(range(n))
     random.Random(seed).shuffle(order)
-    train, dev, silver = order[:n_train], order[n_train: n_train + n_dev], sorted(order[n_train + n_dev:])
+    test = order[:n_test]  # drawn first, so the test set does not move with the train/dev sizes
+    rest = order[n_test:]
+    train, dev, silver = rest[:n_train], rest[n_train: n_train + n_dev], sorted(rest[n_train + n_dev:])
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"gold_train": out / "gold_train.txt", "gold_dev": out / "gold_dev.txt", "silver": out / "silver.txt"}
-    for key, idx in (("gold_train", sorted(train)), ("gold_dev", sorted(dev))):
+    gold = [("gold_train", sorted(train)), ("gold_dev", sorted(dev))]
+    if n_test:
+        paths["gold_test"] = out / "gold_test.txt"
+        gold.append(("gold_test", sorted(test)))
+    for key, idx in gold:
         with open(paths[key], "w", encoding="utf-8") as f:
             for i in idx:
                 s = corpus.sentences[i]
