@@ -1,8 +1,10 @@
 """What every recipe does the same way: open the cache and pick its teacher, load the exports a
-student starts from, choose the training and dev splits, read a labelled split, predict tags."""
+student starts from, choose the training and dev splits, read a labelled split, predict tags,
+keep the epoch records."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -156,3 +158,33 @@ def read_spans(reader: CacheReader, names: list[str], *, skip_unlabelled: bool =
             else:
                 spans.append(tags_to_spans(col["tags"][i], scheme))
     return words, spans
+
+
+class EpochRecords:
+    """The end-of-epoch bookkeeping the single-stage recipes share: each record appended to
+    ``history`` and to ``OUT/metrics.jsonl`` (started afresh), the best dev F1 and its epoch, the
+    student saved at each new best, and the stop rule (``patience`` epochs without a new best, or
+    ``max_steps`` reached)."""
+
+    def __init__(self, out_dir: Path, patience: int, max_steps: int | None, log=print):
+        self.out_dir, self.patience, self.max_steps, self.log = Path(out_dir), patience, max_steps, log
+        self.metrics = open(self.out_dir / "metrics.jsonl", "w")
+        self.history: list[dict] = []
+        self.best, self.best_epoch = -1.0, 0
+
+    def end_epoch(self, record: dict, save, losses: dict[str, float]) -> bool:
+        """Record epoch ``record["epoch"]`` (with ``dev_f1`` and ``step``); ``save()`` at a new best.
+        Returns whether training stops here."""
+        epoch, f1 = record["epoch"], record["dev_f1"]
+        self.history.append(record)
+        self.metrics.write(json.dumps(record) + "\n")
+        self.metrics.flush()
+        if f1 > self.best:
+            self.best, self.best_epoch = f1, epoch
+            save()
+        self.log(f"epoch {epoch}: " + "  ".join(f"{k} {v:.4f}" for k, v in losses.items())
+                 + f"  dev F1 {100 * f1:.2f}" + ("  (best, saved)" if self.best_epoch == epoch else ""))
+        return bool(self.max_steps and record["step"] >= self.max_steps) or epoch - self.best_epoch >= self.patience
+
+    def close(self) -> None:
+        self.metrics.close()

@@ -37,7 +37,7 @@ from tqdm import tqdm
 from .. import distributed
 from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader, LabelSchema
 from ..metrics import span_scores
-from .common import device_for, predict_tags, read_split, splits_with_dev
+from .common import EpochRecords, device_for, predict_tags, read_split, splits_with_dev
 from .data import CacheStream, batches, gold_tags, pad_stack, parse_selection, stream_config
 from .models import save_student
 from .mt_losses import MTHiddenLoss, ensemble_distillation_loss, mt_distillation_loss, teacher_weight
@@ -179,11 +179,11 @@ def train_mt_student(cache, out_dir, cfg: MTConfig | None = None, *, storage_opt
     optim = torch.optim.AdamW(params, lr=cfg.lr)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    metrics = open(out_dir / "metrics.jsonl", "w")  # this recipe always starts afresh
+    records = EpochRecords(out_dir, cfg.patience, cfg.max_steps, log)  # this recipe always starts afresh
     log(f"training a {K}-layer transformer ({sum(p.numel() for p in model.parameters()):,} parameters, init "
         f"{cfg.init}) from {', '.join(teachers)}; soft labels {cfg.soft_labels}, hidden loss "
         f"{'on' if cfg.hidden_loss else 'off'}")
-    best, best_epoch, history, step, t0 = -1.0, 0, [], 0, time.time()
+    step, t0 = 0, time.time()
     for epoch in range(cfg.epochs):
         stream.set_epoch(epoch)
         model.train()
@@ -203,21 +203,15 @@ def train_mt_student(cache, out_dir, cfg: MTConfig | None = None, *, storage_opt
             if cfg.max_steps and step >= cfg.max_steps:
                 break
         f1 = span_scores(dev_tags, predict_tags(model, tokenizer, dev_words), schema.scheme)["f1"]
-        record = {"epoch": epoch + 1, "step": step, **{f"loss_{k}": v / max(n, 1) for k, v in sums.items()},
+        losses = {k: v / max(n, 1) for k, v in sums.items()}
+        record = {"epoch": epoch + 1, "step": step, **{f"loss_{k}": v for k, v in losses.items()},
                   "dev_f1": f1, "seconds": round(time.time() - t0, 1)}
-        history.append(record)
-        metrics.write(json.dumps(record) + "\n")
-        metrics.flush()
-        if f1 > best:
-            best, best_epoch = f1, epoch + 1
-            save_student(model, tokenizer, out_dir)
-        log(f"epoch {epoch + 1}: " + "  ".join(f"{k} {v / max(n, 1):.4f}" for k, v in sums.items())
-            + f"  dev F1 {100 * f1:.2f}" + ("  (best, saved)" if best_epoch == epoch + 1 else ""))
-        if (cfg.max_steps and step >= cfg.max_steps) or epoch + 1 - best_epoch >= cfg.patience:
+        if records.end_epoch(record, lambda: save_student(model, tokenizer, out_dir), losses):
             break
-    metrics.close()
-    summary = {"config": asdict(cfg), "recipe": "mt", "teachers": teachers, "best_epoch": best_epoch,
-               "best_dev_f1": best, "history": history, "steps": step, "train": train_names, "dev": dev_names}
+    records.close()
+    summary = {"config": asdict(cfg), "recipe": "mt", "teachers": teachers, "best_epoch": records.best_epoch,
+               "best_dev_f1": records.best, "history": records.history, "steps": step, "train": train_names,
+               "dev": dev_names}
     (out_dir / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
 

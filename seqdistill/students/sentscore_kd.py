@@ -29,7 +29,7 @@ from . import losses as L
 from .data import CacheStream, batches, gold_tags, pad_stack, parse_selection, stream_config
 from .models import save_student
 from .tagger import words_to_subwords
-from .common import new_tagger, open_cache, predict_tags, read_split, splits_with_dev
+from .common import EpochRecords, new_tagger, open_cache, predict_tags, read_split, splits_with_dev
 
 
 @dataclass
@@ -103,10 +103,10 @@ def train_sentscore_student(cache: str, out_dir, cfg: SentScoreKDConfig | None =
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    metrics = open(out_dir / "metrics.jsonl", "w")  # this recipe always starts afresh
+    records = EpochRecords(out_dir, cfg.patience, cfg.max_steps, log)  # this recipe always starts afresh
     log(f"training bilstm-tagger ({sum(p.numel() for p in model.parameters()):,} parameters) on "
         f"{', '.join(train_names)}; lambda_KL {cfg.lambda_kl}, tau {cfg.temperature}")
-    best, best_epoch, history, step, t0 = -1.0, 0, [], 0, time.time()
+    step, t0 = 0, time.time()
     for epoch in range(cfg.epochs):
         stream.set_epoch(epoch)
         model.train()
@@ -122,24 +122,18 @@ def train_sentscore_student(cache: str, out_dir, cfg: SentScoreKDConfig | None =
             torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
             optim.step()
             total, n, step = total + loss.item(), n + 1, step + 1
-            bar.set_postfix(loss=f"{total / n:.3f}", best_f1=f"{100 * max(best, 0):.2f}")
+            bar.set_postfix(loss=f"{total / n:.3f}", best_f1=f"{100 * max(records.best, 0):.2f}")
             if cfg.max_steps and step >= cfg.max_steps:
                 break
         f1 = span_scores(dev_tags, predict_tags(model, tokenizer, dev_words), schema.scheme)["f1"]
         record = {"epoch": epoch + 1, "step": step, "loss": total / max(n, 1), "dev_f1": f1,
                   "seconds": round(time.time() - t0, 1)}
-        history.append(record)
-        metrics.write(json.dumps(record) + "\n")
-        metrics.flush()
-        if f1 > best:
-            best, best_epoch = f1, epoch + 1
-            save_student(model, tokenizer, out_dir)
-        log(f"epoch {epoch + 1}: loss {record['loss']:.4f}  dev F1 {100 * f1:.2f}" + ("  (best, saved)" if best_epoch == epoch + 1 else ""))
-        if (cfg.max_steps and step >= cfg.max_steps) or epoch + 1 - best_epoch >= cfg.patience:
+        if records.end_epoch(record, lambda: save_student(model, tokenizer, out_dir), {"loss": record["loss"]}):
             break
-    metrics.close()
-    summary = {"config": asdict(cfg), "recipe": "sentscore", "best_epoch": best_epoch, "best_dev_f1": best,
-               "history": history, "steps": step, "train": train_names, "dev": dev_names}
+    records.close()
+    summary = {"config": asdict(cfg), "recipe": "sentscore", "best_epoch": records.best_epoch,
+               "best_dev_f1": records.best, "history": records.history, "steps": step, "train": train_names,
+               "dev": dev_names}
     (out_dir / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
 
