@@ -52,9 +52,9 @@ def span_scores(gold: list[list[str]], pred: list[list[str]], scheme: str) -> di
 def span_set_scores(gold: list[list[tuple]], pred: list[list[tuple]], types: list[str] | None = None) -> dict:
     """Exact-match scores over sets of ``(start, end, type)`` spans, nested ones included (paper
     003 scores each entity type's layer on its own): micro P/R/F1 over all spans, per-type P/R/F1
-    with the gold support, macro F1 over ``types`` (default: the types seen in gold or
-    predictions) and the share of sentences predicted exactly. On flat, valid tag sequences this
-    equals the strict span F1 of ``span_scores``."""
+    with the gold support, macro F1 over ``types`` (default, used everywhere in seqdistill: the
+    types seen in gold or predictions, as seqeval's report does) and the share of sentences
+    predicted exactly. On flat, valid tag sequences this equals ``span_scores`` (strict spans)."""
     if len(gold) != len(pred):
         raise ValueError(f"{len(gold)} gold sentences but {len(pred)} predicted")
     gold_sets = [set(map(tuple, g)) for g in gold]

@@ -124,3 +124,34 @@ def test_nested_corpus_through_teacher_cache_student_and_eval(tiny_encoder, tmp_
     pred = teacher.predict_spans([json.loads(line)["words"] for line in open(dev)])
     assert rows[0]["f1"] == pytest.approx(span_set_scores(gold, pred, types)["f1"])
     assert 0 < rows[1]["params_without_embeddings"] < rows[1]["params"]
+
+
+def test_corpus_records_and_overlaps_of_one_type(tmp_path):
+    from seqdistill.cache_schema import CorpusInfo
+    from seqdistill.pipeline.corpora import CorpusError, derive_label_schema, read_corpus
+
+    old = {"name": "c", "split": "train", "labelled": True, "source": "x", "sha256": "0" * 64, "examples": 1,
+           "words": 2}  # a manifest entry written before nested corpora
+    assert CorpusInfo.from_json(old).nested is False and CorpusInfo.from_json({**old, "nested": True}).nested
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"words": ["a", "b"], "entities": []}) + "\n"
+                   + json.dumps({"words": ["a", "b", "c"], "entities": [[0, 2, "X"], [1, 3, "X"]]}) + "\n")
+    with pytest.raises(CorpusError, match="bad.jsonl:2: two X entities overlap"):  # finetune-teacher reads this way
+        derive_label_schema([read_corpus(bad, "b", "train")])
+
+
+def test_unlabelled_sample_over_several_corpora():
+    from types import SimpleNamespace as NS
+
+    from seqdistill.students.data import sample_unlabelled
+
+    corpora = [NS(name="gold", split="train", labelled=True, examples=50), NS(name="a", split="u", labelled=False, examples=3),
+               NS(name="empty", split="u", labelled=False, examples=0), NS(name="b", split="u", labelled=False, examples=5)]
+    reader = NS(manifest=NS(corpora=corpora))
+    select = {("gold", "train"), ("a", "u"), ("empty", "u"), ("b", "u")}
+    every = sample_unlabelled(reader, select, 8, seed=0)
+    assert every == {("a", "u"): {0, 1, 2}, ("empty", "u"): set(), ("b", "u"): {0, 1, 2, 3, 4}}
+    some = sample_unlabelled(reader, select, 4, seed=3)
+    assert sum(map(len, some.values())) == 4 and some == sample_unlabelled(reader, select, 4, seed=3)
+    assert all(i < {"a": 3, "b": 5, "empty": 0}[c] for (c, _), idx in some.items() for i in idx)
+    assert sample_unlabelled(reader, {("gold", "train"), ("b", "u")}, 2, seed=0).keys() == {("b", "u")}

@@ -83,3 +83,17 @@ def test_both_directions_in_one_pass_equal_two_passes():
     f = sru_recurrence(u[:, :, 0], hx, mask, layer.fwd.v_f, layer.fwd.v_r, layer.fwd.b_f, layer.fwd.b_r)
     b = sru_recurrence(u[:, :, 1], hx, mask, layer.bwd.v_f, layer.bwd.v_r, layer.bwd.b_f, layer.bwd.b_r, reverse=True)
     torch.testing.assert_close(layer(x, mask), torch.cat([f, b], -1))
+
+
+def test_recurrence_takes_float_masks_half_inputs_and_empty_sequences():
+    from seqdistill.students.sru import sru_recurrence
+
+    torch.manual_seed(0)
+    u, hx = torch.randn(2, 4, 3, 5), torch.randn(2, 4, 5)
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]], dtype=torch.bool)
+    v = [torch.randn(5) for _ in range(4)]
+    want = sru_recurrence(u, hx, mask, *v)
+    assert torch.equal(sru_recurrence(u, hx, mask.float(), *v), want)
+    half = sru_recurrence(u.bfloat16(), hx.bfloat16(), mask, *v)
+    assert half.dtype == torch.bfloat16 and torch.allclose(half.float(), want, atol=0.1)
+    assert sru_recurrence(u[:, :0], hx[:, :0], mask[:, :0], *v).shape == (2, 0, 5)

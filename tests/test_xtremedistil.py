@@ -158,3 +158,17 @@ def test_missing_teacher_layer_lists_the_stored_ones(cache, tmp_path):
                               log=lambda *a: None)
     with pytest.raises(Exception, match=r"unknown schedule 'd9'"):
         XD.train_xtremedistil(cache, tmp_path / "x", XD.XtremeDistilConfig(schedule="d9"), log=lambda *a: None)
+
+
+def test_unlabelled_sample_applies_to_the_training_rows_only(cache, tmp_path):
+    """--unlabelled-sentences samples the rows of the distillation stages; the CE stage and the
+    dev stream (no unlabelled corpora) are unaffected, and the schedule counts the sample."""
+    from seqdistill.students.cli import main as train_cli
+
+    args = ["--cache", cache, "--recipe", "xtremedistil", "--schedule", "d4.1", "--teacher-layer", "1",
+            "--embedding-dim", "8", "--hidden-size", "8", "--batch-size", "16", "--epochs-per-step", "1",
+            "--device", "cpu"]
+    r = CliRunner().invoke(train_cli, [*args, "--out", str(tmp_path / "a"), "--unlabelled-sentences", "5"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(train_cli, [*args, "--out", str(tmp_path / "b"), "--unlabelled-sentences", "999"])
+    assert r.exit_code == 1 and "--unlabelled-sentences 999: the training selection holds" in r.output

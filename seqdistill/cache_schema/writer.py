@@ -114,6 +114,11 @@ class CacheWriter:
                         f"({pending['num_shards']} shards); rerun it with the same settings, or "
                         "write to a new directory"
                     )
+                if pending["layer"].get("fields") != header["layer"]["fields"]:
+                    raise FingerprintMismatchError(
+                        f"an interrupted build in {self.store.url} was written by another seqdistill version "
+                        "(its examples layer has other fields); write to a new directory, or delete that one"
+                    )
             else:
                 self.store.write_json_atomic(layer_header(EXAMPLES_LAYER), header)
             layer = LayerInfo.from_json(header["layer"])

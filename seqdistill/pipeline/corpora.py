@@ -210,6 +210,9 @@ def derive_label_schema(corpora: list[Corpus], scheme: str | None = None) -> tup
         target = canonical_scheme(scheme) if scheme else (labelled[0].scheme or "IOB2")
     except TagError as e:
         raise CorpusError(labelled[0].path, None, str(e)) from None
+    for c in corpora:
+        if c.nested:
+            c.layers(c.entity_types())  # two entities of one type must not overlap (file and line named)
     # nested corpora also get flat tags (the outermost entities) and add every entity's type
     converted = [c.with_flat_tags(target) if c.nested else c.to_scheme(target) for c in corpora]
     flat = LabelSchema.from_sequences([s.tags for c in converted if c.labelled for s in c.sentences], target)

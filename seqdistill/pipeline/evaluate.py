@@ -112,8 +112,7 @@ def evaluate_taggers(model_dirs: list[str], data: str, *, fmt: str = "auto", wit
         tagger = load_tagger(d, device)
         words = [s.words for s in corpus.sentences]
         if corpus.nested:  # every gold entity counts; flat models can only find the non-overlapping ones
-            scores = span_set_scores([s.entities for s in corpus.sentences], tagger.predict_spans(words),
-                                     corpus.entity_types())
+            scores = span_set_scores([s.entities for s in corpus.sentences], tagger.predict_spans(words))
         else:
             gold = [s.tags for s in corpus.to_scheme(tagger.scheme).sentences]
             scores = span_scores(gold, tagger.predict(words), tagger.scheme)

@@ -22,6 +22,9 @@ def few_shot_split(corpus_path: str, out_dir, n_train: int, n_dev: int, seed: in
     """Write ``gold_train.txt``, ``gold_dev.txt`` (CoNLL, ``word tag`` lines), ``silver.txt``
     (raw text) and, with ``n_test``, ``gold_test.txt`` under ``out_dir``; return their paths."""
     corpus = read_corpus(corpus_path, "corpus", "train")
+    if corpus.nested:
+        raise CorpusError(corpus_path, None, "a few-shot split writes flat CoNLL files; nested entities (JSONL "
+                                             "'entities') are not supported here")
     if not corpus.labelled:
         raise CorpusError(corpus_path, None, "a few-shot split needs a labelled corpus")
     n = len(corpus.sentences)

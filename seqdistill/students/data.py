@@ -35,10 +35,11 @@ class StreamConfig:
     unlabelled_sentences: int | None = None  # keep a seeded sample of this many unlabelled rows (None: all)
 
 
-def stream_config(cfg, shuffle: bool = True) -> StreamConfig:
-    """The stream settings of a recipe's config (``batch_size``, ``buffer_size``, ``seed``,
-    ``unlabelled_sentences``)."""
-    return StreamConfig(cfg.batch_size, cfg.buffer_size, cfg.seed, shuffle, getattr(cfg, "unlabelled_sentences", None))
+def stream_config(cfg, shuffle: bool = True, sample: bool = True) -> StreamConfig:
+    """The stream settings of a recipe's config (``batch_size``, ``buffer_size``, ``seed`` and,
+    for a training stream (``sample``), ``unlabelled_sentences``)."""
+    return StreamConfig(cfg.batch_size, cfg.buffer_size, cfg.seed, shuffle,
+                        getattr(cfg, "unlabelled_sentences", None) if sample else None)
 
 
 def sample_unlabelled(reader: CacheReader, select: set[tuple[str, str]], n: int, seed: int) -> dict[tuple[str, str], set[int]]:
@@ -130,10 +131,11 @@ class CacheStream(IterableDataset):
             data = self.reader.read_shard(index, self.fields)
             corpus = data.get(EXAMPLES_LAYER, "corpus").to_pylist()
             split = data.get(EXAMPLES_LAYER, "split").to_pylist()
-            index = data.get(EXAMPLES_LAYER, "index").to_pylist() if self.keep is not None else None
+            row_index = data.get(EXAMPLES_LAYER, "index").to_pylist() if self.keep is not None else None
             for i in range(len(data)):
                 pair = (corpus[i], split[i])
-                if pair in self.select and (index is None or pair not in self.keep or index[i] in self.keep[pair]):
+                if pair in self.select and (row_index is None or pair not in self.keep
+                                            or row_index[i] in self.keep[pair]):
                     buffer.append(data.row(i))
                     if len(buffer) >= self.cfg.buffer_size:
                         yield from self._flush(buffer, rng)

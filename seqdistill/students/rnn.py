@@ -18,6 +18,8 @@ conv block's; MSE is the mean over real words, types and the 5 tags; the metric 
 training is the macro F1 over entity types (the paper's Table 1 reports macro F1), scored on the
 spans of each type's own BILOU layer (``metrics.span_set_scores``): nested entities count, and on a
 flat corpus a prediction that overlaps across types is scored per type rather than flattened.
+(``distill-eval`` on a flat test set scores the flattened tags instead, like every other model in
+its table; on a nested test set it scores these per-type spans.)
 A nested corpus (JSONL ``entities``) is read from the cache's ``entity_spans``/``entity_types``.
 """
 
@@ -148,7 +150,7 @@ def train_rnn_student(cache, out_dir, cfg: RNNConfig | None = None, *, storage_o
     history, step, t0 = [], 0, time.time()
 
     def evaluate(stage: str, epoch: int, loss: float) -> float:
-        scores = span_set_scores(dev_spans, predict_spans(model, tokenizer, dev_words), types)
+        scores = span_set_scores(dev_spans, predict_spans(model, tokenizer, dev_words))
         record = {"stage": stage, "epoch": epoch, "step": step, "loss": loss, "dev_f1": scores["f1"],
                   **{f"dev_{k}": v for k, v in macro_split(scores, cfg.few_shot_types).items()},
                   "dev_per_type_f1": {k: v["f1"] for k, v in scores["per_type"].items()},

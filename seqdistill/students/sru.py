@@ -49,6 +49,11 @@ def sru_recurrence(u: Tensor, x_highway: Tensor, mask: Tensor, v_f: Tensor, v_r:
     ``c_t = f c + (1 - f) x~`` and the highway are one ``lerp`` each, the mask one ``where``, and
     the padding is zeroed once at the end: 7 operations a step."""
     Bsz, T, _, H = u.shape
+    if T == 0:
+        return u.new_zeros(Bsz, 0, H)
+    mask = mask.bool()
+    v_f, v_r, b_f, b_r = (p.to(u.dtype) for p in (v_f, v_r, b_f, b_r))  # lerp does not promote dtypes
+    x_highway = x_highway.to(u.dtype)
     if reverse:
         u, x_highway, mask = u.flip(1), x_highway.flip(1), mask.flip(1)
     xs = u[:, :, 0].unbind(1)

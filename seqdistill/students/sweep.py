@@ -109,6 +109,7 @@ def run_sweep(cache: str, grid: str, out_dir, jobs: int = 1, speed: bool = True,
         cmd = [sys.executable, "-m", "seqdistill.students.cli", "--cache", str(cache), "--out", str(d),
                *cli_args(run["params"])]
         d.mkdir(parents=True, exist_ok=True)
+        (d / "speed.json").unlink(missing_ok=True)  # a run trained again is measured again
         with open(d / "sweep.log", "w") as f:
             rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT).returncode
         return {**run, "status": "done" if rc == 0 else f"failed (exit {rc}; see {d / 'sweep.log'})"}
@@ -133,14 +134,18 @@ def measure_speed(cache: str, run_dirs: list[Path], log=print) -> None:
     todo = [d for d in run_dirs if (d / "config.json").exists() and not (d / "speed.json").exists()]
     if not todo:
         return
-    reader = CacheReader(cache)
+    reader = CacheReader(cache)  # local caches; a sweep over object storage passes its options to each run only
     dev = [f"{c.name}/{c.split}" for c in reader.manifest.corpora if c.labelled and c.split in ("dev", "valid")]
     if not dev:
         log("no dev corpus in the cache: speed not measured")
         return
     words = read_split(reader, dev)[0][:SPEED_SENTENCES]
     for d in todo:
-        tagger = load_tagger(d)
+        try:
+            tagger = load_tagger(d)
+        except Exception as e:  # a student that cannot be loaded loses its speed, not the sweep
+            log(f"{d.name}: speed not measured ({type(e).__name__}: {e})")
+            continue
         record = {"params": tagger.params, "params_without_embeddings": tagger.params_without_embeddings,
                   "ms_per_sentence_batch1": latency(tagger, words, 1, 50),
                   "ms_per_sentence_batch32": latency(tagger, words, 32, 10), "sentences": len(words)}

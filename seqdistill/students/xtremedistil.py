@@ -231,9 +231,8 @@ def train_xtremedistil(cache: str, out_dir, cfg: XtremeDistilConfig | None = Non
     dev_words, dev_tags = read_split(reader, dev_names)
     counts = {(c.name, c.split): c.examples for c in reader.manifest.corpora}
 
-    def stream(select, shuffle=True):
-        return CacheStream(reader, fields, select, collate,
-                           stream_config(cfg, shuffle))
+    def stream(select, shuffle=True, sample=False):  # --unlabelled-sentences applies to the training rows only
+        return CacheStream(reader, fields, select, collate, stream_config(cfg, shuffle, sample))
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -257,8 +256,11 @@ def train_xtremedistil(cache: str, out_dir, cfg: XtremeDistilConfig | None = Non
         if not rows:
             raise CacheError(f"stage {s} trains on labels, and the training set {', '.join(train_names)} has no "
                              "labelled corpus: add one with --train")
-        train_stream, dev_stream = stream(rows), stream(dev_sel, shuffle=False)
-        per_epoch = sum(math.ceil(counts[k] / cfg.batch_size) for k in rows)
+        sampled = cfg.unlabelled_sentences is not None and rows is selected
+        train_stream, dev_stream = stream(rows, sample=sampled), stream(dev_sel, shuffle=False)
+        per_epoch = sum(math.ceil(counts[k] / cfg.batch_size) for k in rows if not sampled or k in labelled_sel)
+        if sampled:
+            per_epoch += math.ceil(cfg.unlabelled_sentences / cfg.batch_size)
         record = run_step(model, groups, losses, train_stream, dev_stream, per_epoch, cfg, device,
                           desc=f"stage {s} [{'+'.join(losses)}] unfrozen {groups[-1]}")
         record.update(stage=s, losses=list(losses), groups=list(groups), seconds=round(time.time() - t0, 1))

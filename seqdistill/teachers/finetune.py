@@ -85,7 +85,7 @@ def evaluate(teacher: Teacher, sentences, batch_size: int = 64) -> dict:
             pred += teacher.predict([s.words for s in batch])
             gold += [s.tags for s in batch]
     if nested:
-        return span_set_scores(gold, pred, list(teacher.schema.entity_types))
+        return span_set_scores(gold, pred)
     return span_scores(gold, pred, teacher.schema.scheme)
 
 
