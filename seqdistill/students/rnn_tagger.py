@@ -82,7 +82,7 @@ class RNNTagger(nn.Module):
             h = conv(h, x.mask)
         for i, layer in enumerate(self.rnn):
             h = layer(self.dropout(h) if i else h, x.mask)
-        words = h.gather(1, x.first.unsqueeze(-1).expand(-1, -1, h.shape[-1]))
+        words = x.first_subword(h)
         B, L, _ = words.shape
         return self.heads(self.dropout(words)).view(B, L, len(self.entity_types), 5)
 

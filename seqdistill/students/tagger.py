@@ -48,6 +48,10 @@ class SubwordBatch:
     def to(self, device) -> "SubwordBatch":
         return SubwordBatch(*(t.to(device) for t in (self.ids, self.mask, self.word_ids, self.first, self.word_mask)))
 
+    def first_subword(self, h: Tensor) -> Tensor:
+        """Word states ``[B, L, D]`` from subword states ``[B, S, D]``: each word's first subword."""
+        return h.gather(1, self.first.unsqueeze(-1).expand(-1, -1, h.shape[-1]))
+
 
 def words_to_subwords(tokenizer, batch_words: list[list[str]]) -> SubwordBatch:
     """Tokenize words with the teacher's tokenizer (see ``word_pieces``) into subword sequences."""
@@ -119,7 +123,7 @@ class BiLSTMTagger(nn.Module):
     def pool(self, h: Tensor, x: SubwordBatch) -> Tensor:
         """Subword states ``[B, S, D]`` to word states ``[B, L, D]`` (first subword, or the mean)."""
         if self.config.pooling == "first":
-            return h.gather(1, x.first.unsqueeze(-1).expand(-1, -1, h.shape[-1]))
+            return x.first_subword(h)
         L = x.first.shape[1]
         index = x.word_ids.clamp(min=0).unsqueeze(-1).expand(-1, -1, h.shape[-1])
         sums = h.new_zeros(h.shape[0], L, h.shape[-1]).scatter_add(1, index, h * x.mask.unsqueeze(-1))

@@ -91,7 +91,7 @@ class TransformerTagger(nn.Module):
             per_window = h.new_zeros(B * n, w, h.shape[-1])
             per_window[keep] = h[:, 1: w + 1]
             sub = per_window.view(B, n * w, -1)[:, :S]
-            layers.append(sub.gather(1, x.first.unsqueeze(-1).expand(-1, -1, sub.shape[-1])))
+            layers.append(x.first_subword(sub))
         return layers
 
     def forward(self, x: SubwordBatch) -> Tensor:
