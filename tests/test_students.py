@@ -166,3 +166,20 @@ def test_training_resumes_mid_epoch_from_its_checkpoint(cache, tmp_path, monkeyp
     full = T.train_student(cache, tmp_path / "full", TrainConfig(**cfg), log=lambda *a: None)
     assert not set(first) & set(second)
     assert summary["steps"] == full["steps"] == len(first) + len(second)
+
+
+def test_epoch_records_keep_the_best_and_stop_after_patience(tmp_path):
+    from seqdistill.students.common import EpochRecords
+
+    saved, lines = [], []
+    rec = EpochRecords(tmp_path, patience=2, max_steps=None, log=lines.append)
+    f1s = [0.5, 0.7, 0.6, 0.65, 0.9]
+    stops = [rec.end_epoch({"epoch": e + 1, "step": 10 * (e + 1), "dev_f1": f}, lambda e=e: saved.append(e + 1),
+                           {"loss": 1.0}) for e, f in enumerate(f1s[:4])]
+    rec.close()
+    assert stops == [False, False, False, True]  # epochs 3 and 4 without a gain past epoch 2's 0.7
+    assert saved == [1, 2] and (rec.best, rec.best_epoch) == (0.7, 2)
+    assert [json.loads(x)["epoch"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4]
+    assert "(best, saved)" in lines[1] and "(best, saved)" not in lines[2]
+    capped = EpochRecords(tmp_path, patience=9, max_steps=20, log=lambda *a: None)
+    assert capped.end_epoch({"epoch": 1, "step": 20, "dev_f1": 0.1}, lambda: None, {}) is True
