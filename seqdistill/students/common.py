@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -14,6 +15,25 @@ from safetensors.torch import load as load_safetensors
 from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader
 from .data import parse_selection
 from .models import EMBEDDINGS
+
+
+@dataclass
+class RunConfig:
+    """What every recipe's config holds besides its own settings: the training and dev
+    selections (``distill-train --train/--dev``, ``--unlabelled``, ``--unlabelled-sentences``),
+    the stream buffer, the step cap, resuming (mgkd and xtremedistil continue from
+    ``OUT/checkpoint``; mt and rnn refuse it; sentscore restarts), the seed and the device."""
+
+    train: tuple[str, ...] = ()  # corpora[/split]; default: every */train, plus unlabelled ones
+    unlabelled: bool = True  # DA: add the unlabelled corpora to the default training set
+    unlabelled_sentences: int | None = None  # a seeded sample of the unlabelled rows (None: all)
+    dev: tuple[str, ...] = ()  # default: every */dev, */valid
+    buffer_size: int = 4096  # examples shuffled and bucketed together
+    max_steps: int | None = None  # most optimiser updates (xtremedistil: per unfreezing step)
+    resume: bool = False
+    seed: int = 13
+    device: str | None = None
+    extra: dict = field(default_factory=dict)
 
 
 def open_cache(cache: "str | CacheReader", storage_options: dict | None, teacher: str | None, embedding: str,

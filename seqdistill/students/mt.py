@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -37,7 +37,7 @@ from tqdm import tqdm
 from .. import distributed
 from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader, LabelSchema
 from ..metrics import span_scores
-from .common import EpochRecords, device_for, predict_tags, read_split, splits_with_dev
+from .common import EpochRecords, RunConfig, device_for, predict_tags, read_split, splits_with_dev
 from .data import CacheStream, batches, gold_tags, pad_stack, parse_selection, stream_config
 from .models import save_student
 from .mt_losses import MTHiddenLoss, ensemble_distillation_loss, mt_distillation_loss, teacher_weight
@@ -48,7 +48,7 @@ SOFT_LABELS = ("mt", "ensemble", "none")
 
 
 @dataclass
-class MTConfig:
+class MTConfig(RunConfig):
     teachers: tuple[str, ...] = ()  # teacher layers to learn from (default: every teacher in the cache)
     soft_labels: str = "mt"  # mt (eq. 2) | ensemble (uniform average) | none
     hidden_loss: bool = True  # eq. 1
@@ -62,16 +62,6 @@ class MTConfig:
     batch_size: int = 32
     epochs: int = 10
     patience: int = 3
-    train: tuple[str, ...] = ()
-    unlabelled: bool = True
-    unlabelled_sentences: int | None = None  # a seeded sample of the unlabelled rows (None: all)
-    dev: tuple[str, ...] = ()
-    buffer_size: int = 4096
-    max_steps: int | None = None
-    resume: bool = False  # refused: this recipe keeps no checkpoints
-    seed: int = 13
-    device: str | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def teacher_layer_for(j: int, teacher_layers: int, student_layers: int) -> int:

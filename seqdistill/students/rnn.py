@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -38,7 +38,7 @@ from ..cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ..bilou import layers_from_spans, predicted_spans
 from ..metrics import span_set_scores
 from . import losses as L
-from .common import device_for, open_cache, read_spans, splits_with_dev, teacher_exports
+from .common import RunConfig, device_for, open_cache, read_spans, splits_with_dev, teacher_exports
 from .data import CacheStream, batches, pad_stack, parse_selection, stream_config
 from .models import StudentConfig, init_embeddings, save_student
 from .rnn_tagger import RNNTagger
@@ -47,7 +47,7 @@ from .tagger import words_to_subwords
 
 
 @dataclass
-class RNNConfig:
+class RNNConfig(RunConfig):
     cell: str = "sru++"  # lstm | sru | sru++
     teacher: str | None = None
     distill: bool = True  # stage 1; False: the student trained without distillation
@@ -63,16 +63,6 @@ class RNNConfig:
     ce_weight: float = 0.2  # eq. 1
     gamma: float = 1e-6  # eq. 2
     few_shot_types: tuple[str, ...] = ()  # reported apart (the paper's Table 2 main / few-shot split)
-    train: tuple[str, ...] = ()
-    unlabelled: bool = True
-    unlabelled_sentences: int | None = None  # a seeded sample of the unlabelled rows (None: all)
-    dev: tuple[str, ...] = ()
-    buffer_size: int = 4096
-    max_steps: int | None = None
-    resume: bool = False  # refused: this recipe keeps no checkpoints
-    seed: int = 13
-    device: str | None = None
-    extra: dict = field(default_factory=dict)
     embedding: str = "teacher"  # the teacher's matrix (fixed by the paper)
 
 
@@ -162,6 +152,17 @@ def train_rnn_student(cache, out_dir, cfg: RNNConfig | None = None, *, storage_o
             f"micro F1 {100 * scores['f1']:.2f}")
         return scores["macro_f1"]
 
+    def end_epoch(stage: str, epoch: int, loss: float, best: float, best_epoch: int, save=None):
+        """Both stages' epoch end: dev macro F1, the LR halved on a plateau, the best epoch (its
+        student saved when ``save`` is given); returns (best, best_epoch, stop)."""
+        f1 = evaluate(stage, epoch, loss)
+        plateau.step(f1)
+        if f1 > best:
+            best, best_epoch = f1, epoch
+            if save:
+                save()
+        return best, best_epoch, epoch - best_epoch >= cfg.patience or bool(cfg.max_steps and step >= cfg.max_steps)
+
     if cfg.distill:  # stage 1: MSE to the teacher's BILOU logits on every training row
         stream = CacheStream(reader, {EXAMPLES_LAYER: ["words"], teacher: ["type_logits"]},
                              parse_selection(train_names, reader), _DistillCollate(tokenizer, teacher),
@@ -179,11 +180,8 @@ def train_rnn_student(cache, out_dir, cfg: RNNConfig | None = None, *, storage_o
                 step, total, n = step + 1, total + _step(optim, params, loss), n + 1
                 if cfg.max_steps and step >= cfg.max_steps:
                     break
-            f1 = evaluate("distil", epoch + 1, total / max(n, 1))
-            plateau.step(f1)
-            if f1 > best:
-                best, best_epoch = f1, epoch + 1
-            if epoch + 1 - best_epoch >= cfg.patience or (cfg.max_steps and step >= cfg.max_steps):
+            best, best_epoch, stop = end_epoch("distil", epoch + 1, total / max(n, 1), best, best_epoch)
+            if stop:
                 break
         optim, plateau = optimiser()
 
@@ -205,12 +203,9 @@ def train_rnn_student(cache, out_dir, cfg: RNNConfig | None = None, *, storage_o
             step, total, n = step + 1, total + _step(optim, params, loss), n + 1
             if cfg.max_steps and step >= cfg.max_steps:
                 break
-        f1 = evaluate("fine-tune", epoch + 1, total / max(n, 1))
-        plateau.step(f1)
-        if f1 > best:
-            best, best_epoch = f1, epoch + 1
-            save_student(model, tokenizer, out_dir)
-        if epoch + 1 - best_epoch >= cfg.patience or (cfg.max_steps and step >= cfg.max_steps):
+        best, best_epoch, stop = end_epoch("fine-tune", epoch + 1, total / max(n, 1), best, best_epoch,
+                                           save=lambda: save_student(model, tokenizer, out_dir))
+        if stop:
             break
     metrics.close()
     summary = {"config": asdict(cfg), "recipe": "rnn", "best_epoch": best_epoch, "best_dev_macro_f1": best,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -29,18 +29,14 @@ from . import losses as L
 from .data import CacheStream, batches, gold_tags, pad_stack, parse_selection, stream_config
 from .models import save_student
 from .tagger import words_to_subwords
-from .common import EpochRecords, new_tagger, open_cache, predict_tags, read_split, splits_with_dev
+from .common import EpochRecords, RunConfig, new_tagger, open_cache, predict_tags, read_split, splits_with_dev
 
 
 @dataclass
-class SentScoreKDConfig:
+class SentScoreKDConfig(RunConfig):
     lambda_kl: float = 1.0  # paper 004, Table 4 (0 = pseudo-labels only)
     temperature: float = 10.0  # tau, §5.2
     teacher: str | None = None
-    train: tuple[str, ...] = ()
-    unlabelled: bool = True  # the silver rows
-    unlabelled_sentences: int | None = None  # a seeded sample of the unlabelled rows (None: all)
-    dev: tuple[str, ...] = ()
     embedding: str = "svd"
     embedding_dim: int = 100
     hidden_size: int = 200  # the paper's BiLSTM (§5)
@@ -49,12 +45,6 @@ class SentScoreKDConfig:
     batch_size: int = 16
     epochs: int = 100
     patience: int = 25
-    buffer_size: int = 4096
-    max_steps: int | None = None
-    resume: bool = False  # accepted for a uniform CLI; this recipe restarts from scratch
-    seed: int = 13
-    device: str | None = None
-    extra: dict = field(default_factory=dict)
 
 
 class KDCollate:

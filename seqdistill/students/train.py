@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -24,7 +24,7 @@ from ..crf import log_partition
 from ..metrics import span_scores
 from . import losses as L
 from .checkpoint import load_checkpoint, save_checkpoint
-from .common import default_splits, device_for, open_cache, predict_tags, read_split, teacher_exports
+from .common import RunConfig, default_splits, device_for, open_cache, predict_tags, read_split, teacher_exports
 from .data import CacheStream, batches, pad_stack, parse_selection, stream_config
 from .models import BiLSTMCRF, StudentConfig, WordBatch, init_embeddings, save_student, words_to_bags
 
@@ -32,7 +32,7 @@ LOSSES = ("hard", "seq-ce", "fuzzy", "token-em", "token-pos")
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(RunConfig):
     recipe: str = "mgkd"
     teacher: str | None = None  # teacher layer (default: the cache's only one)
     losses: tuple[str, ...] = ("hard", "seq-ce", "fuzzy")
@@ -40,10 +40,6 @@ class TrainConfig:
     weighting: str = "uncertainty"  # uncertainty (eq. 9) | fixed (eq. 8)
     weights: tuple[float, ...] = ()  # fixed weights, one per loss (default 1)
     temperature: float = 1.0  # token-level losses only
-    train: tuple[str, ...] = ()  # corpora[/split]; default: every */train, plus unlabelled ones
-    unlabelled: bool = True  # DA: add the unlabelled corpora to the default training set
-    unlabelled_sentences: int | None = None  # a seeded sample of the unlabelled rows (None: all)
-    dev: tuple[str, ...] = ()  # default: every */dev, */valid
     embedding: str = "teacher"  # teacher (TE) | svd | random
     embedding_dim: int | None = None  # svd/random: E (default 100); teacher: the teacher's
     freeze_embeddings: bool = True
@@ -54,14 +50,8 @@ class TrainConfig:
     epochs: int = 50
     patience: int = 5  # paper 000 §5.3
     batch_size: int = 32
-    buffer_size: int = 4096
     num_workers: int = 0
-    max_steps: int | None = None
     checkpoint_every: int = 200  # steps; also at every epoch end
-    resume: bool = False  # continue from out_dir/checkpoint
-    seed: int = 13
-    device: str | None = None
-    extra: dict = field(default_factory=dict)
 
 
 class Collate:

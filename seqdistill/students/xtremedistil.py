@@ -38,7 +38,7 @@ import copy
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -52,7 +52,7 @@ from .checkpoint import load_checkpoint, save_checkpoint
 from .data import CacheStream, batches, gold_tags, pad_stack, parse_selection, stream_config
 from .models import save_student
 from .tagger import GROUPS, BiLSTMTagger, SubwordBatch, words_to_subwords
-from .common import new_tagger, open_cache, predict_tags, read_split, splits_with_dev
+from .common import RunConfig, new_tagger, open_cache, predict_tags, read_split, splits_with_dev
 
 XD_LOSSES = ("ce", "ll", "rl")
 SCHEDULES: dict[str, tuple[tuple[tuple[str, ...], ...], bool]] = {  # stages (their losses), gradual unfreezing
@@ -68,7 +68,7 @@ ALIASES = {"d3": "d3.2", "d4": "d4.2"}
 
 
 @dataclass
-class XtremeDistilConfig:
+class XtremeDistilConfig(RunConfig):
     """Defaults from the paper's Table 12 (E = 300, H = 600, dropout 0.2, batch 512, Adam with a
     cosine schedule 1e-3 -> 1e-8), except the teacher layer, which depends on the teacher: the
     default is the cache's only stored hidden layer."""
@@ -80,10 +80,6 @@ class XtremeDistilConfig:
     gamma: float = 1.0  # LL weight
     teacher: str | None = None
     teacher_layer: int | None = None
-    train: tuple[str, ...] = ()
-    unlabelled: bool = True
-    unlabelled_sentences: int | None = None  # a seeded sample of the unlabelled rows (None: all)
-    dev: tuple[str, ...] = ()
     embedding: str = "svd"  # svd | teacher | random (the paper's Table 7)
     embedding_dim: int = 300
     hidden_size: int = 600
@@ -94,11 +90,6 @@ class XtremeDistilConfig:
     epochs_per_step: int = 10
     patience: int = 2  # epochs without a better validation loss that end a step
     buffer_size: int = 8192
-    max_steps: int | None = None  # optimiser updates per step (for smoke runs)
-    resume: bool = False
-    seed: int = 13
-    device: str | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def resolve_schedule(cfg: XtremeDistilConfig) -> tuple[tuple[tuple[str, ...], ...], bool]:
