@@ -50,9 +50,9 @@ EVAL_N=${EVAL_N:-100000}
 TRAIN="$OUT/train-$N.txt"; DEV="$OUT/dev-$EVAL_N.txt"; TEST="$OUT/test-$EVAL_N.txt"
 first "$D/train.txt" "$TRAIN" "$N"; first "$D/valid.txt" "$DEV" "$EVAL_N"; first "$D/test.txt" "$TEST" "$EVAL_N"
 FT="--train $TRAIN --dev $DEV --test $TEST --epochs $TEACHER_EPOCHS --lr 5e-5 --patience 2"
-T=$OUT/teachers
-[ -f "$T/sep/minilm/teacher.json" ] || $BIN/distill-cache finetune-teacher --encoder "$MINILM" --out "$T/sep/minilm" $FT
-[ -f "$T/sep/mpnet/teacher.json" ] || $BIN/distill-cache finetune-teacher --encoder "$MPNET" --out "$T/sep/mpnet" $FT
+T=$OUT/teachers  # a teacher is finished when its training.json exists (teacher.json is written at each best epoch)
+[ -f "$T/sep/minilm/training.json" ] || $BIN/distill-cache finetune-teacher --encoder "$MINILM" --out "$T/sep/minilm" $FT
+[ -f "$T/sep/mpnet/training.json" ] || $BIN/distill-cache finetune-teacher --encoder "$MPNET" --out "$T/sep/mpnet" $FT
 [ -f "$T/co/training.json" ] || $BIN/distill-cache finetune-teacher --co-finetune --encoder "$MINILM" --encoder "$MPNET" \
   --out "$T/co" $FT
 CO_MINILM=$T/co/$(basename "$MINILM")

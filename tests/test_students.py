@@ -124,6 +124,20 @@ def test_mgkd_student_learns_from_a_cache_whose_teacher_is_gone(cache, tmp_path)
     assert "| student | " in r.output and "| 100.00 | 100.00 | 100.00 |" in r.output
 
 
+def test_eval_comparison_says_factors_of_at_least_one():
+    from seqdistill.pipeline.evaluate import format_results
+
+    def row(name, params, b1, b32, f1):
+        return {"model": name, "kind": "student", "params": params, "params_without_embeddings": params,
+                "precision": f1, "recall": f1, "f1": f1, "macro_f1": f1, "exact_match": 0.0, "per_type": {},
+                "ms_per_sentence_batch1": b1, "ms_per_sentence_batch32": b32}
+
+    text = format_results([row("base", 100, 10.0, 4.0, 0.9), row("small", 25, 2.0, 8.0, 0.8),
+                           row("big", 400, 40.0, 1.0, 0.95)])
+    assert "small vs base: 4.0x fewer parameters, 5.0x faster at batch 1, 2.0x slower at batch 32, F1 -10.00" in text
+    assert "big vs base: 4.0x more parameters, 4.0x slower at batch 1, 4.0x faster at batch 32, F1 +5.00" in text
+
+
 def test_teacher_embeddings_frozen_and_svd(cache, tmp_path):
     summary = train_student(cache, tmp_path / "te", TrainConfig(losses=("hard", "token-pos"), epochs=1, max_steps=2,
                                                                  device="cpu", hidden_size=8), log=lambda *a: None)

@@ -125,6 +125,11 @@ def evaluate_taggers(model_dirs: list[str], data: str, *, fmt: str = "auto", wit
     return results
 
 
+def _ratio(base: float, other: float, smaller: str, larger: str) -> str:
+    """``base / other`` said as a factor of at least 1: "2.0x fewer parameters", not "0.5x"."""
+    return f"{base / other:.1f}x {smaller}" if base >= other else f"{other / base:.1f}x {larger}"
+
+
 def format_results(rows: list[dict]) -> str:
     lines = ["| model | kind | params | w/o emb. | P | R | F1 | macro F1 | exact | ms/sent b1 | ms/sent b32 |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -137,10 +142,12 @@ def format_results(rows: list[dict]) -> str:
     if len(rows) > 1 and "ms_per_sentence_batch32" in rows[0]:
         base = rows[0]
         for r in rows[1:]:
-            lines.append(f"\n{r['model']} vs {base['model']}: {base['params'] / r['params']:.1f}x fewer parameters, "
-                         f"{base['ms_per_sentence_batch1'] / r['ms_per_sentence_batch1']:.1f}x faster at batch 1, "
-                         f"{base['ms_per_sentence_batch32'] / r['ms_per_sentence_batch32']:.1f}x at batch 32, "
-                         f"F1 {100 * (r['f1'] - base['f1']):+.2f}")
+            lines.append(f"\n{r['model']} vs {base['model']}: "
+                         f"{_ratio(base['params'], r['params'], 'fewer parameters', 'more parameters')}, "
+                         f"{_ratio(base['ms_per_sentence_batch1'], r['ms_per_sentence_batch1'], 'faster', 'slower')}"
+                         f" at batch 1, "
+                         f"{_ratio(base['ms_per_sentence_batch32'], r['ms_per_sentence_batch32'], 'faster', 'slower')}"
+                         f" at batch 32, F1 {100 * (r['f1'] - base['f1']):+.2f}")
     for r in rows:
         types = ", ".join(f"{t} {100 * v['f1']:.1f}" for t, v in sorted(r["per_type"].items()))
         lines.append(f"\n{r['model']} per type F1: {types}")
