@@ -92,6 +92,23 @@ def test_mt_student_learns_from_two_teachers(two_teacher_cache, tmp_path, soft_l
 
     runs = json.loads((tmp_path / "mt" / "training.json").read_text())
     assert runs["best_dev_f1"] > 0.5  # the toy task: names and cities
+    # each epoch records eq. 2's mean weight per teacher over the rows trained on: 1 / (1 + gold NLL
+    # per word) on labelled rows, 1 on unlabelled ones, recomputed here from the cache with pyarrow
+    import pyarrow.dataset as ds
+
+    root = two_teacher_cache[1] / "cache" / "layers"
+    def records(layer):
+        return ds.dataset(sorted(map(str, (root / layer).glob("shard-*/records.parquet"))), format="parquet")
+
+    ex = records("examples").to_table(columns=["example_id", "split", "n_words"])
+    info = dict(zip(ex["example_id"].to_pylist(), zip(ex["split"].to_pylist(), ex["n_words"].to_pylist())))
+    for t in ("small", "wide"):
+        layer = records(t).to_table(columns=["example_id", "gold_nll"])
+        w = [1.0 if info[i][0] == "unlabelled" else 1.0 / (1.0 + nll / max(1, info[i][1]))
+             for i, nll in zip(layer["example_id"].to_pylist(), layer["gold_nll"].to_pylist()) if info[i][0] != "dev"]
+        for record in runs["history"]:
+            assert record["teacher_weights"][t] == pytest.approx(sum(w) / len(w), rel=1e-5)
+        assert sum(w) / len(w) < 0.99  # random teachers: their gold CE is far from 0
     from seqdistill.pipeline.evaluate import eval_main
 
     r = CliRunner().invoke(eval_main, ["--model", str(tmp_path / "mt"), "--data", toy_corpus(tmp_path / "t.txt", 10, 7),

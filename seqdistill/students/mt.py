@@ -17,6 +17,9 @@ Decisions, named here:
   MPNet-base have 6 and 12 layers). The cache must hold those layers (``--hidden-layers`` at build).
 * The teacher's CE of eq. 2 is its gold NLL in the cache divided by the sentence's words (a CRF
   teacher stores a sequence NLL); unlabelled rows have weight 1 and no task loss.
+* Each epoch's record (``metrics.jsonl``) holds ``teacher_weights``: the mean of eq. 2's weight
+  per teacher over the rows trained on, whatever the soft labels; near-equal weights mean MT-Dis is
+  close to the uniform ensemble.
 * The student's "soft labels" are its word scores: emissions with a CRF head, logits without.
 * Adam(W) at 5e-5, batch 32: the paper's 5e-6 and batch 64 are for GPU-sized budgets of many
   epochs; early stopping on dev F1 (patience 3) as the other recipes.
@@ -178,8 +181,12 @@ def train_mt_student(cache, out_dir, cfg: MTConfig | None = None, *, storage_opt
         stream.set_epoch(epoch)
         model.train()
         sums, n = {}, 0
+        weight_sums, rows = [0.0] * len(teachers), 0  # eq. 2's weights, to show how they split
         bar = tqdm(batches(stream), desc=f"epoch {epoch + 1}", unit="batch", leave=False)
         for batch in bar:
+            for i, ce in enumerate(batch.gold_ce):
+                weight_sums[i] += teacher_weight(ce, batch.labelled).sum().item()
+            rows += len(batch.labelled)
             parts = mt_loss_parts(model, hid, batch, cfg, device)
             loss = sum(parts.values())
             optim.zero_grad(set_to_none=True)
@@ -195,6 +202,7 @@ def train_mt_student(cache, out_dir, cfg: MTConfig | None = None, *, storage_opt
         f1 = span_scores(dev_tags, predict_tags(model, tokenizer, dev_words), schema.scheme)["f1"]
         losses = {k: v / max(n, 1) for k, v in sums.items()}
         record = {"epoch": epoch + 1, "step": step, **{f"loss_{k}": v for k, v in losses.items()},
+                  "teacher_weights": {t: w / max(rows, 1) for t, w in zip(teachers, weight_sums)},
                   "dev_f1": f1, "seconds": round(time.time() - t0, 1)}
         if records.end_epoch(record, lambda: save_student(model, tokenizer, out_dir), losses):
             break
