@@ -23,6 +23,8 @@ print(round(100 * json.loads(src.read_text())["best_dev_f1"], 2) if src.exists()
 PY
 )}
 mkdir -p "docs/sweeps/$NAME"
+# a written reading (from the line starting "Reading (" on) survives regenerating the table
+READING=$([ -f "docs/sweeps/$NAME.md" ] && sed -n '/^Reading (/,$p' "docs/sweeps/$NAME.md" || true)
 {
   echo "# Sweep: $NAME"
   echo
@@ -34,5 +36,6 @@ mkdir -p "docs/sweeps/$NAME"
   $BIN/distill-train report "$OUT" --plots ${TEACHER_F1:+--teacher-f1 "$TEACHER_F1"} | grep -v '^plot: '
   echo
   for p in "$OUT"/f1_vs_*.png; do cp "$p" "docs/sweeps/$NAME/"; echo "![$(basename "$p" .png)]($NAME/$(basename "$p"))"; done
+  if [ -n "$READING" ]; then echo; echo "$READING"; fi
 } > "docs/sweeps/$NAME.md"
 cat "docs/sweeps/$NAME.md"
