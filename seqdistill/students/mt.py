@@ -184,10 +184,10 @@ def train_mt_student(cache, out_dir, cfg: MTConfig | None = None, *, storage_opt
         weight_sums, rows = [0.0] * len(teachers), 0  # eq. 2's weights, to show how they split
         bar = tqdm(batches(stream), desc=f"epoch {epoch + 1}", unit="batch", leave=False)
         for batch in bar:
-            for i, ce in enumerate(batch.gold_ce):
-                weight_sums[i] += teacher_weight(ce, batch.labelled).sum().item()
+            weights = [teacher_weight(ce, batch.labelled) for ce in batch.gold_ce]
+            weight_sums = [s + w.sum().item() for s, w in zip(weight_sums, weights)]
             rows += len(batch.labelled)
-            parts = mt_loss_parts(model, hid, batch, cfg, device)
+            parts = mt_loss_parts(model, hid, batch, weights, cfg, device)
             loss = sum(parts.values())
             optim.zero_grad(set_to_none=True)
             loss.backward()
@@ -214,8 +214,10 @@ def train_mt_student(cache, out_dir, cfg: MTConfig | None = None, *, storage_opt
     return summary
 
 
-def mt_loss_parts(model: TransformerTagger, hid: MTHiddenLoss, batch: _Batch, cfg: MTConfig, device) -> dict:
-    """The three terms of eq. 3, each averaged over the batch's sentences."""
+def mt_loss_parts(model: TransformerTagger, hid: MTHiddenLoss, batch: _Batch, weights: list[torch.Tensor],
+                  cfg: MTConfig, device) -> dict:
+    """The three terms of eq. 3, each averaged over the batch's sentences; ``weights`` are eq. 2's
+    per teacher and sentence (``teacher_weight``), used by MT-Dis."""
     x = batch.inputs.to(device)
     layers = model.encode(x)
     scores = model.out(model.dropout(layers[-1]))
@@ -233,8 +235,8 @@ def mt_loss_parts(model: TransformerTagger, hid: MTHiddenLoss, batch: _Batch, cf
         parts["task"] = task.sum() / len(labelled)
     logits = [z.to(device) for z in batch.logits]
     if cfg.soft_labels == "mt":
-        weights = [teacher_weight(ce.to(device), labelled) for ce in batch.gold_ce]
-        parts["mt_dis"] = mt_distillation_loss(scores, logits, weights, mask, cfg.temperature).mean()
+        parts["mt_dis"] = mt_distillation_loss(scores, logits, [w.to(device) for w in weights], mask,
+                                               cfg.temperature).mean()
     elif cfg.soft_labels == "ensemble":
         parts["ensemble"] = ensemble_distillation_loss(scores, logits, mask, cfg.temperature).mean()
     if cfg.hidden_loss:
