@@ -65,15 +65,19 @@ def main() -> None:
     ap.add_argument("--single", type=int, default=64, help="sentences timed one at a time")
     ap.add_argument("--naive", type=int, default=8, help="sentences timed one candidate at a time")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: the model's weights cast to bf16 for every mode (scores still summed in fp32)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     model, fmt, name = load(args.model)
+    if args.precision == "bf16":  # the same weights for all three modes, so the ratios compare like with like
+        model = model.to(torch.bfloat16)
     sents = [s.words for s in read_corpus(conll_test(), "conll", "test").sentences
              if len(s.words) <= fmt.max_words][: args.sentences]
     words = sum(len(s) for s in sents)
     print(f"model {name}; {len(sents)} CoNLL-2003 test sentences ({words / len(sents):.1f} words on average), "
-          f"sBIO tags {fmt.tags}, K=1, threads {torch.get_num_threads()}")
+          f"sBIO tags {fmt.tags}, K=1, threads {torch.get_num_threads()}, {args.precision}")
     sentscore(model, fmt, sents[:4])  # warm-up
 
     t0 = time.perf_counter()

@@ -83,6 +83,22 @@ def test_greedy_sentscore_equals_one_candidate_at_a_time(tokenizer, make):
         assert decoded[0] != "I" and all(not (a == "O" and c == "I") for a, c in zip(decoded, decoded[1:]))
 
 
+def test_sentscore_teacher_precision(tokenizer):
+    """``outputs`` takes the build's precision like every teacher: fp32 on CPU whatever is asked
+    (bf16 gives the same scores bit for bit), and a precision that does not exist is refused."""
+    from seqdistill.cache_schema import LabelSchema
+    from seqdistill.teachers.models import TeacherError
+    from seqdistill.teachers.seq2seq import SentScoreTeacher
+
+    teacher = SentScoreTeacher(_bert2bert(len(tokenizer)), tokenizer, LabelSchema("sBIO", ("LOC", "PER")))
+    words = _sentences(5, seed=3)
+    fp32, bf16 = (teacher.outputs(words, precision=p) for p in ("fp32", "bf16"))
+    assert torch.equal(fp32.kbest_paths, bf16.kbest_paths) and torch.equal(fp32.logits, bf16.logits)
+    assert fp32.logits.dtype == torch.float32
+    with pytest.raises(TeacherError, match="fp8"):
+        teacher.outputs(words, precision="fp8")
+
+
 def _sequence_log_likelihood(model, fmt, words, tags):
     """log L(s_0 t_1 s_1 ... t_L s_L ; S_in) by one teacher-forced decoder pass."""
     from seqdistill.teachers.sentscore import _decoder_start, encode_batch

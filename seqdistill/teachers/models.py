@@ -64,6 +64,17 @@ class TeacherOutput:
     gold_nll: Tensor | None = None
 
 
+def inference_autocast(device: torch.device, precision: str | None = "bf16"):
+    """Mixed precision for a teacher's inference: bf16 or fp16 autocast on GPU; CPU always stays
+    fp32 (decision: CPU builds stay exact and reproducible; on an AMX CPU, bf16 weights would make
+    batched SenTScore 1.45x faster, docs/BENCHMARKS.md, a gain left to an explicit option)."""
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, None: None, "fp32": None}
+    if precision not in dtypes:
+        raise TeacherError(f"precision {precision!r} is not one of bf16, fp16, fp32")
+    enabled = device.type == "cuda" and dtypes[precision] is not None
+    return torch.autocast(device.type, dtype=dtypes[precision] or torch.bfloat16, enabled=enabled)
+
+
 def _sha256_files(root: Path, names) -> str:
     """One digest over the named files that exist (name and content of each, in sorted order)."""
     h = hashlib.sha256()
@@ -103,12 +114,7 @@ class Teacher(nn.Module):
 
     # -- forward --------------------------------------------------------------------------------
     def autocast(self, precision: str | None = "bf16"):
-        """Mixed precision for inference: bf16 or fp16 autocast on GPU; CPU always stays fp32."""
-        dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, None: None, "fp32": None}
-        if precision not in dtypes:
-            raise TeacherError(f"precision {precision!r} is not one of bf16, fp16, fp32")
-        enabled = self.device.type == "cuda" and dtypes[precision] is not None
-        return torch.autocast(self.device.type, dtype=dtypes[precision] or torch.bfloat16, enabled=enabled)
+        return inference_autocast(self.device, precision)
 
     def encode(self, batch_words: list[list[str]], hidden_layers=(), subwords: bool = False) -> TeacherOutput:
         """Run the encoder and the linear head on a batch of sentences."""

@@ -150,15 +150,18 @@ class SentScoreTeacher(nn.Module):
         paths, _, _ = self.decode_batch(batch_words, k=1)
         return [self.schema.decode(paths[b, 0, : len(w)].tolist()) for b, w in enumerate(batch_words)]
 
-    def outputs(self, batch_words, tags: Tensor | None = None, *, k: int | None = None, hidden_layers=(), **_):
+    def outputs(self, batch_words, tags: Tensor | None = None, *, k: int | None = None, hidden_layers=(),
+                precision: str | None = "bf16", **_):
         """What a cache stores for this teacher: k-best sBIO paths, their scores, per-word tag
-        scores of the best beam, and the LM loss of the gold target on labelled rows."""
-        from .models import TeacherOutput
+        scores of the best beam, and the LM loss of the gold target on labelled rows. The model
+        runs under ``precision`` autocast on GPU (fp32 on CPU, as every teacher); scores are summed
+        in fp32 either way."""
+        from .models import TeacherOutput, inference_autocast
 
         if hidden_layers:
             raise ValueError("a SenTScore teacher stores no hidden layers; leave --hidden-layers out")
         self.model.eval()
-        with torch.inference_mode():
+        with torch.inference_mode(), inference_autocast(self.device, precision):
             paths, beams, scores = self.decode_batch(batch_words, k)
             W = paths.shape[-1]
             mask = torch.arange(W)[None] < torch.tensor([len(w) for w in batch_words])[:, None]
