@@ -30,15 +30,9 @@ from pathlib import Path
 import torch
 
 from seqdistill.pipeline import derive_label_schema, read_corpus
-from seqdistill.teachers.finetune import _tag_ids, evaluate
+from seqdistill.teachers.finetune import _tag_ids, evaluate, warmup_linear_decay
 from seqdistill.teachers.sentscore import encode_batch
 from seqdistill.teachers.seq2seq import build_sentscore_teacher
-
-
-def schedule(optim, steps: int):
-    warm = max(1, steps // 10)
-    return torch.optim.lr_scheduler.LambdaLR(
-        optim, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm))))
 
 
 def step(params, optim, sched, loss) -> float:
@@ -68,7 +62,7 @@ def align(teacher, silver: list[list[str]], lr: float, batch_size: int) -> None:
     fmt, tok, params = teacher.format, teacher.tokenizer, list(teacher.parameters())
     optim = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
     batches = range(0, len(silver), batch_size)
-    sched, total, t0 = schedule(optim, len(batches)), 0.0, time.time()
+    sched, total, t0 = warmup_linear_decay(optim, len(batches), 0.1), 0.0, time.time()
     teacher.train()
     for j, i in enumerate(batches, 1):
         words = silver[i: i + batch_size]
@@ -116,12 +110,12 @@ def main() -> None:
     if "s" in args.variant:
         distinct_sentinels(teacher)
     if "a" in args.variant:
-        silver = [line.split() for line in open(split / "silver.txt", encoding="utf-8")
-                  if 1 < len(line.split()) <= 60][: args.align_sentences]
+        lines = (line.split() for line in open(split / "silver.txt", encoding="utf-8"))
+        silver = [w for w in lines if 1 < len(w) <= 60][: args.align_sentences]
         align(teacher, silver, args.lr, args.batch_size)
     params = list(teacher.parameters())
     optim = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
-    sched = schedule(optim, args.epochs * ((len(train) + args.batch_size - 1) // args.batch_size))
+    sched = warmup_linear_decay(optim, args.epochs * ((len(train) + args.batch_size - 1) // args.batch_size), 0.1)
     sentences = list(train)
     for epoch in range(1, args.epochs + 1):
         teacher.train()

@@ -108,6 +108,13 @@ def finetune(encoder: str, train, dev, schema: LabelSchema, out_dir, cfg: Finetu
     return summary
 
 
+def warmup_linear_decay(optim, steps: int, warmup: float) -> torch.optim.lr_scheduler.LambdaLR:
+    """The rate rises linearly over the first ``warmup`` fraction of ``steps``, then falls linearly to 0."""
+    warm = max(1, int(warmup * steps))
+    return torch.optim.lr_scheduler.LambdaLR(
+        optim, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm))))
+
+
 def fit(loss_fn, teachers: list[Teacher], groups: list[dict], train, dev, schema: LabelSchema, cfg: FinetuneConfig,
         save, log=print) -> dict:
     """The training loop shared by :func:`finetune` and co-fine-tuning: AdamW over ``groups``,
@@ -119,9 +126,7 @@ def fit(loss_fn, teachers: list[Teacher], groups: list[dict], train, dev, schema
     steps = cfg.epochs * ((len(sentences) + cfg.batch_size - 1) // cfg.batch_size)
     optim = torch.optim.AdamW(groups)
     params = [p for g in groups for p in g["params"]]
-    warm = max(1, int(cfg.warmup * steps))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        optim, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm))))
+    sched = warmup_linear_decay(optim, steps, cfg.warmup)
     best, best_epoch, history = -1.0, -1, []
     for epoch in range(cfg.epochs):
         for t in teachers:
