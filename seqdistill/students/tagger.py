@@ -27,49 +27,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .models import StudentConfig, word_pieces
+from ..encoding import SubwordBatch, words_to_subwords
+from .models import StudentConfig
 
 # Parameter groups from the top of the network to the bottom: the order of gradual unfreezing (§5.3).
 GROUPS = ("softmax", "regressor", "projection", "bilstm", "embeddings")
-
-
-@dataclass
-class SubwordBatch:
-    """Sentences as subword ids ``[B, S]`` (0-padded, ``mask``), with ``word_ids [B, S]`` (the
-    word of each subword, -1 on padding), ``first [B, L]`` (each word's first subword) and
-    ``word_mask [B, L]``."""
-
-    ids: Tensor
-    mask: Tensor
-    word_ids: Tensor
-    first: Tensor
-    word_mask: Tensor
-
-    def to(self, device) -> "SubwordBatch":
-        return SubwordBatch(*(t.to(device) for t in (self.ids, self.mask, self.word_ids, self.first, self.word_mask)))
-
-    def first_subword(self, h: Tensor) -> Tensor:
-        """Word states ``[B, L, D]`` from subword states ``[B, S, D]``: each word's first subword."""
-        return h.gather(1, self.first.unsqueeze(-1).expand(-1, -1, h.shape[-1]))
-
-
-def words_to_subwords(tokenizer, batch_words: list[list[str]]) -> SubwordBatch:
-    """Tokenize words with the teacher's tokenizer (see ``word_pieces``) into subword sequences."""
-    seqs, owners = [], []
-    for pieces in word_pieces(tokenizer, batch_words):
-        seqs.append([t for p in pieces for t in p])
-        owners.append([w for w, p in enumerate(pieces) for _ in p])
-    B, S, L = len(batch_words), max(len(s) for s in seqs), max(len(w) for w in batch_words)
-    ids = torch.zeros(B, S, dtype=torch.long)
-    word_ids = torch.full((B, S), -1, dtype=torch.long)
-    first = torch.zeros(B, L, dtype=torch.long)
-    for b, (seq, own) in enumerate(zip(seqs, owners)):
-        ids[b, : len(seq)] = torch.tensor(seq)
-        word_ids[b, : len(own)] = torch.tensor(own)
-        starts = [i for i, w in enumerate(own) if i == 0 or own[i - 1] != w]
-        first[b, : len(starts)] = torch.tensor(starts)
-    word_mask = torch.arange(L)[None] < torch.tensor([len(w) for w in batch_words])[:, None]
-    return SubwordBatch(ids, word_ids >= 0, word_ids, first, word_mask)
 
 
 @dataclass

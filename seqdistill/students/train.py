@@ -26,7 +26,8 @@ from . import losses as L
 from .checkpoint import load_checkpoint, save_checkpoint
 from .common import RunConfig, default_splits, device_for, open_cache, predict_tags, read_split, teacher_exports
 from .data import CacheStream, batches, pad_stack, parse_selection, stream_config
-from .models import BiLSTMCRF, StudentConfig, WordBatch, init_embeddings, save_student, words_to_bags
+from ..encoding import WordBatch, words_to_bags
+from .models import BiLSTMCRF, StudentConfig, init_embeddings, save_student
 
 LOSSES = ("hard", "seq-ce", "fuzzy", "token-em", "token-pos")
 

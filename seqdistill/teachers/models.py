@@ -31,7 +31,7 @@ from torch import Tensor, nn
 
 from ..cache_schema import LabelSchema
 from ..crf import CRF
-from .encoding import SegmentBatch, WordTokenizer
+from ..encoding import SegmentBatch, WordTokenizer
 
 TEACHER_JSON = "teacher.json"
 HEAD_FILE = "head.safetensors"

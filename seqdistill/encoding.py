@@ -1,4 +1,10 @@
-"""From words to encoder inputs and back: subword tokenization, windows, pooling to words.
+"""From words to model inputs and back: subword tokenization, windows, pooling to words.
+
+Every model of the project reads words through this module, whatever runs it (torch in training,
+ONNX Runtime in an exported directory), so a model sees the same inputs wherever it runs. It needs
+torch and a tokenizer, and no teacher or student code.
+
+Teachers (and the ONNX export of a teacher):
 
 A batch of sentences (lists of words) becomes *segments*: each sentence is one segment, or, when
 its subwords exceed the encoder's maximum length, several overlapping windows cut at word
@@ -10,6 +16,10 @@ a whole window, which keeps its first subwords.
 :class:`SegmentBatch` carries, besides the encoder inputs, a scatter map from token positions to
 word slots, so that pooling (first subword, or mean of the subwords) is one ``index_add`` over the
 whole batch, and the flat indices of each sentence's owned subwords for subword-level outputs.
+
+Students: :func:`words_to_bags` (each word a bag of the teacher's subword ids, for the BiLSTM-CRF's
+``EmbeddingBag``) and :func:`words_to_subwords` (subword sequences with each word's first subword,
+for the subword students), both from :func:`word_pieces`.
 """
 
 from __future__ import annotations
@@ -219,3 +229,85 @@ def _owners(spans: list[tuple[int, int]], windows: list[tuple[int, int]]) -> lis
                 best, best_ctx = i, ctx
         owners.append(best)
     return owners
+
+
+# -- students' inputs: words as bags of the teacher's subword ids, or as subword sequences --------
+
+@dataclass
+class WordBatch:
+    """Words as bags of subword ids: ``bag_ids`` concatenated, ``bag_offsets [B * L]`` where each
+    word's bag starts (padding words are empty bags), ``mask [B, L]``."""
+
+    bag_ids: Tensor
+    bag_offsets: Tensor
+    mask: Tensor
+
+    def to(self, device) -> "WordBatch":
+        return WordBatch(self.bag_ids.to(device), self.bag_offsets.to(device), self.mask.to(device))
+
+
+def word_pieces(tokenizer, batch_words: list[list[str]]) -> list[list[list[int]]]:
+    """The teacher tokenizer's ids of every word (no special tokens); a word with none gets the
+    unknown token, so every word has at least one."""
+    enc = tokenizer(batch_words, is_split_into_words=True, add_special_tokens=False)
+    unk = tokenizer.unk_token_id if tokenizer.unk_token_id is not None else 0
+    out = []
+    for b, words in enumerate(batch_words):
+        per_word: list[list[int]] = [[] for _ in words]
+        for tok, w in zip(enc["input_ids"][b], enc.word_ids(b)):
+            if w is not None:
+                per_word[w].append(tok)
+        out.append([p or [unk] for p in per_word])
+    return out
+
+
+def words_to_bags(tokenizer, batch_words: list[list[str]]) -> WordBatch:
+    """Tokenize words with the teacher's tokenizer into an ``EmbeddingBag`` input."""
+    L = max(len(w) for w in batch_words)
+    ids, offsets = [], []
+    for pieces in word_pieces(tokenizer, batch_words):
+        for w in range(L):
+            offsets.append(len(ids))
+            if w < len(pieces):
+                ids.extend(pieces[w])
+    mask = torch.arange(L)[None] < torch.tensor([len(w) for w in batch_words])[:, None]
+    return WordBatch(torch.tensor(ids, dtype=torch.long), torch.tensor(offsets, dtype=torch.long), mask)
+
+
+@dataclass
+class SubwordBatch:
+    """Sentences as subword ids ``[B, S]`` (0-padded, ``mask``), with ``word_ids [B, S]`` (the
+    word of each subword, -1 on padding), ``first [B, L]`` (each word's first subword) and
+    ``word_mask [B, L]``."""
+
+    ids: Tensor
+    mask: Tensor
+    word_ids: Tensor
+    first: Tensor
+    word_mask: Tensor
+
+    def to(self, device) -> "SubwordBatch":
+        return SubwordBatch(*(t.to(device) for t in (self.ids, self.mask, self.word_ids, self.first, self.word_mask)))
+
+    def first_subword(self, h: Tensor) -> Tensor:
+        """Word states ``[B, L, D]`` from subword states ``[B, S, D]``: each word's first subword."""
+        return h.gather(1, self.first.unsqueeze(-1).expand(-1, -1, h.shape[-1]))
+
+
+def words_to_subwords(tokenizer, batch_words: list[list[str]]) -> SubwordBatch:
+    """Tokenize words with the teacher's tokenizer (see ``word_pieces``) into subword sequences."""
+    seqs, owners = [], []
+    for pieces in word_pieces(tokenizer, batch_words):
+        seqs.append([t for p in pieces for t in p])
+        owners.append([w for w, p in enumerate(pieces) for _ in p])
+    B, S, L = len(batch_words), max(len(s) for s in seqs), max(len(w) for w in batch_words)
+    ids = torch.zeros(B, S, dtype=torch.long)
+    word_ids = torch.full((B, S), -1, dtype=torch.long)
+    first = torch.zeros(B, L, dtype=torch.long)
+    for b, (seq, own) in enumerate(zip(seqs, owners)):
+        ids[b, : len(seq)] = torch.tensor(seq)
+        word_ids[b, : len(own)] = torch.tensor(own)
+        starts = [i for i, w in enumerate(own) if i == 0 or own[i - 1] != w]
+        first[b, : len(starts)] = torch.tensor(starts)
+    word_mask = torch.arange(L)[None] < torch.tensor([len(w) for w in batch_words])[:, None]
+    return SubwordBatch(ids, word_ids >= 0, word_ids, first, word_mask)

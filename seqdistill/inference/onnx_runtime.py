@@ -1,0 +1,245 @@
+"""An exported directory (``distill-export``) run by ONNX Runtime.
+
+The directory is self-contained and runs without the student and teacher packages:
+
+* ``export.json`` — what it is (format, source model and its fingerprint, the graph's inputs, the
+  decoder, the label schema, entity types, pooling and framing, quantization, parameter counts,
+  the graph's sha256);
+* ``model.onnx`` — the graph, from words' ids to word scores (or to token scores, pooled here);
+* ``decode.safetensors`` — what decoding needs: the CRF's effective transitions, start and end
+  scores (``-inf`` where the tag scheme forbids), or the BILOU automaton's;
+* ``tokenizer/`` — the tokenizer files.
+
+Three kinds of graph inputs (``inputs`` in export.json), all prepared by ``seqdistill.encoding``
+exactly as for the torch model:
+
+* ``bags`` (the BiLSTM-CRF): ``piece_ids [B, L, P]`` each word's subword ids, ``piece_mask
+  [B, L, P]``, ``lengths [B]`` -> emissions ``[B, L, T]``;
+* ``subwords`` (the BiLSTM tagger, the CNN + RNN tagger): ``ids [B, S]``, ``lengths [B]`` in
+  subwords, ``pool [B, L, S]`` the subword -> word pooling weights -> word scores;
+* ``segments`` (teachers, transformer students): ``input_ids [N, Lt]``, ``attention_mask`` of
+  framed segments -> token scores ``[N, Lt, T]``, pooled to words here. A teacher's segments are
+  its own overlapping windows (``encoding.WordTokenizer``); a transformer student's are its
+  windows of ``window`` subwords framed by [CLS] and [SEP] (as ``TransformerTagger.encode``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..cache_schema import LabelSchema
+from .decode import Decoder
+from .torch_models import Backend
+
+EXPORT_JSON = "export.json"
+EXPORT_FORMAT = "seqdistill-export"
+EXPORT_VERSION = 1
+ONNX_FILE = "model.onnx"
+DECODE_FILE = "decode.safetensors"
+INPUTS = ("bags", "subwords", "segments")
+
+
+class ExportError(ValueError):
+    """An exported directory that cannot be used, naming the file and what to do."""
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def is_export_dir(d: Path) -> bool:
+    return (d / EXPORT_JSON).is_file()
+
+
+def read_export_json(d: Path) -> dict:
+    path = d / EXPORT_JSON
+    if not path.is_file():
+        raise ExportError(f"{d}: no {EXPORT_JSON}; not an exported directory (make one with "
+                          f"`distill-export --model MODEL_DIR --out {d}`)")
+    try:
+        meta = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ExportError(f"{path}: not valid JSON ({e}); export the model again") from None
+    if not isinstance(meta, dict) or meta.get("format") != EXPORT_FORMAT:
+        raise ExportError(f"{path}: not a seqdistill export (format {meta.get('format') if isinstance(meta, dict) else None!r})")
+    if meta.get("format_version", 0) > EXPORT_VERSION:
+        raise ExportError(f"{path}: format version {meta['format_version']} is newer than this seqdistill "
+                          f"reads ({EXPORT_VERSION}); upgrade seqdistill")
+    for key in ("onnx", "onnx_sha256", "inputs", "decoder", "label_schema", "kind", "model"):
+        if key not in meta:
+            raise ExportError(f"{path}: field {key!r} is missing; export the model again")
+    if meta["inputs"] not in INPUTS:
+        raise ExportError(f"{path}: inputs {meta['inputs']!r} is not one of {', '.join(INPUTS)}")
+    return meta
+
+
+def session_options(threads: int | None):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.inter_op_num_threads = 1
+    if threads:
+        opts.intra_op_num_threads = threads
+    return opts
+
+
+def open_session(path: Path, expected_sha256: str | None, threads: int | None):
+    """An ONNX Runtime session over ``path``, refusing a file that is missing, damaged (its sha256
+    is not the one export.json records) or not a graph ONNX Runtime can load."""
+    import onnxruntime as ort
+
+    if not path.is_file():
+        raise ExportError(f"{path}: missing; export the model again")
+    if expected_sha256 is not None and sha256_file(path) != expected_sha256:
+        raise ExportError(f"{path}: damaged (its sha256 is not the one {EXPORT_JSON} records); export the model again")
+    try:
+        return ort.InferenceSession(str(path), session_options(threads), providers=["CPUExecutionProvider"])
+    except Exception as e:  # onnxruntime raises its own exception types for unreadable graphs
+        raise ExportError(f"{path}: ONNX Runtime cannot load it ({str(e).splitlines()[0][:200]}); "
+                          "export the model again") from None
+
+
+def pool_tokens(token_scores: np.ndarray, slot: np.ndarray, weight: np.ndarray, batch: int, words: int) -> np.ndarray:
+    """Token scores ``[N, Lt, T]`` to word scores ``[B, W, T]``: each word the weighted sum of its
+    tokens (``slot``: the word slot ``b * W + w`` of each token or -1, ``weight``: its weight),
+    as ``SegmentBatch.pool`` (the head is linear, so pooling after it equals pooling before)."""
+    flat = token_scores.reshape(-1, token_scores.shape[-1])
+    keep = (slot >= 0) & (weight != 0)
+    out = np.zeros((batch * words, flat.shape[1]), dtype=np.float32)
+    np.add.at(out, slot[keep], flat[keep] * weight[keep, None])
+    return out.reshape(batch, words, -1)
+
+
+def bag_inputs(tokenizer, words: list[list[str]]) -> dict:
+    """``bags`` inputs: each word's subword ids (``encoding.word_pieces``) padded to ``[B, L, P]``."""
+    from ..encoding import word_pieces
+
+    pieces = word_pieces(tokenizer, words)
+    B, L = len(words), max(len(w) for w in words)
+    P = max(len(p) for sent in pieces for p in sent)
+    ids = np.zeros((B, L, P), dtype=np.int64)
+    mask = np.zeros((B, L, P), dtype=np.float32)
+    for b, sent in enumerate(pieces):
+        for w, p in enumerate(sent):
+            ids[b, w, : len(p)] = p
+            mask[b, w, : len(p)] = 1.0
+    return {"piece_ids": ids, "piece_mask": mask, "lengths": np.array([len(w) for w in words], dtype=np.int64)}
+
+
+def subword_inputs(tokenizer, words: list[list[str]], pooling: str = "first") -> dict:
+    """``subwords`` inputs (``encoding.words_to_subwords``) with the pooling weights ``[B, L, S]``:
+    1 on each word's first subword, or 1/n on each of its n subwords (``mean``)."""
+    from ..encoding import words_to_subwords
+
+    x = words_to_subwords(tokenizer, words)
+    ids, word_ids, first = x.ids.numpy(), x.word_ids.numpy(), x.first.numpy()
+    B, S = ids.shape
+    pool = np.zeros((B, first.shape[1], S), dtype=np.float32)
+    if pooling == "mean":
+        b, s = np.nonzero(word_ids >= 0)
+        pool[b, word_ids[b, s], s] = 1.0
+        pool /= np.maximum(pool.sum(2, keepdims=True), 1.0)
+    else:
+        for b, n in enumerate(len(w) for w in words):
+            pool[b, np.arange(n), first[b, :n]] = 1.0
+    return {"ids": ids, "lengths": x.mask.sum(1).numpy().astype(np.int64), "pool": pool}
+
+
+def window_inputs(tokenizer, words: list[list[str]], window: int, cls: int, sep: int) -> tuple[dict, np.ndarray]:
+    """``segments`` inputs of a transformer student, as ``TransformerTagger.encode`` frames them:
+    each sentence's subwords cut into windows of ``min(window, longest sentence)`` subwords, each
+    framed by [CLS] and [SEP]; and the word slot ``b * L + w`` of each token that is word w's
+    first subword (-1 elsewhere), flat."""
+    from ..encoding import word_pieces
+
+    pieces = word_pieces(tokenizer, words)
+    w = min(window, max(sum(len(p) for p in sent) for sent in pieces))
+    L = max(len(x) for x in words)
+    rows, slots = [], []
+    for b, sent in enumerate(pieces):
+        seq = [t for p in sent for t in p]
+        firsts = np.cumsum([0] + [len(p) for p in sent[:-1]])
+        owner = np.full(len(seq), -1, dtype=np.int64)
+        owner[firsts] = b * L + np.arange(len(sent))
+        for j in range(0, len(seq), w):
+            rows.append([cls, *seq[j: j + w], sep])
+            slots.append([-1, *owner[j: j + w], -1])
+    Lt = max(len(r) for r in rows)
+    input_ids = np.zeros((len(rows), Lt), dtype=np.int64)
+    attention = np.zeros((len(rows), Lt), dtype=np.int64)
+    slot = np.full((len(rows), Lt), -1, dtype=np.int64)
+    for i, (r, s) in enumerate(zip(rows, slots)):
+        input_ids[i, : len(r)], attention[i, : len(r)], slot[i, : len(s)] = r, 1, s
+    return {"input_ids": input_ids, "attention_mask": attention}, slot.reshape(-1)
+
+
+class OnnxModel(Backend):
+    runtime = "onnx"
+
+    def __init__(self, directory: Path, threads: int | None = None):
+        from safetensors.numpy import load_file
+        from transformers import AutoTokenizer
+
+        d = Path(directory)
+        self.meta = meta = read_export_json(d)
+        self.name, self.kind, self.what = d.name, meta["kind"], meta["model"]
+        self.quantize = meta.get("quantize", "none")
+        self.params = int(meta.get("params", 0))
+        self.params_without_embeddings = int(meta.get("params_without_embeddings", 0))
+        self.inputs = meta["inputs"]
+        self.session = open_session(d / meta["onnx"], meta["onnx_sha256"], threads)
+        schema = LabelSchema.from_json(meta["label_schema"])
+        transitions = None
+        if meta["decoder"] in ("crf", "bilou"):
+            path = d / DECODE_FILE
+            if not path.is_file():
+                raise ExportError(f"{path}: missing; a {meta['decoder']} decoder needs its transitions")
+            try:
+                t = load_file(str(path))
+                transitions = (t["transitions"], t["start"], t["end"])
+            except Exception as e:
+                raise ExportError(f"{path}: unreadable ({e}); export the model again") from None
+            n = 5 if meta["decoder"] == "bilou" else schema.num_tags
+            if transitions[0].shape != (n, n) or transitions[1].shape != (n,) or transitions[2].shape != (n,):
+                raise ExportError(f"{path}: transitions of shape {transitions[0].shape} do not fit {n} tags")
+        try:
+            self.decoder = Decoder(meta["decoder"], schema, transitions, tuple(meta.get("entity_types", ())))
+        except ValueError as e:
+            raise ExportError(f"{d / EXPORT_JSON}: {e}") from None
+        if not (d / "tokenizer").is_dir():
+            raise ExportError(f"{d / 'tokenizer'}: missing; export the model again")
+        self.tokenizer = AutoTokenizer.from_pretrained(d / "tokenizer")
+        if self.inputs == "segments" and meta.get("framing") == "teacher":
+            from ..encoding import WordTokenizer
+
+            self.segmenter = WordTokenizer(self.tokenizer, int(meta["max_length"]), meta.get("pooling", "first"))
+
+    # -- scores ----------------------------------------------------------------------------------
+    def scores(self, words: list[list[str]]) -> np.ndarray:
+        if self.inputs == "bags":
+            out = self.session.run(None, bag_inputs(self.tokenizer, words))[0]
+        elif self.inputs == "subwords":
+            out = self.session.run(None, subword_inputs(self.tokenizer, words, self.meta.get("pooling", "first")))[0]
+        else:
+            B, W = len(words), max(len(w) for w in words)
+            if self.meta.get("framing") == "teacher":
+                seg = self.segmenter(words)
+                feed = {"input_ids": seg.input_ids.numpy(), "attention_mask": seg.attention_mask.numpy()}
+                slot, weight = seg.token_slot.numpy(), seg.token_weight.numpy()
+            else:
+                feed, slot = window_inputs(self.tokenizer, words, int(self.meta["window"]),
+                                           int(self.meta["cls_token_id"]), int(self.meta["sep_token_id"]))
+                weight = (slot >= 0).astype(np.float32)
+            out = pool_tokens(self.session.run(None, feed)[0], slot, weight, B, W)
+        if self.decoder.kind == "bilou":
+            out = out.reshape(*out.shape[:2], len(self.decoder.entity_types), 5)
+        return out

@@ -1,0 +1,176 @@
+"""``Tagger``: any trained model (a torch student, a teacher, an exported ONNX directory) tagging
+raw texts or pre-split words, with entity spans and their character offsets.
+
+    from seqdistill import Tagger
+    tagger = Tagger.load("student-onnx/")             # or a student or teacher directory
+    for s in tagger(["Peter Blackburn visits Paris."]):
+        print(s.tags, [(e.type, e.char_start, e.char_end, e.text) for e in s.spans])
+
+Inputs: a string (one text), a list of strings (texts, split by ``words.split_words``), or a
+list of word lists (pre-split; offsets then point into the words joined by one space). Sentences
+are tagged in batches of similar length (``batch_size``) and returned in input order.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .decode import Decoded
+from .torch_models import Backend
+from .words import join_words, split_words
+
+
+@dataclass
+class Span:
+    type: str
+    start: int  # first word
+    end: int  # one past the last word
+    char_start: int  # offsets into the sentence's text
+    char_end: int
+    text: str
+    score: float | None = None  # mean probability of the chosen tags over the span's words
+
+
+@dataclass
+class TaggedSentence:
+    text: str
+    words: list[str]
+    offsets: list[tuple[int, int]]
+    tags: list[str]
+    spans: list[Span]
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["offsets"] = [list(o) for o in self.offsets]
+        return out
+
+
+def load_backend(path, *, device: str = "cpu", threads: int | None = None, trust_remote_code: bool = False) -> Backend:
+    """An exported directory (``export.json``), a student directory (``config.json`` with a
+    seqdistill ``arch``) or a teacher directory, by what the directory holds."""
+    from .onnx_runtime import OnnxModel, is_export_dir
+    from .torch_models import TorchStudent, TorchTeacher, is_student_dir
+
+    d = Path(path)
+    if not d.is_dir():
+        raise FileNotFoundError(f"{d}: no such model directory")
+    if is_export_dir(d):
+        return OnnxModel(d, threads)
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)  # process-wide: torch has no per-model thread count
+    if is_student_dir(d):
+        return TorchStudent(d, device)
+    return TorchTeacher(d, device, trust_remote_code)
+
+
+class Tagger:
+    def __init__(self, backend: Backend):
+        self.backend = backend
+
+    @classmethod
+    def load(cls, path, *, device: str = "cpu", threads: int | None = None, trust_remote_code: bool = False
+             ) -> "Tagger":
+        """Load any model directory. ``threads``: the ONNX Runtime session's threads, or torch's
+        (process-wide) for a torch model; None keeps the runtime's default (all cores)."""
+        return cls(load_backend(path, device=device, threads=threads, trust_remote_code=trust_remote_code))
+
+    # -- identity ----------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.backend.name
+
+    @property
+    def kind(self) -> str:
+        return self.backend.kind
+
+    @property
+    def runtime(self) -> str:
+        return self.backend.runtime if self.backend.quantize == "none" else f"{self.backend.runtime} {self.backend.quantize}"
+
+    @property
+    def scheme(self) -> str:
+        return self.decoder.schema.scheme
+
+    @property
+    def decoder(self):
+        return self.backend.decoder
+
+    @property
+    def nested(self) -> bool:
+        """Whether spans may nest (one BILOU layer per entity type)."""
+        return self.decoder is not None and self.decoder.nested
+
+    @property
+    def params(self) -> int:
+        return self.backend.params
+
+    @property
+    def params_without_embeddings(self) -> int:
+        return self.backend.params_without_embeddings
+
+    # -- tagging -----------------------------------------------------------------------------------
+    def __call__(self, inputs, batch_size: int = 32, scores: bool = True) -> list[TaggedSentence]:
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        texts, words, offsets = [], [], []
+        for i, item in enumerate(inputs):
+            if isinstance(item, str):
+                w, o = split_words(item)
+                t = item
+            elif isinstance(item, (list, tuple)) and all(isinstance(x, str) for x in item):
+                w = list(item)
+                t, o = join_words(w)
+            else:
+                raise TypeError(f"input {i}: a text (str) or a list of words (list of str), not {type(item).__name__}")
+            texts.append(t), words.append(w), offsets.append(o)
+        decoded = self._decode(words, batch_size, scores)
+        out = []
+        for t, w, o, d in zip(texts, words, offsets, decoded):
+            spans = [Span(etype, s, e, o[s][0], o[e - 1][1], t[o[s][0]: o[e - 1][1]],
+                          None if d.scores is None else d.scores[j]) for j, (s, e, etype) in enumerate(d.spans)]
+            out.append(TaggedSentence(t, w, o, d.tags, spans))
+        return out
+
+    def predict(self, sentences: list[list[str]], batch_size: int = 64) -> list[list[str]]:
+        """Flat tags of pre-split sentences."""
+        return [d.tags for d in self._decode(sentences, batch_size, False)]
+
+    def predict_spans(self, sentences: list[list[str]], batch_size: int = 64) -> list[list[tuple[int, int, str]]]:
+        """``(start, end, type)`` spans: nested across types for a per-type (BILOU) model."""
+        return [d.spans for d in self._decode(sentences, batch_size, False)]
+
+    def predict_batch(self, sentences: list[list[str]]) -> list[list[str]]:
+        """One batch as given (the unit ``latency`` times)."""
+        return [d.tags if d is not None else [] for d in self._decode(sentences, len(sentences) or 1, False)]
+
+    def _decode(self, sentences: list[list[str]], batch_size: int, with_scores: bool) -> list[Decoded]:
+        """Decode in batches of similar length; an empty sentence gets no tags."""
+        order = sorted((i for i in range(len(sentences)) if sentences[i]), key=lambda i: len(sentences[i]))
+        out: list[Decoded | None] = [Decoded([], [], [] if with_scores else None)] * len(sentences)
+        for s in range(0, len(order), batch_size):
+            idx = order[s: s + batch_size]
+            for i, d in zip(idx, self.backend.decode([list(sentences[i]) for i in idx], with_scores)):
+                out[i] = d
+        return out
+
+
+def latency(tagger: Tagger, sentences: list[list[str]], batch_size: int, batches: int = 20) -> float:
+    """Median milliseconds per sentence over ``batches`` batches of ``batch_size`` sentences
+    (tokenization and decoding included)."""
+    times = []
+    tagger.predict_batch(sentences[:batch_size])  # warm-up
+    for i in range(batches):
+        start = (i * batch_size) % max(1, len(sentences) - batch_size)
+        batch = sentences[start: start + batch_size]
+        t0 = time.perf_counter()
+        tagger.predict_batch(batch)
+        times.append((time.perf_counter() - t0) * 1000 / len(batch))
+    return statistics.median(times)
+
+
+__all__ = ["Span", "TaggedSentence", "Tagger", "latency", "load_backend"]

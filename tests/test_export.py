@@ -1,0 +1,300 @@
+"""distill-export and the Tagger: every student kind and teacher kind exported to ONNX gives the
+torch model's tags; int8 stays close; character offsets; damaged or foreign directories refused
+by name; an export runs without the teachers package."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from seqdistill.cache_schema import LabelSchema
+from seqdistill.inference import ExportError, Tagger, split_words
+from seqdistill.pipeline.export import export_model, main as export_main
+from seqdistill.students.models import StudentConfig, save_student, student_architectures
+
+SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
+BIOES = LabelSchema("BIOES", ("LOC", "ORG", "PER"))
+WORDS = ["the", "eu", "peter", "paris", "rome", "anna", "visits", "xq", "zz9", "a-b", ".", ",", "qqqqqqq", "é"]
+
+
+def sentences(n: int = 24, seed: int = 0, long: int = 0) -> list[list[str]]:
+    rng = random.Random(seed)
+    out = [[rng.choice(WORDS) for _ in range(rng.randint(1, 12))] for _ in range(n)]
+    if long:  # past the tiny encoder's 64 positions: windows
+        out.append([rng.choice(WORDS) for _ in range(long)])
+    return out
+
+
+def _randomize(model: torch.nn.Module, seed: int = 0) -> None:
+    """Random weights everywhere, CRF and BatchNorm statistics included, so that decoding is not trivial."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+        for name, b in model.named_buffers():
+            if name.endswith("running_mean"):
+                b.copy_(torch.randn(b.shape, generator=g) * 0.1)
+            elif name.endswith("running_var"):
+                b.copy_(torch.rand(b.shape, generator=g) + 0.5)
+
+
+def make_student(tiny_encoder, d, arch: str, schema=SCHEMA, **kw):
+    from transformers import AutoTokenizer, BertConfig
+
+    tok = AutoTokenizer.from_pretrained(tiny_encoder)
+    vocab = BertConfig.from_pretrained(tiny_encoder).vocab_size  # the tiny vocabulary repeats "##s"
+    extra = kw.pop("extra", {})
+    if arch == "transformer":
+        enc = BertConfig.from_pretrained(tiny_encoder).to_dict()
+        enc["num_hidden_layers"] = 1
+        cfg = StudentConfig(schema.to_json(), vocab, 32, embedding="teacher", hidden_size=32, num_layers=1,
+                            arch="transformer", encoder_config=enc,
+                            extra={"cls_token_id": tok.cls_token_id, "sep_token_id": tok.sep_token_id}, **kw)
+    else:
+        if arch == "rnn-tagger":
+            extra = {"entity_types": list(schema.entity_types), **extra}
+        cfg = StudentConfig(schema.to_json(), vocab, 12, hidden_size=6, arch=arch, extra=extra, **kw)
+    model = student_architectures()[arch](cfg)
+    _randomize(model)
+    save_student(model.eval(), tok, d)
+    return d
+
+
+def make_teacher(tiny_encoder, d, kind: str, schema=SCHEMA):
+    from seqdistill.teachers import build_teacher
+
+    t = build_teacher(tiny_encoder, schema, kind)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in t.classifier.parameters():
+            p.copy_(torch.randn(p.shape, generator=g))
+        if kind == "crf":
+            for p in t.crf.parameters():
+                p.copy_(torch.randn(p.shape, generator=g))
+    t.save(d)
+    return d
+
+
+def torch_tags(model_dir, sents):
+    """The torch model's own decoding (its CRF, softmax head, BILOU layers or SenTScore), not the Tagger's."""
+    from seqdistill.inference.torch_models import is_student_dir
+    from pathlib import Path
+
+    if is_student_dir(Path(model_dir)):
+        from seqdistill.students.common import predict_tags
+        from seqdistill.students.models import load_student
+
+        model, tok = load_student(model_dir)
+        return predict_tags(model, tok, sents, batch_size=7)
+    from seqdistill.teachers import load_teacher
+
+    t = load_teacher(model_dir)
+    return [tags for i in range(0, len(sents), 7) for tags in t.predict(sents[i: i + 7])]
+
+
+STUDENTS = [("bilstm-crf", {}), ("bilstm-tagger", {"pooling": "first"}), ("bilstm-tagger", {"pooling": "mean"}),
+            ("transformer", {"head": "crf"}), ("transformer", {"head": "softmax"}),
+            ("rnn-tagger", {"extra": {"cell": "lstm"}}), ("rnn-tagger", {"extra": {"cell": "sru"}}),
+            ("rnn-tagger", {"extra": {"cell": "sru++"}})]
+
+
+@pytest.mark.parametrize("arch,kw", STUDENTS, ids=[f"{a}-{next(iter(k.values()), '')}" for a, k in STUDENTS])
+def test_every_student_kind_exports_with_the_torch_tags(tiny_encoder, tmp_path, arch, kw):
+    kw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in kw.items()}
+    schema = BIOES if arch == "bilstm-crf" else SCHEMA  # a scheme with forbidden moves beside IOB2's
+    src = make_student(tiny_encoder, tmp_path / "s", arch, schema, **kw)
+    out = export_model(src, tmp_path / "onnx")
+    sents = sentences(long=40 if arch == "transformer" else 0)
+    expected = torch_tags(src, sents)
+    exported, in_torch = Tagger.load(out), Tagger.load(src)
+    assert exported.runtime == "onnx" and in_torch.runtime == "torch"
+    assert exported.predict(sents, batch_size=5) == expected
+    assert in_torch.predict(sents, batch_size=5) == expected
+    a, b = exported.backend.scores(sents[:6]), in_torch.backend.scores(sents[:6])
+    for i, s in enumerate(sents[:6]):  # real words only: padding positions are never read
+        np.testing.assert_allclose(a[i, : len(s)], b[i, : len(s)], atol=1e-4)
+    assert (exported.params, exported.params_without_embeddings) == (in_torch.params, in_torch.params_without_embeddings)
+    if arch == "rnn-tagger":  # nested spans from the per-type layers, as the rnn recipe reads them
+        from seqdistill.students.models import load_student
+        from seqdistill.students.rnn import predict_spans
+
+        model, tok = load_student(src)
+        assert exported.predict_spans(sents) == predict_spans(model, tok, sents)
+
+
+@pytest.mark.parametrize("kind", ["crf", "softmax", "bilou-per-type"])
+def test_every_teacher_kind_exports_with_the_torch_tags(tiny_encoder, tmp_path, kind):
+    src = make_teacher(tiny_encoder, tmp_path / "t", kind)
+    out = export_model(src, tmp_path / "onnx")
+    sents = sentences(long=50)  # the teacher's own overlapping windows
+    meta = json.loads((out / "export.json").read_text())
+    assert meta["kind"] == "teacher" and meta["model"] == kind and meta["source"]["weights"]
+    assert Tagger.load(out).predict(sents, batch_size=5) == torch_tags(src, sents)
+    if kind == "bilou-per-type":
+        from seqdistill.teachers import load_teacher
+
+        assert Tagger.load(out).predict_spans(sents) == load_teacher(src).predict_spans(sents)
+
+
+def test_int8_stays_close_to_fp32(tiny_encoder, tmp_path):
+    """Dynamic int8 of a BiLSTM-CRF: scores within a stated tolerance of fp32 (0.1 on emissions
+    of magnitude ~1-5 for these random weights), most tags the same, and a graph that is smaller."""
+    src = make_student(tiny_encoder, tmp_path / "s", "bilstm-crf")
+    fp32, int8 = export_model(src, tmp_path / "fp32"), export_model(src, tmp_path / "int8", quantize="int8")
+    a, b = Tagger.load(fp32), Tagger.load(int8)
+    assert b.runtime == "onnx int8"
+    sents = sentences(40, seed=3)
+    sa, sb = a.backend.scores(sents[:8]), b.backend.scores(sents[:8])
+    lengths = [len(s) for s in sents[:8]]
+    real = np.concatenate([sa[i, :n] - sb[i, :n] for i, n in enumerate(lengths)])
+    assert 0 < np.abs(real).max() < 0.1 * np.abs(sa).max()
+    same = np.mean([x == y for p, q in zip(a.predict(sents), b.predict(sents)) for x, y in zip(p, q)])
+    assert same > 0.95
+    import onnx
+
+    ops = {n.op_type for n in onnx.load(str(int8 / "model.onnx")).graph.node}
+    assert "DynamicQuantizeLSTM" in ops and "LSTM" not in ops  # the recurrent weights are int8
+
+
+def test_character_offsets_point_into_the_original_text(tiny_encoder, tmp_path):
+    src = make_student(tiny_encoder, tmp_path / "s", "bilstm-tagger", pooling="first")
+    tagger = Tagger.load(export_model(src, tmp_path / "onnx"))
+    text = "Anna visits Rome, then  Rome again: Ünïcode café «Paris»… anna!"
+    [s] = tagger(text, scores=True)
+    assert s.text == text and s.words == split_words(text)[0]
+    assert s.words[:4] == ["Anna", "visits", "Rome", ","] and "Ünïcode" in s.words and "«" in s.words
+    for w, (a, b) in zip(s.words, s.offsets):
+        assert text[a:b] == w
+    rome = [o for w, o in zip(s.words, s.offsets) if w == "Rome"]
+    assert rome == [(12, 16), (24, 28)]  # a repeated word gets its own offsets
+    for span in s.spans:
+        assert span.text == text[span.char_start: span.char_end]
+        assert (span.char_start, span.char_end) == (s.offsets[span.start][0], s.offsets[span.end - 1][1])
+        assert 0 < span.score <= 1
+    # pre-split words: offsets into the words joined by one space; texts come back in input order
+    out = tagger([["anna", "visits", "rome"], "peter ."], batch_size=1)
+    assert out[0].text == "anna visits rome" and out[0].offsets == [(0, 4), (5, 11), (12, 16)]
+    assert out[1].words == ["peter", "."] and tagger([]) == []
+    with pytest.raises(TypeError, match="input 0"):
+        tagger([[1, 2]])
+
+
+def test_crf_span_scores_are_the_marginals(tiny_encoder, tmp_path):
+    from seqdistill.crf import marginals
+
+    src = make_student(tiny_encoder, tmp_path / "s", "bilstm-crf")
+    tagger = Tagger.load(src)
+    words = ["anna", "visits", "rome", "peter", "xq"]
+    [s] = tagger([words])
+    em = torch.from_numpy(tagger.backend.scores([words]))
+    with torch.no_grad():
+        m = marginals(em, torch.ones(1, len(words), dtype=torch.bool), *tagger.backend.module.crf.scores())[0]
+    ids = SCHEMA.encode(s.tags)
+    for span in s.spans:
+        expected = float(np.mean([m[i, ids[i]] for i in range(span.start, span.end)]))
+        assert span.score == pytest.approx(expected, abs=1e-5)
+
+
+def test_damaged_and_foreign_directories_are_refused_by_name(tiny_encoder, tmp_path):
+    src = make_student(tiny_encoder, tmp_path / "s", "bilstm-crf")
+    out = export_model(src, tmp_path / "onnx")
+    with pytest.raises(ExportError, match="exists and is not empty"):
+        export_model(src, out)
+    with pytest.raises(ExportError, match="already an exported directory"):
+        export_model(out, tmp_path / "again")
+    graph = out / "model.onnx"
+    data = bytearray(graph.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    graph.write_bytes(bytes(data))
+    with pytest.raises(ExportError, match=r"model\.onnx: damaged"):
+        Tagger.load(out)
+    # a graph that matches export.json's checksum but is not ONNX at all
+    graph.write_bytes(b"not a graph")
+    meta = json.loads((out / "export.json").read_text())
+    import hashlib
+
+    meta["onnx_sha256"] = hashlib.sha256(b"not a graph").hexdigest()
+    (out / "export.json").write_text(json.dumps(meta))
+    with pytest.raises(ExportError, match=r"model\.onnx: ONNX Runtime cannot load it"):
+        Tagger.load(out)
+    (out / "export.json").write_text("{broken")
+    with pytest.raises(ExportError, match=r"export\.json: not valid JSON"):
+        Tagger.load(out)
+    (out / "export.json").write_text(json.dumps({"format": "something-else"}))
+    with pytest.raises(ExportError, match="not a seqdistill export"):
+        Tagger.load(out)
+    from seqdistill.inference.onnx_runtime import OnnxModel
+
+    with pytest.raises(ExportError, match="no export.json; not an exported directory"):
+        OnnxModel(tmp_path / "s")
+    with pytest.raises(FileNotFoundError, match="no such model directory"):
+        Tagger.load(tmp_path / "nothing")
+
+
+def test_an_export_runs_without_the_teachers_package(tiny_encoder, tmp_path):
+    src = make_teacher(tiny_encoder, tmp_path / "t", "crf")
+    out = export_model(src, tmp_path / "onnx", quantize="int8")
+    code = f"""
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith(("seqdistill.teachers", "seqdistill.students")):
+            raise ImportError("blocked: " + name)
+sys.meta_path.insert(0, Block())
+from seqdistill import Tagger
+t = Tagger.load({str(out)!r})
+print(t([["anna", "visits", "rome"]])[0].tags)
+assert not any(m.startswith(("seqdistill.teachers", "seqdistill.students")) for m in sys.modules)
+"""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().startswith("[")
+
+
+def test_cli_export_check_and_predict_from_stdin(tiny_encoder, tmp_path):
+    from seqdistill.pipeline.evaluate import eval_main, predict_main
+
+    src = make_student(tiny_encoder, tmp_path / "s", "bilstm-crf")
+    gold = tmp_path / "gold.txt"
+    tagged = Tagger.load(src).predict(sentences(30, seed=5))
+    gold.write_text("".join("".join(f"{w} {t}\n" for w, t in zip(s, tg)) + "\n"
+                            for s, tg in zip(sentences(30, seed=5), tagged)))
+    r = CliRunner().invoke(export_main, ["--model", str(src), "--out", str(tmp_path / "e"), "--check", str(gold)])
+    assert r.exit_code == 0, r.output
+    assert "torch 100.00, export 100.00" in r.output
+    # a drop beyond --max-f1-drop fails with exit 1 (here any drop at all: -1 allows none, even 0)
+    r = CliRunner().invoke(export_main, ["--model", str(src), "--out", str(tmp_path / "e2"), "--check", str(gold),
+                                         "--max-f1-drop", "-1"])
+    assert r.exit_code == 1 and "more than --max-f1-drop -1" in r.output
+    r = CliRunner().invoke(eval_main, ["--model", str(src), "--model", str(tmp_path / "e"), "--data", str(gold),
+                                       "--no-latency", "--json"])
+    rows = json.loads(r.output)
+    assert [x["runtime"] for x in rows] == ["torch", "onnx"] and rows[0]["f1"] == rows[1]["f1"] == 1.0
+    assert rows[0]["threads"] == 1
+    r = CliRunner().invoke(predict_main, ["--model", str(tmp_path / "e"), "--input", "-", "--format", "text",
+                                          "--output-format", "jsonl"], input="Anna visits Rome.\n\npeter ,  paris\n")
+    assert r.exit_code == 0, r.output
+    lines = [json.loads(x) for x in r.output.splitlines()]
+    assert [x["words"] for x in lines] == [["Anna", "visits", "Rome", "."], ["peter", ",", "paris"]]
+    assert lines[1]["offsets"] == [[0, 5], [6, 7], [9, 14]]
+    r = CliRunner().invoke(predict_main, ["--model", str(src), "--input", str(gold)])
+    assert r.exit_code == 0 and r.output.split("\n\n")[0].splitlines() == [
+        f"{w} {t}" for w, t in zip(sentences(30, seed=5)[0], tagged[0])]
+
+
+def test_sentscore_teachers_are_not_exported_and_say_why(tmp_path):
+    from seqdistill.pipeline.export import _teacher_graph
+
+    class Fake:
+        what = "sentscore"
+        module = type("M", (), {"source_dir": tmp_path})()
+
+    with pytest.raises(ExportError, match="distil it into a student"):
+        _teacher_graph(Fake())
