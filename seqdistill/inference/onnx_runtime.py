@@ -89,6 +89,9 @@ def session_options(threads: int | None):
     opts.inter_op_num_threads = 1
     if threads:
         opts.intra_op_num_threads = threads
+    # decision: worker threads sleep between runs instead of spinning; a tagger shares the CPU with
+    # tokenization, decoding and the rest of its process, which spinning workers would starve
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return opts
 
 
@@ -124,14 +127,13 @@ def bag_inputs(tokenizer, words: list[list[str]]) -> dict:
     from ..encoding import word_pieces
 
     pieces = word_pieces(tokenizer, words)
-    B, L = len(words), max(len(w) for w in words)
+    L = max(len(w) for w in words)
     P = max(len(p) for sent in pieces for p in sent)
-    ids = np.zeros((B, L, P), dtype=np.int64)
-    mask = np.zeros((B, L, P), dtype=np.float32)
-    for b, sent in enumerate(pieces):
-        for w, p in enumerate(sent):
-            ids[b, w, : len(p)] = p
-            mask[b, w, : len(p)] = 1.0
+    pad_word = [0] * P
+    ids = np.array([[p + [0] * (P - len(p)) for p in sent] + [pad_word] * (L - len(sent)) for sent in pieces],
+                   dtype=np.int64)
+    mask = np.array([[[1.0] * len(p) + [0.0] * (P - len(p)) for p in sent] + [[0.0] * P] * (L - len(sent))
+                     for sent in pieces], dtype=np.float32)
     return {"piece_ids": ids, "piece_mask": mask, "lengths": np.array([len(w) for w in words], dtype=np.int64)}
 
 

@@ -132,8 +132,9 @@ class BagsGraph(nn.Module):
         self.embed, self.lstm, self.out = model.embed, PaddedBiLSTM(model.lstm), model.out
 
     def forward(self, piece_ids: Tensor, piece_mask: Tensor, lengths: Tensor) -> Tensor:
-        e = nn.functional.embedding(piece_ids, self.embed.weight) * piece_mask.unsqueeze(-1)
-        x = e.sum(2) / piece_mask.sum(2, keepdim=True).clamp(min=1.0)
+        weights = piece_mask / piece_mask.sum(2, keepdim=True).clamp(min=1.0)  # [B, L, P]: 1/n on a word's n pieces
+        e = nn.functional.embedding(piece_ids, self.embed.weight)  # [B, L, P, D]
+        x = (weights.unsqueeze(2) @ e).squeeze(2)  # the mean as one product
         return self.out(self.lstm(x, lengths))
 
 
