@@ -109,10 +109,11 @@ def log_softmax(x: np.ndarray) -> np.ndarray:
 @dataclass
 class Decoded:
     """One sentence: its flat tags, its ``(start, end, type)`` spans (nested across types for a
-    ``bilou`` model, end exclusive) and a score per span (None when not asked for)."""
+    ``bilou`` model, end exclusive; None when not asked for) and a score per span (None when not
+    asked for)."""
 
     tags: list[str]
-    spans: list[tuple[int, int, str]]
+    spans: list[tuple[int, int, str]] | None
     scores: list[float] | None
 
 
@@ -139,8 +140,10 @@ class Decoder:
     def nested(self) -> bool:
         return self.kind == "bilou"
 
-    def __call__(self, scores: np.ndarray, lengths: np.ndarray, with_scores: bool = False) -> list[Decoded]:
-        """``scores``: ``[B, L, T]`` emissions or logits, or ``[B, L, E, 5]`` BILOU logits."""
+    def __call__(self, scores: np.ndarray, lengths: np.ndarray, with_scores: bool = False,
+                 with_spans: bool = True) -> list[Decoded]:
+        """``scores``: ``[B, L, T]`` emissions or logits, or ``[B, L, E, 5]`` BILOU logits. Flat
+        models read their spans off the tags only when asked (``with_spans``; always with scores)."""
         lengths = np.asarray(lengths, dtype=np.int64)
         if self.kind == "bilou":
             return self._bilou(scores, lengths, with_scores)
@@ -153,7 +156,7 @@ class Decoder:
         out = []
         for b, n in enumerate(lengths.tolist()):
             tags = self.schema.decode(ids[b, :n].tolist())
-            spans = tags_to_spans(tags, self.schema.scheme)
+            spans = tags_to_spans(tags, self.schema.scheme) if with_spans or with_scores else None
             span_scores = None
             if probs is not None:
                 chosen = probs[b, np.arange(n), ids[b, :n]]

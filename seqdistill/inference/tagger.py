@@ -128,7 +128,7 @@ class Tagger:
             else:
                 raise TypeError(f"input {i}: a text (str) or a list of words (list of str), not {type(item).__name__}")
             texts.append(t), words.append(w), offsets.append(o)
-        decoded = self._decode(words, batch_size, scores)
+        decoded = self._decode(words, batch_size, scores, True)
         out = []
         for t, w, o, d in zip(texts, words, offsets, decoded):
             spans = [Span(etype, s, e, o[s][0], o[e - 1][1], t[o[s][0]: o[e - 1][1]],
@@ -138,23 +138,24 @@ class Tagger:
 
     def predict(self, sentences: list[list[str]], batch_size: int = 64) -> list[list[str]]:
         """Flat tags of pre-split sentences."""
-        return [d.tags for d in self._decode(sentences, batch_size, False)]
+        return [d.tags for d in self._decode(sentences, batch_size, False, False)]
 
     def predict_spans(self, sentences: list[list[str]], batch_size: int = 64) -> list[list[tuple[int, int, str]]]:
         """``(start, end, type)`` spans: nested across types for a per-type (BILOU) model."""
-        return [d.spans for d in self._decode(sentences, batch_size, False)]
+        return [d.spans for d in self._decode(sentences, batch_size, False, True)]
 
     def predict_batch(self, sentences: list[list[str]]) -> list[list[str]]:
         """One batch as given (the unit ``latency`` times)."""
-        return [d.tags if d is not None else [] for d in self._decode(sentences, len(sentences) or 1, False)]
+        return [d.tags for d in self._decode(sentences, len(sentences) or 1, False, False)]
 
-    def _decode(self, sentences: list[list[str]], batch_size: int, with_scores: bool) -> list[Decoded]:
+    def _decode(self, sentences: list[list[str]], batch_size: int, with_scores: bool, with_spans: bool
+                ) -> list[Decoded]:
         """Decode in batches of similar length; an empty sentence gets no tags."""
         order = sorted((i for i in range(len(sentences)) if sentences[i]), key=lambda i: len(sentences[i]))
         out: list[Decoded | None] = [Decoded([], [], [] if with_scores else None)] * len(sentences)
         for s in range(0, len(order), batch_size):
             idx = order[s: s + batch_size]
-            for i, d in zip(idx, self.backend.decode([list(sentences[i]) for i in idx], with_scores)):
+            for i, d in zip(idx, self.backend.decode([list(sentences[i]) for i in idx], with_scores, with_spans)):
                 out[i] = d
         return out
 

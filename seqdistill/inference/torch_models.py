@@ -47,8 +47,8 @@ class Backend:
     def scores(self, words: list[list[str]]) -> np.ndarray:
         raise NotImplementedError
 
-    def decode(self, words: list[list[str]], with_scores: bool = False) -> list[Decoded]:
-        return self.decoder(self.scores(words), np.array([len(w) for w in words]), with_scores)
+    def decode(self, words: list[list[str]], with_scores: bool = False, with_spans: bool = True) -> list[Decoded]:
+        return self.decoder(self.scores(words), np.array([len(w) for w in words]), with_scores, with_spans)
 
 
 def _numpy(tensors) -> tuple[np.ndarray, ...]:
@@ -114,9 +114,9 @@ class TorchTeacher(Backend):
         with torch.inference_mode():
             return self.module.encode(words).logits.float().cpu().numpy()
 
-    def decode(self, words: list[list[str]], with_scores: bool = False) -> list[Decoded]:
+    def decode(self, words: list[list[str]], with_scores: bool = False, with_spans: bool = True) -> list[Decoded]:
         if self.decoder is not None:
-            return super().decode(words, with_scores)
+            return super().decode(words, with_scores, with_spans)
         # a SenTScore teacher decodes itself (the tag-wise beam search of paper 004): tags, no scores
         from ..cache_schema.labels import tags_to_spans
 

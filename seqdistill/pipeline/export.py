@@ -7,9 +7,10 @@ Decisions, named here:
   Viterbi, the per-type BILOU Viterbi, argmax) is the one numpy decoder of
   ``seqdistill.inference.decode``, shared by every runtime. A Viterbi in ONNX would be a Loop
   whose per-step overhead in ONNX Runtime exceeds numpy's; docs/BENCHMARKS.md measures decoding.
-* The exporter is torch's TorchScript-based one (``dynamo=False``): it turns the scripted SRU
-  recurrence (a loop over a sentence's own length) into an ONNX ``Loop``, and exports a model in
-  about a second where the dynamo exporter takes several.
+* The exporter is torch's TorchScript-based one (``dynamo=False``): it exports a model in about a
+  second where the dynamo exporter takes several, and lets the SRU recurrence (a loop over the
+  sentence's own length) be written as one placeholder node that becomes an ONNX ``Scan`` whose
+  body is the 13 operations of one step (``SRUScan``, ``replace_sru_scans``).
 * A bidirectional LSTM is exported without packing, exactly: each direction is a unidirectional
   ONNX ``LSTM``, the backward one run over each sentence reversed within its own length, so that
   padding never reaches a real word (ONNX Runtime's fused LSTM kernel, quantizable to int8).
@@ -80,20 +81,87 @@ class PaddedBiLSTM(nn.Module):
         return x
 
 
-@torch.jit.script
 def sru_scan(xs: Tensor, fs: Tensor, rs: Tensor, highway: Tensor, keep: Tensor, v_f: Tensor, v_r: Tensor) -> Tensor:
     """``students.sru.sru_recurrence`` written time-major (``[T, N, H]``, ``keep [T, N, 1]``, biases
-    already in ``fs``/``rs``) and scripted, so that the exporter makes it one ONNX ``Loop`` over the
-    sentence's length."""
+    already in ``fs``/``rs``): the reference the ONNX ``Scan`` of :func:`sru_scan_body` follows."""
     c = torch.zeros_like(xs[0])
-    out = torch.zeros_like(xs)
+    out = []
     for t in range(xs.shape[0]):
-        f = torch.sigmoid(torch.addcmul(fs[t], v_f, c))
-        r = torch.sigmoid(torch.addcmul(rs[t], v_r, c))
-        c_new = torch.lerp(xs[t], c, f)
-        out[t] = torch.lerp(highway[t], c_new, r)
+        f = torch.sigmoid(fs[t] + v_f * c)
+        r = torch.sigmoid(rs[t] + v_r * c)
+        c_new = xs[t] + f * (c - xs[t])  # lerp(x~, c, f)
+        out.append(highway[t] + r * (c_new - highway[t]))  # lerp(x', c_t, r)
         c = torch.where(keep[t], c_new, c)
-    return out
+    return torch.stack(out)
+
+
+class SRUScan(torch.autograd.Function):
+    """``sru_scan`` as one node of the exported graph: the TorchScript exporter writes it as a
+    ``seqdistill::SRUScan`` placeholder, which :func:`replace_sru_scans` turns into an ONNX ``Scan``
+    whose body is the 13 operations of one step (a scripted loop would export as a ``Loop`` of
+    about 25 operations a step, writing its output with a ``ScatterND`` that copies it whole)."""
+
+    @staticmethod
+    def forward(ctx, xs, fs, rs, highway, keep, v_f, v_r):
+        return sru_scan(xs, fs, rs, highway, keep, v_f, v_r)
+
+    @staticmethod
+    def symbolic(g, xs, fs, rs, highway, keep, v_f, v_r):
+        out = g.op("seqdistill::SRUScan", xs, fs, rs, highway, keep, v_f, v_r)
+        out.setType(xs.type())
+        return out
+
+
+def sru_scan_body(v_f: str, v_r: str):
+    """One SRU step as an ONNX graph (state ``c``; scan inputs x~, f^, r^, x', keep; ``v_f`` and
+    ``v_r`` read from the outer graph): outputs the new state and h_t."""
+    from onnx import TensorProto, helper
+
+    n = helper.make_node
+    nodes = [n("Mul", [v_f, "c"], ["fc"]), n("Add", ["f_in", "fc"], ["f_pre"]), n("Sigmoid", ["f_pre"], ["f"]),
+             n("Mul", [v_r, "c"], ["rc"]), n("Add", ["r_in", "rc"], ["r_pre"]), n("Sigmoid", ["r_pre"], ["r"]),
+             n("Sub", ["c", "x"], ["cx"]), n("Mul", ["f", "cx"], ["fcx"]), n("Add", ["x", "fcx"], ["c_new"]),
+             n("Sub", ["c_new", "hw"], ["ch"]), n("Mul", ["r", "ch"], ["rch"]), n("Add", ["hw", "rch"], ["h"]),
+             n("Where", ["keep", "c_new", "c"], ["c_out"])]
+    f32 = TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info(name, f32, None) for name in ("c", "x", "f_in", "r_in", "hw")]
+    inputs.append(helper.make_tensor_value_info("keep", TensorProto.BOOL, None))
+    outputs = [helper.make_tensor_value_info("c_out", f32, None), helper.make_tensor_value_info("h", f32, None)]
+    return helper.make_graph(nodes, "sru_step", inputs, outputs)
+
+
+def replace_sru_scans(path: Path) -> None:
+    """Turn every ``seqdistill::SRUScan`` placeholder of the ONNX file into a standard ``Scan``
+    over time (its initial state zeros of one step's shape), in place."""
+    import onnx
+    from onnx import helper
+
+    model = onnx.load(str(path))
+    graph = model.graph
+    nodes = []
+    replaced = set()
+    for i, node in enumerate(graph.node):
+        if node.domain != "seqdistill":
+            nodes.append(node)
+            continue
+        xs, fs, rs, hw, keep, v_f, v_r = node.input
+        step_shape, c0 = f"sru{i}_step_shape", f"sru{i}_c0"
+        nodes.append(helper.make_node("Shape", [xs], [step_shape], start=1))
+        nodes.append(helper.make_node("ConstantOfShape", [step_shape], [c0],
+                                      value=helper.make_tensor("zero", onnx.TensorProto.FLOAT, [1], [0.0])))
+        nodes.append(helper.make_node("Scan", [c0, xs, fs, rs, hw, keep], [f"sru{i}_c_last", node.output[0]],
+                                      body=sru_scan_body(v_f, v_r), num_scan_inputs=5))
+        replaced.add(node.output[0])
+    graph.ClearField("node")
+    graph.node.extend(nodes)
+    kept = [v for v in graph.value_info if v.name not in replaced]  # shapes the tracer fixed for one example
+    graph.ClearField("value_info")
+    graph.value_info.extend(kept)
+    opsets = [o for o in model.opset_import if o.domain != "seqdistill"]
+    model.ClearField("opset_import")
+    model.opset_import.extend(opsets)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
 
 
 class ExportSRU(nn.Module):
@@ -115,7 +183,7 @@ class ExportSRU(nn.Module):
                   for k in ("v_f", "v_r", "b_f", "b_r")}
         fs = u[:, :, 1] + params["b_f"].unsqueeze(1)
         rs = u[:, :, 2] + params["b_r"].unsqueeze(1)
-        h = sru_scan(u[:, :, 0].transpose(0, 1), fs.transpose(0, 1), rs.transpose(0, 1),
+        h = SRUScan.apply(u[:, :, 0].transpose(0, 1), fs.transpose(0, 1), rs.transpose(0, 1),
                      torch.cat([hx, hx.flip(1)]).transpose(0, 1), both_mask.transpose(0, 1).unsqueeze(-1),
                      params["v_f"], params["v_r"]).transpose(0, 1)
         h = h * both_mask.unsqueeze(-1).to(h.dtype)
@@ -259,7 +327,9 @@ def export_model(model_dir, out_dir, *, quantize: str = "none", trust_remote_cod
             warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation and tracer notes
             torch.onnx.export(graph.eval(), tuple(torch.from_numpy(v) for v in feed.values()), str(fp32),
                               dynamo=False, opset_version=OPSET, input_names=list(feed), output_names=["scores"],
-                              dynamic_axes={k: dict(enumerate(v)) for k, v in axes.items()})
+                              dynamic_axes={k: dict(enumerate(v)) for k, v in axes.items()},
+                              custom_opsets={"seqdistill": 1})
+        replace_sru_scans(fp32)
         if quantize == "int8":
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
