@@ -42,6 +42,7 @@ from ..inference.onnx_runtime import (DECODE_FILE, EXPORT_FORMAT, EXPORT_JSON, E
                                       window_inputs)
 from ..inference.tagger import Tagger
 from ..inference.torch_models import TorchStudent, TorchTeacher, is_student_dir
+from ..students.sru import sru_recurrence
 
 OPSET = 17
 QUANTIZE = ("none", "int8")
@@ -81,29 +82,19 @@ class PaddedBiLSTM(nn.Module):
         return x
 
 
-def sru_scan(xs: Tensor, fs: Tensor, rs: Tensor, highway: Tensor, keep: Tensor, v_f: Tensor, v_r: Tensor) -> Tensor:
-    """``students.sru.sru_recurrence`` written time-major (``[T, N, H]``, ``keep [T, N, 1]``, biases
-    already in ``fs``/``rs``): the reference the ONNX ``Scan`` of :func:`sru_scan_body` follows."""
-    c = torch.zeros_like(xs[0])
-    out = []
-    for t in range(xs.shape[0]):
-        f = torch.sigmoid(fs[t] + v_f * c)
-        r = torch.sigmoid(rs[t] + v_r * c)
-        c_new = xs[t] + f * (c - xs[t])  # lerp(x~, c, f)
-        out.append(highway[t] + r * (c_new - highway[t]))  # lerp(x', c_t, r)
-        c = torch.where(keep[t], c_new, c)
-    return torch.stack(out)
-
-
 class SRUScan(torch.autograd.Function):
-    """``sru_scan`` as one node of the exported graph: the TorchScript exporter writes it as a
+    """The SRU recurrence (``students.sru.sru_recurrence``) time-major (``[T, N, H]``, ``keep
+    [T, N, 1]``, the biases already in f^ and r^) as one node of the exported graph: the TorchScript exporter writes it as a
     ``seqdistill::SRUScan`` placeholder, which :func:`replace_sru_scans` turns into an ONNX ``Scan``
     whose body is the 13 operations of one step (a scripted loop would export as a ``Loop`` of
     about 25 operations a step, writing its output with a ``ScatterND`` that copies it whole)."""
 
     @staticmethod
     def forward(ctx, xs, fs, rs, highway, keep, v_f, v_r):
-        return sru_scan(xs, fs, rs, highway, keep, v_f, v_r)
+        zero = torch.zeros_like(v_f)
+        u = torch.stack([xs, fs, rs], 2).transpose(0, 1)  # [N, T, 3, H]
+        return sru_recurrence(u, highway.transpose(0, 1), keep[..., 0].transpose(0, 1), v_f, v_r, zero,
+                              zero).transpose(0, 1)
 
     @staticmethod
     def symbolic(g, xs, fs, rs, highway, keep, v_f, v_r):
@@ -165,7 +156,7 @@ def replace_sru_scans(path: Path) -> None:
 
 
 class ExportSRU(nn.Module):
-    """A ``BiSRU``/``BiSRUpp`` layer's forward with the recurrence as ``sru_scan`` (both directions
+    """A ``BiSRU``/``BiSRUpp`` layer's forward with the recurrence as one ``SRUScan`` (both directions
     stacked on the batch, the backward one time-reversed, as ``BiSRU.forward``)."""
 
     def __init__(self, layer: nn.Module):
@@ -319,6 +310,7 @@ def export_model(model_dir, out_dir, *, quantize: str = "none", trust_remote_cod
     backend = TorchStudent(src) if is_student_dir(src) else TorchTeacher(src, trust_remote_code=trust_remote_code)
     graph, inputs, feed, fields = (_student_graph if backend.kind == "student" else _teacher_graph)(backend)
     axes = AXES[inputs]
+    sru = any(isinstance(m, ExportSRU) for m in graph.modules())
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -328,8 +320,9 @@ def export_model(model_dir, out_dir, *, quantize: str = "none", trust_remote_cod
             torch.onnx.export(graph.eval(), tuple(torch.from_numpy(v) for v in feed.values()), str(fp32),
                               dynamo=False, opset_version=OPSET, input_names=list(feed), output_names=["scores"],
                               dynamic_axes={k: dict(enumerate(v)) for k, v in axes.items()},
-                              custom_opsets={"seqdistill": 1})
-        replace_sru_scans(fp32)
+                              custom_opsets={"seqdistill": 1} if sru else None)
+        if sru:
+            replace_sru_scans(fp32)
         if quantize == "int8":
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
