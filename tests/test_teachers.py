@@ -198,3 +198,45 @@ def test_layerwise_learning_rates(tiny_encoder):
     assert lrs == [0.25, 0.5, 1.0, 7.0]  # embeddings, block 0, block 1 (+ pooler), head + CRF
     head = next(g for g in groups if g["lr"] == 7.0)
     assert {id(p) for p in head["params"]} == {id(p) for n, p in teacher.named_parameters() if not n.startswith("encoder.")}
+
+
+@pytest.mark.parametrize("point", ["finetune-step:5", "finetune-step:6", "finetune-step:13"])
+def test_finetune_killed_anywhere_resumes_to_the_same_weights(tiny_encoder, tmp_path, point):
+    """Issue 22, item 1: a fine-tune killed mid-epoch (5: a checkpoint at step 4 of epoch 1; 6: the
+    epoch's last batch; 13: in epoch 3) continues with the same command and ends with the weights
+    of an uninterrupted run; a checkpoint of another run is refused by name."""
+    from safetensors.torch import load_file
+
+    from seqdistill.cache_schema.storage import FAILPOINT_ENV
+    from seqdistill.teachers.finetune import FinetuneConfig, finetune
+    from test_reliability import _in_child
+
+    from seqdistill.pipeline.corpora import read_corpus
+
+    train = read_corpus(str(_toy_corpus(tmp_path / "train.txt", 40, 0)), "train", "train").sentences
+    dev = read_corpus(str(_toy_corpus(tmp_path / "dev.txt", 8, 1)), "dev", "dev").sentences
+    cfg = FinetuneConfig(epochs=3, batch_size=8, lr=3e-3, head_lr=3e-2, dropout=0.1, checkpoint_every=4,
+                         patience=5)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the killed child runs on one thread: the same arithmetic everywhere
+    try:
+        full = finetune(tiny_encoder, train, dev, SCHEMA, tmp_path / "full", cfg, device="cpu", log=lambda *a: None)
+        out = tmp_path / "killed"
+        code = _in_child(lambda: finetune(tiny_encoder, train, dev, SCHEMA, out, cfg, device="cpu",
+                                          log=lambda *a: None), {FAILPOINT_ENV: point})
+        assert code == -9 and (out / "checkpoint").exists()
+        with pytest.raises(ValueError, match=r"checkpoint of another run \(lr was 0.003, now 0.001\)"):
+            finetune(tiny_encoder, train, dev, SCHEMA, out, FinetuneConfig(**{**cfg.__dict__, "lr": 1e-3}),
+                     device="cpu", log=lambda *a: None)
+        logs = []
+        resumed = finetune(tiny_encoder, train, dev, SCHEMA, out, cfg, device="cpu", log=logs.append)
+    finally:
+        torch.set_num_threads(threads)
+    assert any(line.startswith("resuming from") for line in logs), logs
+    assert [h["dev_f1"] for h in resumed["history"]] == [h["dev_f1"] for h in full["history"]]
+    assert [h["loss"] for h in resumed["history"]] == [h["loss"] for h in full["history"]]
+    for name in ("model.safetensors", "head.safetensors"):
+        ours, theirs = load_file(str(out / name)), load_file(str(tmp_path / "full" / name))
+        assert ours.keys() == theirs.keys()
+        assert all(torch.equal(ours[k], theirs[k]) for k in ours), name
+    assert not (out / "checkpoint").exists()  # removed when the run ends

@@ -186,11 +186,13 @@ def build(out, teacher_dir, teacher_id, labelled, unlabelled, k, no_marginals, h
 @click.option("--max-length", type=int, default=None, help="Subwords per window (default: the encoder's maximum).")
 @click.option("--max-train-sentences", type=int, default=None, help="Train on a random subset of this size.")
 @click.option("--seed", type=int, default=FinetuneConfig.seed, show_default=True)
+@click.option("--checkpoint-every", type=int, default=FinetuneConfig.checkpoint_every, show_default=True,
+              help="Optimiser steps between checkpoints in OUT/checkpoint (also at every epoch end; 0: epoch ends only).")
 @click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if available).")
 @click.option("--trust-remote-code", is_flag=True, help="Allow the encoder's own Python code to run (off by default).")
 def finetune_teacher(encoders, co_finetune, train_path, dev_path, test_path, out_dir, head, scheme, epochs, batch_size, lr, head_lr,
-                     layer_decay, dropout, patience, pooling, max_length, max_train_sentences, seed, device,
-                     trust_remote_code) -> None:
+                     layer_decay, dropout, patience, pooling, max_length, max_train_sentences, seed, checkpoint_every,
+                     device, trust_remote_code) -> None:
     """Fine-tune a teacher (encoder + linear + CRF, or softmax) on a labelled corpus.
 
     Paper 000's recipe by default: layer-wise learning-rate decay 0.9 from the top block down,
@@ -200,10 +202,12 @@ def finetune_teacher(encoders, co_finetune, train_path, dev_path, test_path, out
     With --co-finetune and two or more --encoder, the encoders learn together under one shared
     linear layer (and CRF), the sum of their losses (paper 002, §2.1); each is saved as a plain
     teacher directory under OUT, ready for one `distill-cache build` each into the same cache.
+
+    Killed at any point, the same command resumes from OUT/checkpoint and ends as an
+    uninterrupted run would; the checkpoint is removed when the run ends.
     """
     from ..teachers import load_teacher
-    from ..teachers.cofinetune import cofinetune
-    from ..teachers.finetune import evaluate, finetune
+    from ..teachers.finetune import evaluate
 
     if len(encoders) > 1 and not co_finetune:
         raise click.UsageError("several --encoder are fine-tuned together only with --co-finetune")
@@ -225,17 +229,15 @@ def finetune_teacher(encoders, co_finetune, train_path, dev_path, test_path, out
     given = {k: v for k, v in dict(epochs=epochs, lr=lr, patience=patience).items() if v is not None}
     cfg = FinetuneConfig.for_head(head, batch_size=batch_size, head_lr=head_lr, layer_decay=layer_decay,
                                   dropout=dropout, pooling=pooling, max_length=max_length,
-                                  max_train_sentences=max_train_sentences, seed=seed, **given)
+                                  max_train_sentences=max_train_sentences, seed=seed,
+                                  checkpoint_every=checkpoint_every, **given)
     click.echo(f"label schema: {schema.scheme} over {', '.join(schema.entity_types)}; "
                f"{len(corpora[0].sentences):,} training sentences")
-    if co_finetune:
-        summary = cofinetune(list(encoders), corpora[0].sentences, corpora[1].sentences, schema, out_dir, cfg,
-                             trust_remote_code=trust_remote_code, device=device, log=click.echo)
-        saved = summary["teachers"]
-    else:
-        summary = finetune(encoders[0], corpora[0].sentences, corpora[1].sentences, schema, out_dir, cfg,
-                           trust_remote_code=trust_remote_code, device=device, log=click.echo)
-        saved = [str(out_dir)]
+    try:
+        summary = _finetune(encoders, co_finetune, corpora, schema, out_dir, cfg, trust_remote_code, device)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    saved = summary["teachers"] if co_finetune else [str(out_dir)]
     if test_path:
         tests = {}
         for d in saved:
@@ -247,6 +249,18 @@ def finetune_teacher(encoders, co_finetune, train_path, dev_path, test_path, out
         (Path(out_dir) / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
     click.echo(f"best dev F1 {100 * summary['best_dev_f1']:.2f} at epoch {summary['best_epoch']}; "
                f"teacher{'s' if len(saved) > 1 else ''} in {', '.join(saved)}")
+
+
+def _finetune(encoders, co_finetune: bool, corpora, schema, out_dir, cfg, trust_remote_code: bool, device) -> dict:
+    from ..teachers.cofinetune import cofinetune
+    from ..teachers.finetune import finetune
+
+    train, dev = corpora[0].sentences, corpora[1].sentences
+    if co_finetune:
+        return cofinetune(list(encoders), train, dev, schema, out_dir, cfg, trust_remote_code=trust_remote_code,
+                          device=device, log=click.echo)
+    return finetune(encoders[0], train, dev, schema, out_dir, cfg, trust_remote_code=trust_remote_code,
+                    device=device, log=click.echo)
 
 
 @main.command("few-shot-split")

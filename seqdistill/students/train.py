@@ -23,7 +23,7 @@ from ..cache_schema.storage import failpoint
 from ..crf import log_partition
 from ..metrics import span_scores
 from . import losses as L
-from .checkpoint import load_checkpoint, save_checkpoint
+from ..checkpoint import load_checkpoint, save_checkpoint
 from .common import RunConfig, default_splits, device_for, open_cache, predict_tags, read_split, teacher_exports
 from .data import CacheStream, batches, pad_stack, parse_selection, stream_config
 from ..encoding import WordBatch, words_to_bags

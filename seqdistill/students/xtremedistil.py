@@ -48,7 +48,7 @@ from .. import distributed
 from ..cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ..metrics import span_scores
 from . import losses as L
-from .checkpoint import load_checkpoint, save_checkpoint
+from ..checkpoint import load_checkpoint, save_checkpoint
 from .data import CacheStream, batches, gold_tags, pad_stack, parse_selection, stream_config
 from .models import save_student
 from .tagger import GROUPS, BiLSTMTagger, SubwordBatch, words_to_subwords

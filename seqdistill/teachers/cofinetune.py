@@ -131,7 +131,8 @@ def cofinetune(encoders: list[str], train, dev, schema: LabelSchema, out_dir, cf
         for t, name in zip(teachers, names):
             standalone(t).save(out_dir / name)
 
-    summary = fit(loss, teachers, co_groups(teachers, cfg), train, dev, schema, cfg, save, log)
+    summary = fit(loss, teachers, co_groups(teachers, cfg), train, dev, schema, cfg, save, log, out_dir=out_dir,
+                  run={"encoders": [str(e) for e in encoders]})
     summary.update(encoders=[str(e) for e in encoders], teachers=[str(out_dir / n) for n in names])
     (out_dir / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary

@@ -1,6 +1,7 @@
 """Training checkpoints without pickle: tensors in safetensors, everything else in JSON.
 
-A checkpoint holds the student, the optimizer (its per-parameter tensors flattened by name), the
+Used by the student trainer and by the teacher fine-tuning loop. A checkpoint holds the modules
+(student, teacher), the optimizer (its per-parameter tensors flattened by name), the
 loss weights, the torch RNG state and the trainer's position: epoch, step, and how many batches
 each stream part had delivered in the current epoch (see ``CacheStream.skip``), so a run killed
 mid-epoch resumes with the same step count and without seeing an example twice. A run killed
@@ -17,7 +18,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..cache_schema.storage import failpoint
+from .cache_schema.storage import failpoint
 
 CHECKPOINT = "checkpoint"
 
@@ -29,8 +30,15 @@ def save_checkpoint(out_dir, modules: dict[str, torch.nn.Module], optimizer: tor
     tmp = out_dir / f".{CHECKPOINT}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    tensors = {f"{name}.{k}": v.detach().cpu().contiguous() for name, m in modules.items()
-               for k, v in m.state_dict().items()}
+    tensors, aliases, seen = {}, {}, {}
+    for name, m in modules.items():
+        for k, v in m.state_dict().items():
+            key = (v.data_ptr(), v.dtype, tuple(v.shape))
+            if v.numel() and key in seen:  # a tensor shared between modules (co-fine-tuned teachers' head)
+                aliases[f"{name}.{k}"] = seen[key]
+                continue
+            seen[key] = f"{name}.{k}"
+            tensors[f"{name}.{k}"] = v.detach().cpu().contiguous()
     opt = optimizer.state_dict()
     scalars: dict = {}
     for pid, st in opt["state"].items():
@@ -41,7 +49,7 @@ def save_checkpoint(out_dir, modules: dict[str, torch.nn.Module], optimizer: tor
                 scalars.setdefault(str(pid), {})[k] = v
     tensors["rng.torch"] = torch.get_rng_state()
     save_file(tensors, str(tmp / "tensors.safetensors"))
-    meta = {"state": state, "optimizer": {"param_groups": opt["param_groups"], "scalars": scalars}}
+    meta = {"state": state, "aliases": aliases, "optimizer": {"param_groups": opt["param_groups"], "scalars": scalars}}
     (tmp / "state.json").write_text(json.dumps(meta, indent=1) + "\n")
     final = out_dir / CHECKPOINT
     old = out_dir / f".{CHECKPOINT}.old"
@@ -63,6 +71,7 @@ def load_checkpoint(out_dir, modules: dict[str, torch.nn.Module], optimizer: tor
             return None
     meta = json.loads((d / "state.json").read_text())
     tensors = load_file(str(d / "tensors.safetensors"))
+    tensors.update({alias: tensors[name] for alias, name in meta.get("aliases", {}).items()})
     for name, m in modules.items():
         prefix = f"{name}."
         m.load_state_dict({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})
@@ -76,3 +85,9 @@ def load_checkpoint(out_dir, modules: dict[str, torch.nn.Module], optimizer: tor
     optimizer.load_state_dict({"state": state, "param_groups": meta["optimizer"]["param_groups"]})
     torch.set_rng_state(tensors["rng.torch"])
     return meta["state"]
+
+
+def remove_checkpoint(out_dir) -> None:
+    """Delete ``out_dir``'s checkpoint (and a half-swapped one) once a run has finished."""
+    for name in (CHECKPOINT, f".{CHECKPOINT}.old", f".{CHECKPOINT}.tmp"):
+        shutil.rmtree(Path(out_dir) / name, ignore_errors=True)
