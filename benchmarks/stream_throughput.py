@@ -30,17 +30,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from seqdistill.cache_schema import CacheReader, CacheWriter, TeacherInfo  # noqa: E402
-from seqdistill.students.train import TrainConfig  # noqa: E402
+from seqdistill.students.recipes.mgkd import MGKDConfig as TrainConfig  # noqa: E402
 
 
 def make_stream(cache: str, cfg: TrainConfig):
-    """The stream and a fresh student exactly as `train_student` builds them."""
+    """The stream and a fresh student exactly as the mgkd recipe builds them."""
     from safetensors.torch import load as load_st
     from transformers import AutoTokenizer
 
     from seqdistill.students.data import CacheStream, StreamConfig
     from seqdistill.students.models import BiLSTMCRF, StudentConfig, init_embeddings
-    from seqdistill.students.train import Collate, default_splits, parse_selection
+    from seqdistill.students.common import default_splits
+    from seqdistill.students.data import parse_selection
+    from seqdistill.students.recipes.mgkd import Collate
 
     reader = CacheReader(cache)
     teacher = next(n for n, layer in reader.manifest.layers.items() if layer.kind == "teacher")
@@ -58,7 +60,7 @@ def make_stream(cache: str, cfg: TrainConfig):
 
 
 def train_steps(model, batches, cfg) -> float:
-    from seqdistill.students.train import loss_parts
+    from seqdistill.students.recipes.mgkd import loss_parts
 
     params = [p for p in model.parameters() if p.requires_grad]
     optim = torch.optim.AdamW(params, lr=1e-3)
@@ -76,7 +78,7 @@ def train_steps(model, batches, cfg) -> float:
 def peak_rss_of_epoch(cache: str) -> float:
     """MiB of peak RSS of a child process that streams one epoch of ``cache``."""
     code = (f"import sys, resource; sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / 'benchmarks')!r});"
-            "from stream_throughput import make_stream; from seqdistill.students.train import TrainConfig;"
+            "from stream_throughput import make_stream; from seqdistill.students.recipes.mgkd import MGKDConfig as TrainConfig;"
             f"s, _ = make_stream({cache!r}, TrainConfig(k=5)); n = sum(1 for _ in s);"
             "print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()

@@ -6,7 +6,7 @@ teacher, ms/sentence at batch 32 and batch 1 on this machine, the speedups, and 
         --teacher .data/teachers/minilm-crf-conll --test $D/test.txt --grid 50x100,100x200,300x600 \
         --schedule d1 --epochs-per-step 3 --out .data/xd-grid
 
-Each grid point is trained from the cache with ``train_xtremedistil`` (skipped when OUT/eE-hH
+Each grid point is trained from the cache with ``distill-train xtremedistil`` (skipped when OUT/eE-hH
 already holds a finished student), then every model is scored and timed in this one process, one
 after the other (``distill-eval``'s measurement: median over batches of test sentences, after a
 warm-up). ``--latency-only`` saves untrained students instead (parameters and latency do not
@@ -28,7 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 from seqdistill.pipeline.evaluate import evaluate_taggers  # noqa: E402
 from seqdistill.students.models import save_student  # noqa: E402
-from seqdistill.students.xtremedistil import XtremeDistilConfig, train_xtremedistil  # noqa: E402
+from seqdistill.students.recipes import train  # noqa: E402
+from seqdistill.students.recipes.xtremedistil import XtremeDistilConfig  # noqa: E402
 
 
 def untrained(cache: str, d: Path, e: int, h: int) -> None:
@@ -38,8 +39,8 @@ def untrained(cache: str, d: Path, e: int, h: int) -> None:
 
     reader = CacheReader(cache)
     teacher = next(n for n, layer in reader.manifest.layers.items() if layer.kind == "teacher")
-    model, tok, _ = new_tagger(reader, teacher, XtremeDistilConfig(embedding_dim=e, hidden_size=h, device="cpu"),
-                               projection_dim="teacher")
+    model, tok = new_tagger(reader, teacher, XtremeDistilConfig(embedding_dim=e, hidden_size=h), "cpu",
+                            projection_dim="teacher")
     save_student(model, tok, d)
 
 
@@ -68,7 +69,7 @@ def main() -> None:
             untrained(args.cache, d, e, h)
         elif not (d / "training.json").exists():
             print(f"training E={e} H={h} ({args.schedule})", flush=True)
-            train_xtremedistil(args.cache, d, XtremeDistilConfig(
+            train(args.cache, d, XtremeDistilConfig(
                 schedule=args.schedule, embedding_dim=e, hidden_size=h, teacher_layer=args.teacher_layer,
                 epochs_per_step=args.epochs_per_step, patience=args.patience, device="cpu"), log=lambda *a: None)
         dirs.append(str(d))

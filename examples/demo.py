@@ -85,7 +85,8 @@ def main() -> None:
     from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
     from seqdistill.pipeline.evaluate import evaluate_taggers, format_results
     from seqdistill.pipeline.export import export_model
-    from seqdistill.students.train import TrainConfig, train_student
+    from seqdistill.students.recipes import train as train_student
+    from seqdistill.students.recipes.mgkd import MGKDConfig
     from seqdistill.teachers.finetune import FinetuneConfig, finetune
 
     t_all = time.time()
@@ -125,15 +126,15 @@ def main() -> None:
 
     common = dict(epochs=STUDENT_EPOCHS, patience=3, device="cpu")
     t = step("4a. vanilla BiLSTM-CRF: gold labels only, random embeddings, no teacher")
-    print(f"   distill-train --cache {WORK / 'cache'} --losses hard --no-unlabelled --embedding random "
+    print(f"   distill-train mgkd --cache {WORK / 'cache'} --losses hard --no-unlabelled --embedding random "
           f"--out {WORK / 'vanilla'}")
     train_student(str(WORK / "cache"), WORK / "vanilla",
-                  TrainConfig(losses=("hard",), unlabelled=False, embedding="random", **common))
+                  MGKDConfig(losses=("hard",), unlabelled=False, embedding="random", **common))
     print(f"[{time.time() - t:.0f} s]")
     t = step("4b. MGKD student: TE + DA + SEQ (hard, Seq-CE, fuzzy; K=5), from the cache alone")
-    print(f"   distill-train --cache {WORK / 'cache'} --recipe mgkd --losses hard,seq-ce,fuzzy --k 5 "
+    print(f"   distill-train mgkd --cache {WORK / 'cache'} --losses hard,seq-ce,fuzzy --k 5 "
           f"--out {WORK / 'mgkd'}")
-    train_student(str(WORK / "cache"), WORK / "mgkd", TrainConfig(losses=("hard", "seq-ce", "fuzzy"), k=5, **common))
+    train_student(str(WORK / "cache"), WORK / "mgkd", MGKDConfig(losses=("hard", "seq-ce", "fuzzy"), k=5, **common))
     print(f"[{time.time() - t:.0f} s]")
 
     t = step("5. deploy: the MGKD student as ONNX with int8 weights")

@@ -61,9 +61,10 @@ def save_checkpoint(out_dir, modules: dict[str, torch.nn.Module], optimizer: tor
     shutil.rmtree(old, ignore_errors=True)
 
 
-def load_checkpoint(out_dir, modules: dict[str, torch.nn.Module], optimizer: torch.optim.Optimizer) -> dict | None:
-    """Restore a checkpoint into ``modules`` and ``optimizer``; return the trainer state (None if
-    there is no checkpoint)."""
+def load_checkpoint(out_dir, modules: dict[str, torch.nn.Module], optimizer: torch.optim.Optimizer | None) -> dict | None:
+    """Restore a checkpoint into ``modules`` and ``optimizer`` and restore the torch RNG; return the
+    trainer state (None if there is no checkpoint). With ``optimizer=None`` the optimizer's state
+    dict is returned as ``state["optimizer_state"]``, for an optimizer built later."""
     d = Path(out_dir) / CHECKPOINT
     if not (d / "state.json").exists():
         d = Path(out_dir) / f".{CHECKPOINT}.old"  # killed between the two renames of save_checkpoint
@@ -82,8 +83,11 @@ def load_checkpoint(out_dir, modules: dict[str, torch.nn.Module], optimizer: tor
             state.setdefault(int(pid), {})[name] = v
     for pid, st in meta["optimizer"]["scalars"].items():
         state.setdefault(int(pid), {}).update(st)
-    optimizer.load_state_dict({"state": state, "param_groups": meta["optimizer"]["param_groups"]})
+    optimizer_state = {"state": state, "param_groups": meta["optimizer"]["param_groups"]}
     torch.set_rng_state(tensors["rng.torch"])
+    if optimizer is None:
+        return {**meta["state"], "optimizer_state": optimizer_state}
+    optimizer.load_state_dict(optimizer_state)
     return meta["state"]
 
 

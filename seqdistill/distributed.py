@@ -1,6 +1,6 @@
 """torchrun support shared by the build and the trainer: process group set-up (gloo on CPU, NCCL
 on GPU), barriers, and the two collectives the trainer needs. One process (no ``WORLD_SIZE``)
-never touches ``torch.distributed``."""
+never touches ``torch.distributed``, and nothing crosses processes as a pickled object."""
 
 from __future__ import annotations
 
@@ -23,13 +23,6 @@ def init(device: str | None) -> tuple[int, int, str | None]:
     if not dist.is_initialized():
         dist.init_process_group("nccl" if use_cuda else "gloo")
     return dist.get_rank(), dist.get_world_size(), device
-
-
-def require_one_process(what: str) -> None:
-    """Refuse to run ``what`` under torchrun (it would train one copy per rank into one directory)."""
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise ValueError(f"{what} runs in one process; start it without torchrun (only the mgkd recipe "
-                         "trains with DDP)")
 
 
 def barrier(world: int) -> None:
@@ -56,6 +49,26 @@ def sum_across(values: list[float] | torch.Tensor, world: int, device=None) -> t
 
         dist.all_reduce(t)
     return t
+
+
+def names_across(names: set[str], world: int, device=None, width: int = 1024) -> list[str]:
+    """The union of every rank's ``names``, sorted (the loss parts each rank saw this epoch: a
+    rank whose batches never had a part must still reduce it). Each rank writes its names as
+    UTF-8 into its own row of a byte matrix summed over the ranks: no pickled objects."""
+    if world == 1:
+        return sorted(names)
+    import torch.distributed as dist
+
+    text = ",".join(sorted(names)).encode()
+    if len(text) > width:
+        raise ValueError(f"loss part names longer than {width} bytes: {text[:80]!r}...")
+    rows = torch.zeros(world, width, dtype=torch.int32, device=device)
+    rows[dist.get_rank(), : len(text)] = torch.tensor(list(text), dtype=torch.int32, device=device)
+    dist.all_reduce(rows)
+    out: set[str] = set()
+    for row in rows.tolist():
+        out |= {n for n in bytes(b for b in row if b).decode().split(",") if n}
+    return sorted(out)
 
 
 def count_across(flag: bool, world: int, device=None) -> int:

@@ -171,3 +171,77 @@ def toy_cache(encoder: str, d, **build) -> str:
                 log=lambda *a: None)
     shutil.rmtree(d / "teacher")
     return str(d / "cache")
+
+
+def in_child(fn, env: dict) -> int:
+    """Run ``fn()`` in a forked child with ``env`` added; return its exit code (-9: killed)."""
+    import multiprocessing
+    import os
+
+    def target():
+        os.environ.update(env)
+        torch.set_num_threads(1)  # as DataLoader workers do: no OpenMP pool across the fork
+        fn()
+
+    p = multiprocessing.get_context("fork").Process(target=target)
+    p.start()
+    p.join(120)
+    if p.is_alive():
+        p.kill()
+        pytest.fail("the child run hung")
+    return p.exitcode
+
+
+def resumes_and_runs_under_torchrun(recipe: str, cache: str, options: dict, tmp_path, kill_at: int) -> None:
+    """Issue 20, for one recipe: a run killed by SIGKILL after optimiser step ``kill_at`` and
+    started again with the same command ends with bit-identical weights and the same records;
+    under torchrun with 2 ranks the same run trains to the end, each rank on its part of the data
+    (fewer optimiser steps than one process takes over the whole of it)."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    import tomli_w
+    from safetensors.torch import load_file
+
+    from seqdistill.cache_schema.storage import FAILPOINT_ENV
+    from seqdistill.students.config import make_config
+    from seqdistill.students.recipes import get
+
+    r = get(recipe)
+    cfg = make_config(r.config, {**options, "device": "cpu"}, "test")
+    quiet = lambda *a: None  # noqa: E731
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the killed child runs on one thread: the same arithmetic everywhere
+    try:
+        full = r.train(cache, tmp_path / "full", cfg, log=quiet)
+        assert full["finished"] and full["steps"] > kill_at
+        code = in_child(lambda: r.train(cache, tmp_path / "killed", cfg, log=quiet), {FAILPOINT_ENV: f"train-step:{kill_at}"})
+        assert code == -9
+        logs = []
+        resumed = r.train(cache, tmp_path / "killed", cfg, log=logs.append)
+    finally:
+        torch.set_num_threads(threads)
+    assert any(line.startswith("resuming from") for line in logs), logs
+    assert resumed["steps"] == full["steps"]
+    assert [h.get("loss") for h in resumed["history"]] == [h.get("loss") for h in full["history"]]
+    for name in ("model.safetensors", "checkpoint/tensors.safetensors"):
+        ours, theirs = load_file(str(tmp_path / "killed" / name)), load_file(str(tmp_path / "full" / name))
+        keys = [k for k in theirs if not k.startswith(("optimizer.", "rng."))]
+        assert keys and all(torch.equal(ours[k], theirs[k]) for k in keys), name
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "run.toml").write_text(tomli_w.dumps({"recipe": recipe, **options, "device": "cpu"}))
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
+                        "127.0.0.1", "--master-port", str(port), "-m", "seqdistill.students.cli", "--config",
+                        str(tmp_path / "run.toml"), "--cache", cache, "--out", str(tmp_path / "ddp")],
+                       capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    ddp = json.loads((tmp_path / "ddp" / "training.json").read_text())
+    assert ddp["processes"] == 2 and ddp["finished"] and (tmp_path / "ddp" / "model.safetensors").exists()
+    assert 0 < ddp["steps"] < full["steps"]  # the cache has several shards, split between the ranks

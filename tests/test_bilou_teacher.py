@@ -83,3 +83,9 @@ def test_rnn_student_learns_from_a_bilou_teacher_cache(tiny_encoder, tmp_path, d
     assert student.config.arch == "rnn-tagger" and student.parameter_counts()["without_embeddings"] > 0
     r = CliRunner().invoke(train_cli, [*args[:4], "--recipe", "rnn", "--few-shot-types", "MISC", "--device", "cpu"])
     assert r.exit_code == 1 and "MISC" in r.output
+    if distill:  # both stages: killed in stage 2, resumed; and under torchrun
+        from conftest import resumes_and_runs_under_torchrun
+
+        resumes_and_runs_under_torchrun("rnn", str(d / "cache"), {
+            "cell": "sru", "rnn-layers": 1, "distill-epochs": 2, "epochs": 2, "patience": 5, "batch-size": 8,
+            "checkpoint-every": 4}, d / "runs", kill_at=27)

@@ -123,7 +123,7 @@ def test_every_student_kind_exports_with_the_torch_tags(tiny_encoder, tmp_path, 
     assert (exported.params, exported.params_without_embeddings) == (in_torch.params, in_torch.params_without_embeddings)
     if arch == "rnn-tagger":  # nested spans from the per-type layers, as the rnn recipe reads them
         from seqdistill.students.models import load_student
-        from seqdistill.students.rnn import predict_spans
+        from seqdistill.students.recipes.rnn import predict_spans
 
         model, tok = load_student(src)
         assert exported.predict_spans(sents) == predict_spans(model, tok, sents)

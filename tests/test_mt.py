@@ -12,7 +12,8 @@ from seqdistill.cache_schema import LabelSchema
 from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.students.cli import main as train_cli
 from seqdistill.students.models import load_student
-from seqdistill.students.mt import MTConfig, teacher_layer_for, train_mt_student
+from seqdistill.students.recipes import train as train_mt_student
+from seqdistill.students.recipes.mt import MTConfig, teacher_layer_for
 from seqdistill.teachers import build_teacher
 
 SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
@@ -37,9 +38,9 @@ def two_teacher_cache(tiny_encoder, tmp_path_factory):
              CorpusSpec("raw", toy_corpus(d / "raw.txt", 16, 2, labelled=False), "unlabelled", False)]
     cache = str(d / "cache")
     # a 2-layer student learns from layers 1, 2 of "small" and 2, 3 of "wide" (T*j, proportionally)
-    build_cache(cache, str(d / "small"), specs, BuildConfig(device="cpu", k=2, hidden_layers=(1, 2), export_layers=1),
+    build_cache(cache, str(d / "small"), specs, BuildConfig(device="cpu", k=2, hidden_layers=(1, 2), export_layers=1, shard_size=16),
                 teacher_id="small", log=lambda *a: None)
-    build_cache(cache, str(d / "wide"), specs, BuildConfig(device="cpu", hidden_layers=(2, 3)), teacher_id="wide",
+    build_cache(cache, str(d / "wide"), specs, BuildConfig(device="cpu", hidden_layers=(2, 3), shard_size=16), teacher_id="wide",
                 log=lambda *a: None)
     return cache, d
 
@@ -140,3 +141,12 @@ def test_long_sentences_are_cut_into_windows(two_teacher_cache, tmp_path):
     # the first sentence's first window equals the same 62 subwords run alone
     head = student.inputs(tok, [words[:62]])
     torch.testing.assert_close(student.encode(head)[-1][0], layers[-1][0, :62], rtol=1e-4, atol=1e-4)
+
+
+def test_mt_resumes_bit_identical_and_trains_under_torchrun(two_teacher_cache, tmp_path):
+    from conftest import resumes_and_runs_under_torchrun
+
+    cache, _ = two_teacher_cache
+    resumes_and_runs_under_torchrun("mt", cache, {
+        "teachers": "small,wide", "student-layers": 2, "init": "scratch", "epochs": 2, "patience": 5,
+        "batch-size": 8, "lr": 3e-3, "checkpoint-every": 3}, tmp_path, kill_at=10)

@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from safetensors.torch import load_file
 
 import seqdistill
-from conftest import toy_cache
+from conftest import in_child, toy_cache
 from test_build import QUIET, _assert_same, _cfg, _cli_build, _contents, corpus_paths, teachers  # noqa: F401
 from seqdistill.cache_schema.manifest import seal
 from seqdistill.cache_schema import BuildLock, CacheLockedError, CacheReader, verify_cache
@@ -34,23 +34,11 @@ from seqdistill.cache_schema.lock import LOCK, LockHolder, _pid_namespace
 from seqdistill.cache_schema.storage import FAILPOINT_ENV, FAILPOINT_TRACE_ENV, CacheStore
 from seqdistill.pipeline.build import build_cache
 from seqdistill.students.cli import main as train_cli
-from seqdistill.students.train import TrainConfig, train_student
+from seqdistill.students.recipes import train as train_student
+from seqdistill.students.recipes.mgkd import MGKDConfig as TrainConfig
 
 
-def _in_child(fn, env: dict) -> int:
-    """Run ``fn()`` in a forked child with ``env`` added; return its exit code (-9: killed)."""
-    def target():
-        os.environ.update(env)
-        torch.set_num_threads(1)  # as DataLoader workers do: no OpenMP pool across the fork
-        fn()
-
-    p = multiprocessing.get_context("fork").Process(target=target)
-    p.start()
-    p.join(120)
-    if p.is_alive():
-        p.kill()
-        pytest.fail("the child run hung")
-    return p.exitcode
+_in_child = in_child  # (conftest)
 
 
 # -- builds killed anywhere ---------------------------------------------------------------------
@@ -99,7 +87,7 @@ TRAIN = dict(losses=("hard", "seq-ce"), k=4, epochs=2, device="cpu", hidden_size
 
 
 def _record_batches(monkeypatch):
-    import seqdistill.students.train as T
+    import seqdistill.students.recipes.mgkd as T
 
     seen = []
     real = T.loss_parts

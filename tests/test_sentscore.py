@@ -244,7 +244,7 @@ def test_sentscore_student_learns_from_the_cache(encoder_dir, tmp_path):
     from seqdistill.pipeline.cli import main as cache_cli
     from seqdistill.students.cli import main as train_cli
     from seqdistill.students.models import load_student
-    from seqdistill.students.train import predict_tags
+    from seqdistill.students.common import predict_tags
 
     (tmp_path / "all.txt").write_text(CONLL * 2)
     r = CliRunner().invoke(cache_cli, ["few-shot-split", "--corpus", str(tmp_path / "all.txt"), "--out",
@@ -259,7 +259,8 @@ def test_sentscore_student_learns_from_the_cache(encoder_dir, tmp_path):
     r = CliRunner().invoke(cache_cli, ["build", "--out", str(tmp_path / "cache"), "--teacher", str(tmp_path / "t"),
                                        "--labelled", f"toy={fs / 'gold_train.txt'}@train",
                                        "--labelled", f"toy={fs / 'gold_dev.txt'}@dev",
-                                       "--unlabelled", f"silver={fs / 'silver.txt'}", "--device", "cpu"])
+                                       "--unlabelled", f"silver={fs / 'silver.txt'}", "--device", "cpu",
+                                       "--shard-size", "4"])
     assert r.exit_code == 0, r.output
     for lam in ("1", "0"):
         out = tmp_path / f"s{lam}"
@@ -274,3 +275,8 @@ def test_sentscore_student_learns_from_the_cache(encoder_dir, tmp_path):
     model, tok = load_student(tmp_path / "s1")
     assert model.config.schema.scheme == "sBIO"
     assert predict_tags(model, tok, [["anna", "visits", "rome"]]) == [["PER", "O", "LOC"]]
+    from conftest import resumes_and_runs_under_torchrun
+
+    resumes_and_runs_under_torchrun("sentscore", str(tmp_path / "cache"), {
+        "embedding": "random", "embedding-dim": 8, "hidden-size": 8, "epochs": 3, "patience": 5, "batch-size": 4,
+        "checkpoint-every": 2}, tmp_path / "runs", kill_at=5)

@@ -13,7 +13,9 @@ from torch.utils.data import DataLoader
 from seqdistill.cache_schema import CacheReader
 from seqdistill.students.data import CacheStream, StreamConfig, parse_selection
 from seqdistill.students.models import load_student
-from seqdistill.students.train import TrainConfig, predict_tags, train_student
+from seqdistill.students.common import predict_tags
+from seqdistill.students.recipes import train as train_student
+from seqdistill.students.recipes.mgkd import MGKDConfig as TrainConfig
 
 
 
@@ -92,8 +94,7 @@ def test_stream_reads_only_the_fields_asked_for(cache, monkeypatch):
 
 
 def test_training_never_imports_the_teachers_package():
-    code = ("import sys, seqdistill.students.train, seqdistill.students.cli, seqdistill.students.xtremedistil, "
-            "seqdistill.students.sentscore_kd; "
+    code = ("import sys, seqdistill.students.cli, seqdistill.students.recipes; seqdistill.students.recipes.recipes(); "
             "bad = [m for m in sys.modules if m.startswith('seqdistill.teachers') or m == 'seqdistill.pipeline.build']; "
             "assert not bad, bad")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -164,7 +165,7 @@ def test_clear_errors_for_impossible_requests(cache, tmp_path):
 
 
 def test_training_resumes_mid_epoch_from_its_checkpoint(cache, tmp_path, monkeypatch):
-    import seqdistill.students.train as T
+    import seqdistill.students.recipes.mgkd as T
 
     seen = []
     real = T.loss_parts
@@ -173,27 +174,18 @@ def test_training_resumes_mid_epoch_from_its_checkpoint(cache, tmp_path, monkeyp
                batch_size=8, checkpoint_every=2)
     train_student(cache, tmp_path / "r", TrainConfig(max_steps=5, **cfg), log=lambda *a: None)
     first, seen[:] = list(seen), []
-    state = json.loads((tmp_path / "r" / "checkpoint" / "state.json").read_text())["state"]
+    state = json.loads((tmp_path / "r" / "checkpoint" / "state.json").read_text())["state"]["position"]
     assert (state["epoch"], state["step"]) == (0, 5)
     summary = train_student(cache, tmp_path / "r", TrainConfig(resume=True, **cfg), log=lambda *a: None)
     second = list(seen)
-    full = T.train_student(cache, tmp_path / "full", TrainConfig(**cfg), log=lambda *a: None)
+    full = train_student(cache, tmp_path / "full", TrainConfig(**cfg), log=lambda *a: None)
     assert not set(first) & set(second)
     assert summary["steps"] == full["steps"] == len(first) + len(second)
 
 
-def test_epoch_records_keep_the_best_and_stop_after_patience(tmp_path):
-    from seqdistill.students.common import EpochRecords
+def test_mgkd_resumes_bit_identical_and_trains_under_torchrun(cache, tmp_path):
+    from conftest import resumes_and_runs_under_torchrun
 
-    saved, lines = [], []
-    rec = EpochRecords(tmp_path, patience=2, max_steps=None, log=lines.append)
-    f1s = [0.5, 0.7, 0.6, 0.65, 0.9]
-    stops = [rec.end_epoch({"epoch": e + 1, "step": 10 * (e + 1), "dev_f1": f}, lambda e=e: saved.append(e + 1),
-                           {"loss": 1.0}) for e, f in enumerate(f1s[:4])]
-    rec.close()
-    assert stops == [False, False, False, True]  # epochs 3 and 4 without a gain past epoch 2's 0.7
-    assert saved == [1, 2] and (rec.best, rec.best_epoch) == (0.7, 2)
-    assert [json.loads(x)["epoch"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4]
-    assert "(best, saved)" in lines[1] and "(best, saved)" not in lines[2]
-    capped = EpochRecords(tmp_path, patience=9, max_steps=20, log=lambda *a: None)
-    assert capped.end_epoch({"epoch": 1, "step": 20, "dev_f1": 0.1}, lambda: None, {}) is True
+    resumes_and_runs_under_torchrun("mgkd", cache, {
+        "losses": "hard,seq-ce", "k": 2, "epochs": 2, "patience": 5, "embedding": "random", "embedding-dim": 8,
+        "hidden-size": 8, "batch-size": 8, "checkpoint-every": 3}, tmp_path, kill_at=17)

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conftest import toy_cache
-from seqdistill.students.sweep import cli_args, expand, load_grid, report
+from seqdistill.students.sweep import check_runs, expand, load_grid, report
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,9 @@ def test_grid_expands_to_runs_with_their_options(tmp_path):
     assert [r["name"] for r in runs][:3] == ["unlabelled-sentences=0,k=1,seed=1", "unlabelled-sentences=0,k=1,seed=2",
                                              "unlabelled-sentences=0,k=2,seed=1"]
     assert len(runs) == 8 and runs[-1]["params"] == {**base, "unlabelled-sentences": 20, "k": 2, "seed": 2}
-    assert cli_args({"unlabelled": False, "k": 2}) == ["--no-unlabelled", "--k", "2"]
+    check_runs(runs, "grid.toml")  # every point is a valid mgkd config
+    with pytest.raises(ValueError, match=r"grid.toml \(run x\): 'k' is not an option of this recipe"):
+        check_runs([{"name": "x", "params": {"recipe": "rnn", "k": 2}}], "grid.toml")
     (tmp_path / "bad.toml").write_text("[grid]\nk = 3\n")
     with pytest.raises(ValueError, match="bad.toml: \\[grid\\] k must be a non-empty list"):
         load_grid(tmp_path / "bad.toml")

@@ -11,10 +11,11 @@ from click.testing import CliRunner
 
 from seqdistill.cache_schema import LabelSchema
 from seqdistill.students import losses as L
-from seqdistill.students import xtremedistil as XD
+from seqdistill.students.recipes import train
+from seqdistill.students.recipes import xtremedistil as XD
 from seqdistill.students.models import StudentConfig, load_student
+from seqdistill.students.common import predict_tags
 from seqdistill.students.tagger import GROUPS, BiLSTMTagger, words_to_subwords
-from seqdistill.students.train import predict_tags
 
 SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
 
@@ -86,35 +87,6 @@ def test_mean_and_first_pooling(tiny_encoder):
     assert mean.pool(h, x)[0, :, 0].tolist() == [0.0, 1.5]
 
 
-def test_a_step_restores_the_weights_of_its_best_epoch(cache, monkeypatch):
-    from seqdistill.cache_schema import CacheReader
-    from seqdistill.students.data import CacheStream, StreamConfig, parse_selection
-    from transformers import AutoTokenizer
-
-    reader = CacheReader(cache)
-    tok = AutoTokenizer.from_pretrained(reader.export_dir("tiny") + "/tokenizer")
-    model = _model(vocab=tok.vocab_size)
-    collate = XD.XDCollate(tok, SCHEMA, "tiny", None, None)
-    fields = {"examples": ["words", "tags"], "tiny": []}
-    train = CacheStream(reader, fields, parse_selection(["toy/train"], reader), collate, StreamConfig(16, 64, 1))
-    dev = CacheStream(reader, fields, parse_selection(["toy/dev"], reader), collate, StreamConfig(16, 64, 1, False))
-    snapshots, losses = [], iter([0.7, 0.5, 0.9, 0.8, 0.1])  # before training, then after each epoch
-    monkeypatch.setattr(XD, "validation_loss", lambda *a: snapshots.append(
-        {k: v.clone() for k, v in model.state_dict().items()}) or next(losses))
-    cfg = XD.XtremeDistilConfig(epochs_per_step=4, patience=2, lr=0.05)
-    record = XD.run_step(model, GROUPS, ("ce",), train, dev, 4, cfg, "cpu")
-    assert record == {"epochs": 3, "best_epoch": 1, "val_loss": 0.5}  # epochs 2, 3 no better: stop
-    assert not torch.equal(snapshots[1]["project.weight"], snapshots[3]["project.weight"])
-    for k, v in model.state_dict().items():
-        assert torch.equal(v, snapshots[1][k]), k  # epoch 1's weights, not the last epoch's
-    snapshots.clear()
-    losses = iter([0.1, 0.5, 0.6])  # no epoch beats the starting weights: the step is undone
-    record = XD.run_step(model, GROUPS, ("ce",), train, dev, 4, cfg, "cpu")
-    assert record == {"epochs": 2, "best_epoch": 0, "val_loss": 0.1}
-    for k, v in model.state_dict().items():
-        assert torch.equal(v, snapshots[0][k]), k
-
-
 def test_cosine_schedule_from_high_to_low():
     assert XD.cosine_lr(0, 10, 1e-3, 1e-8) == pytest.approx(1e-3)
     assert XD.cosine_lr(5, 10, 1e-3, 1e-8) == pytest.approx((1e-3 + 1e-8) / 2)
@@ -130,7 +102,7 @@ def test_xtremedistil_d4_student_learns_from_the_cache(cache, tmp_path):
         "--epochs-per-step", "3", "--lr", "0.02", "--dropout", "0.0", "--device", "cpu"])
     assert r.exit_code == 0, r.output
     summary = json.loads((tmp_path / "xd" / "training.json").read_text())
-    steps = [(h["stage"], h["groups"][-1]) for h in summary["history"]]
+    steps = [(h["stage"], h["groups"][-1]) for h in summary["stages"]]  # one record per unfreezing step
     assert steps[0] == (1, "projection") and steps[3] == (2, "regressor") and steps[-1] == (3, "embeddings")
     assert len(steps) == 11
     assert summary["best_dev_f1"] > 0.9
@@ -154,10 +126,10 @@ def test_xtremedistil_d4_student_learns_from_the_cache(cache, tmp_path):
 
 def test_missing_teacher_layer_lists_the_stored_ones(cache, tmp_path):
     with pytest.raises(Exception, match=r"no hidden layer 5 in the cache; stored layers: 1"):
-        XD.train_xtremedistil(cache, tmp_path / "x", XD.XtremeDistilConfig(teacher_layer=5, device="cpu"),
+        train(cache, tmp_path / "x", XD.XtremeDistilConfig(teacher_layer=5, device="cpu"),
                               log=lambda *a: None)
     with pytest.raises(Exception, match=r"unknown schedule 'd9'"):
-        XD.train_xtremedistil(cache, tmp_path / "x", XD.XtremeDistilConfig(schedule="d9"), log=lambda *a: None)
+        train(cache, tmp_path / "x", XD.XtremeDistilConfig(schedule="d9"), log=lambda *a: None)
 
 
 def test_unlabelled_sample_applies_to_the_training_rows_only(cache, tmp_path):
@@ -172,3 +144,12 @@ def test_unlabelled_sample_applies_to_the_training_rows_only(cache, tmp_path):
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(train_cli, [*args, "--out", str(tmp_path / "b"), "--unlabelled-sentences", "999"])
     assert r.exit_code == 1 and "--unlabelled-sentences 999: the training selection holds" in r.output
+
+
+def test_xtremedistil_resumes_bit_identical_and_trains_under_torchrun(cache, tmp_path):
+    """Killed in stage 2 (d3.1: RL, then LL + CE), mid-epoch; each stage restores its best weights."""
+    from conftest import resumes_and_runs_under_torchrun
+
+    resumes_and_runs_under_torchrun("xtremedistil", cache, {
+        "schedule": "d3.1", "teacher-layer": 1, "embedding-dim": 8, "hidden-size": 8, "batch-size": 16,
+        "epochs-per-step": 2, "patience": 5, "checkpoint-every": 4}, tmp_path, kill_at=17)

@@ -11,6 +11,10 @@ GPU); k-best, marginals and pooling are computed batched on the device; only the
 are moved to the host. A background thread turns them into columns and writes the shards, with a
 bounded queue, so compute never waits for compression and I/O.
 
+What a layer holds is the teacher kind's business (``teachers/kinds.py``: its fields, its default K
+and refused options, its decoding settings, its gold targets, its outputs turned into columns);
+this module never switches on a kind's name.
+
 Under ``torchrun`` each rank builds the shards ``i`` with ``i % world_size == rank``; rank 0
 writes the exports and, after all ranks finish, the manifest.
 """
@@ -25,18 +29,17 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..cache_schema import CacheWriter, FieldSpec, LabelSchema, TeacherInfo
+from ..cache_schema import CacheWriter, LabelSchema, TeacherInfo
 from .. import distributed
 from ..cache_schema.info import cache_summary
 from ..cache_schema.lock import BuildLock, CacheLockedError
 from ..cache_schema.storage import CacheStore
-from ..cache_schema.labels import tags_to_spans
 from ..cache_schema.manifest import check_id
-from ..teachers import Teacher, export_for_students, load_teacher, teacher_fingerprints
+from ..teachers import (LayerOptions, Teacher, TeacherKind, export_for_students, load_teacher, teacher_fingerprints,
+                        teacher_kind, to_host)
 from .corpora import Corpus, CorpusError, read_corpus
 
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
@@ -97,53 +100,9 @@ class BuildReport:
     bytes_per_word: dict[str, float] = field(default_factory=dict)
 
 
-def teacher_fields(kind: str, num_tags: int, hidden_size: int, cfg: BuildConfig, num_types: int = 0) -> list[FieldSpec]:
-    """The fields a teacher of ``kind`` writes (docs/cache-format.md lists their meaning)."""
-    dense = DTYPES[cfg.dtype]
-    fields = []
-    if kind == "bilou-per-type":
-        fields.append(FieldSpec("type_logits", "word", dense, (num_types, 5), "zarr",
-                                description="BILOU logits (O, B, I, L, U) of each entity type, types in the "
-                                            "label schema's order"))
-    elif kind == "crf":
-        fields += [
-            FieldSpec("kbest_paths", "example", "int16", ("k", "words"),
-                      description="the k best tag paths (valid ones only), best first"),
-            FieldSpec("kbest_log_probs", "example", "float32", ("k",),
-                      description="global log-probabilities of the k-best paths (path score - log Z)"),
-            FieldSpec("log_z", "example", "float32", description="CRF log-partition"),
-            FieldSpec("emissions", "word", dense, (num_tags,), "zarr", description="CRF emission scores"),
-        ]
-        if cfg.marginals:
-            fields.append(FieldSpec("marginals", "word", dense, (num_tags,), "zarr",
-                                    description="CRF posterior tag marginals"))
-    elif kind == "sentscore":
-        fields += [
-            FieldSpec("kbest_paths", "example", "int16", ("k", "words"),
-                      description="the SenTScore beams (sBIO tag ids), best first; the first is the pseudo-label"),
-            FieldSpec("kbest_scores", "example", "float32", ("k",),
-                      description="log-likelihood of each beam's SenT' output under the teacher"),
-            FieldSpec("tag_scores", "word", "float32", (num_tags,), "zarr",
-                      description="log-likelihood of 't s_i' for each sBIO tag t at word i on the best beam "
-                                  "(-inf where sBIO forbids t)"),
-        ]
-    else:
-        fields.append(FieldSpec("logits", "word", dense, (num_tags,), "zarr", description="tag logits"))
-    fields.append(FieldSpec("gold_nll", "example", "float32", nullable=True,
-                            description="teacher NLL of the gold tags (labelled rows; null otherwise)"))
-    for layer in cfg.hidden_layers:
-        fields.append(FieldSpec(f"hidden_{layer}", "word", dense, (hidden_size,), "zarr",
-                                description=f"hidden states of encoder layer {layer} (0 = embeddings)"))
-    if cfg.subwords:
-        fields += [
-            FieldSpec("subword_ids", "subword", "int32", (), "zarr", description="tokenizer ids"),
-            FieldSpec("subword_word_ids", "subword", "int32", (), "zarr", description="word of each subword"),
-            FieldSpec("subword_logits", "subword", dense, (num_tags,), "zarr",
-                      description="head outputs on each subword"),
-        ]
-        for layer in cfg.hidden_layers:
-            fields.append(FieldSpec(f"subword_hidden_{layer}", "subword", dense, (hidden_size,), "zarr"))
-    return fields
+def _layer_options(cfg: BuildConfig) -> LayerOptions:
+    """What ``cfg`` asks of the teacher's layer, as the teacher kinds take it (K resolved)."""
+    return LayerOptions(cfg.k, cfg.marginals, tuple(cfg.hidden_layers), cfg.subwords, DTYPES[cfg.dtype])
 
 
 def read_corpora(specs: list[CorpusSpec], scheme: str | None) -> list[Corpus]:
@@ -164,7 +123,7 @@ def read_corpora(specs: list[CorpusSpec], scheme: str | None) -> list[Corpus]:
     return corpora
 
 
-def _teacher_meta(teacher_dir: str, trust_remote_code: bool) -> tuple[str, LabelSchema, str]:
+def _teacher_meta(teacher_dir: str, trust_remote_code: bool) -> tuple[TeacherKind, LabelSchema, str]:
     """Kind, label schema and pooling of a teacher directory, without loading its weights when it
     is a seqdistill teacher."""
     import json
@@ -173,9 +132,9 @@ def _teacher_meta(teacher_dir: str, trust_remote_code: bool) -> tuple[str, Label
     meta = Path(teacher_dir) / "teacher.json"
     if meta.exists():
         obj = json.loads(meta.read_text())
-        return obj["kind"], LabelSchema.from_json(obj["label_schema"]), obj.get("pooling", "first")
+        return teacher_kind(obj["kind"]), LabelSchema.from_json(obj["label_schema"]), obj.get("pooling", "first")
     t = load_teacher(teacher_dir, trust_remote_code=trust_remote_code)  # HF token-classification dir
-    return t.kind, t.schema, t.pooling
+    return teacher_kind(t.kind), t.schema, t.pooling
 
 
 def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg: BuildConfig | None = None, *,
@@ -190,13 +149,12 @@ def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg
     if not os.path.isdir(teacher_dir):
         raise BuildError(f"{teacher_dir}: no such teacher directory")
     kind, schema, pooling = _teacher_meta(teacher_dir, cfg.trust_remote_code)
-    if cfg.k is None:  # the paper defaults: K = 10 paths for a CRF (paper 000), greedy SenTScore (paper 004)
-        cfg = dataclasses.replace(cfg, k=1 if kind == "sentscore" else 10)
-    if kind == "sentscore" and (cfg.hidden_layers or cfg.subwords):
-        raise BuildError("a SenTScore teacher stores no hidden layers or subword fields: leave out "
-                         "--hidden-layers and --subwords")
-    if kind == "bilou-per-type" and cfg.subwords:
-        raise BuildError("a bilou-per-type teacher stores word-level outputs only: leave out --subwords")
+    if cfg.k is None:  # the kind's paper default: K = 10 paths for a CRF (paper 000), greedy SenTScore (paper 004)
+        cfg = dataclasses.replace(cfg, k=kind.default_k)
+    options = _layer_options(cfg)
+    refusal = kind.refusal(options)
+    if refusal:
+        raise BuildError(refusal)
     corpora = read_corpora(corpora_specs, schema.scheme)
     for c in corpora:
         c.check_labels(schema)
@@ -218,13 +176,9 @@ def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg
         hidden_size = _hidden_size(teacher_dir)
         device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
         precision = cfg.precision if device.startswith("cuda") else "fp32"
-        decoding = {"k": cfg.k, "constrained": True, "scheme": schema.scheme, "precision": precision} \
-            if kind in ("crf", "sentscore") else {"precision": precision}
-        if kind == "sentscore":
-            decoding["algorithm"] = "sentscore"
-        info = TeacherInfo(teacher_id, kind, fingerprints, decoding,
+        info = TeacherInfo(teacher_id, kind.name, fingerprints, kind.decoding(options, schema.scheme, precision),
                            list(cfg.hidden_layers), pooling, str(teacher_dir))
-        layer = writer.teacher_layer(info, teacher_fields(kind, schema.num_tags, hidden_size, cfg, len(schema.entity_types)))
+        layer = writer.teacher_layer(info, kind.fields(schema, hidden_size, options))
         mine = [i for i in range(len(shards)) if i % world == rank]
         todo_examples = [i for i in mine if not examples.is_committed(i)]
         todo = [i for i in mine if not layer.is_committed(i)]
@@ -246,7 +200,7 @@ def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg
             layer.write_exports(lambda d: export_for_students(teacher, d, cfg.export_layers))
         t_teacher = time.time()
         if todo:
-            _run_teacher(teacher, schema, shards, todo, layer, cfg, rank)
+            _run_teacher(teacher, kind, options, schema, shards, todo, layer, cfg, rank)
         t_teacher = time.time() - t_teacher
         distributed.barrier(world)
         report = BuildReport(status, len(rows), sum(r["n_words"] for r in rows),
@@ -330,9 +284,10 @@ def batches_by_length(lengths: list[int], max_words: int) -> list[list[int]]:
     return out
 
 
-def _run_teacher(teacher: Teacher, schema: LabelSchema, shards, todo: list[int], layer, cfg: BuildConfig,
-                 rank: int) -> None:
-    """Compute the teacher's outputs for the shards in ``todo``; a writer thread publishes them."""
+def _run_teacher(teacher: Teacher, kind: TeacherKind, options: LayerOptions, schema: LabelSchema, shards,
+                 todo: list[int], layer, cfg: BuildConfig, rank: int) -> None:
+    """Compute the teacher's outputs for the shards in ``todo``; a writer thread turns them into
+    columns (``kind`` and ``options``) and publishes them."""
     jobs: queue.Queue = queue.Queue(maxsize=cfg.queue_size)
     failure: list[BaseException] = []
 
@@ -345,7 +300,7 @@ def _run_teacher(teacher: Teacher, schema: LabelSchema, shards, todo: list[int],
                 continue
             try:
                 index, rows, outputs = job
-                layer.write_shard(index, shard_columns(rows, outputs, teacher.kind, cfg))
+                layer.write_shard(index, kind.shard_columns(rows, outputs, options))
             except BaseException as e:  # surfaced in the main thread
                 failure.append(e)
 
@@ -361,10 +316,10 @@ def _run_teacher(teacher: Teacher, schema: LabelSchema, shards, todo: list[int],
             outputs = [None] * len(rows)
             for batch in batches_by_length([r["n_words"] for r in rows], cfg.max_words_per_batch):
                 words = [rows[i]["words"] for i in batch]
-                gold = (_gold_layers if teacher.kind == "bilou-per-type" else _gold_ids)(rows, batch, schema)
+                gold = kind.gold_targets([rows[i] for i in batch], schema)
                 out = teacher.outputs(words, gold, k=cfg.k, marginals=cfg.marginals, hidden_layers=cfg.hidden_layers,
                                       subwords=cfg.subwords, precision=cfg.precision)
-                host = _to_host(out)
+                host = to_host(out)
                 for j, i in enumerate(batch):
                     outputs[i] = (host, j)
                 n = sum(rows[i]["n_words"] for i in batch)
@@ -380,87 +335,3 @@ def _run_teacher(teacher: Teacher, schema: LabelSchema, shards, todo: list[int],
         bar.close()
     if failure:
         raise failure[0]
-
-
-def _gold_layers(rows, batch, schema: LabelSchema) -> torch.Tensor | None:
-    """Gold BILOU layers ``[B, W, E]`` for a bilou-per-type teacher (-1 on padding and unlabelled
-    rows): from a nested row's every entity, else from its flat tags; None if none is labelled."""
-    from ..bilou import layers_from_spans
-
-    if all(rows[i]["tags"] is None for i in batch):
-        return None
-    types = list(schema.entity_types)
-    out = torch.full((len(batch), max(rows[i]["n_words"] for i in batch), len(types)), -1, dtype=torch.long)
-    for j, i in enumerate(batch):
-        r = rows[i]
-        if r["tags"] is None:
-            continue
-        spans = (tags_to_spans(r["tags"], schema.scheme) if r["entity_spans"] is None
-                 else [(a, b, t) for (a, b), t in zip(r["entity_spans"], r["entity_types"])])
-        out[j, : r["n_words"]] = torch.tensor(layers_from_spans(spans, r["n_words"], types))
-    return out
-
-
-def _gold_ids(rows, batch, schema: LabelSchema) -> torch.Tensor | None:
-    """Gold tag ids ``[B, W]`` (-1 on padding and on unlabelled rows), or None if none is labelled."""
-    if all(rows[i]["tags"] is None for i in batch):
-        return None
-    tags = torch.full((len(batch), max(rows[i]["n_words"] for i in batch)), -1, dtype=torch.long)
-    for j, i in enumerate(batch):
-        if rows[i]["tags"] is not None:
-            tags[j, : rows[i]["n_words"]] = torch.tensor(schema.encode(rows[i]["tags"]))
-    return tags
-
-
-def _to_host(out) -> dict:
-    """The teacher's tensors on the host as numpy (float32 for floats)."""
-    host = {}
-    for name, value in out.__dict__.items():
-        if isinstance(value, torch.Tensor):
-            host[name] = value.float().cpu().numpy() if value.is_floating_point() else value.cpu().numpy()
-        elif isinstance(value, dict):
-            host[name] = {k: v.float().cpu().numpy() for k, v in value.items()}
-    return host
-
-
-def shard_columns(rows: list[dict], outputs: list, kind: str, cfg: BuildConfig) -> dict:
-    """Columns of one teacher-layer shard from the per-batch host outputs of its examples."""
-    cols: dict[str, list] = {"example_id": [r["example_id"] for r in rows]}
-
-    def add(name, value):
-        cols.setdefault(name, []).append(value)
-
-    for r, (host, j) in zip(rows, outputs):
-        n = r["n_words"]
-        if kind == "crf":
-            lp = host["kbest_log_probs"][j]
-            valid = np.isfinite(lp)
-            add("kbest_paths", host["kbest_paths"][j][valid, :n].astype(np.int16))
-            add("kbest_log_probs", lp[valid].astype(np.float32))
-            add("log_z", float(host["log_z"][j]))
-            add("emissions", host["logits"][j, :n])
-            if cfg.marginals:
-                add("marginals", host["marginals"][j, :n])
-        elif kind == "sentscore":
-            scores = host["kbest_log_probs"][j]
-            valid = np.isfinite(scores)
-            add("kbest_paths", host["kbest_paths"][j][valid, :n].astype(np.int16))
-            add("kbest_scores", scores[valid].astype(np.float32))
-            add("tag_scores", host["logits"][j, :n].astype(np.float32))
-        elif kind == "bilou-per-type":
-            add("type_logits", host["logits"][j, :n])
-        else:
-            add("logits", host["logits"][j, :n])
-        gold = host.get("gold_nll")
-        add("gold_nll", None if gold is None or r["tags"] is None else float(gold[j]))
-        for layer in cfg.hidden_layers:
-            add(f"hidden_{layer}", host["hidden"][layer][j, :n])
-        if cfg.subwords:
-            wid = host["subword_word_ids"][j]
-            s = int((wid >= 0).sum())
-            add("subword_word_ids", wid[:s].astype(np.int32))
-            add("subword_ids", host["subword_ids"][j, :s].astype(np.int32))
-            add("subword_logits", host["subword_logits"][j, :s])
-            for layer in cfg.hidden_layers:
-                add(f"subword_hidden_{layer}", host["subword_hidden"][layer][j, :s])
-    return cols

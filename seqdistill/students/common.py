@@ -1,49 +1,26 @@
 """What every recipe does the same way: open the cache and pick its teacher, load the exports a
-student starts from, choose the training and dev splits, read a labelled split, predict tags,
-keep the epoch records."""
+student starts from, choose the training and dev splits, read a labelled split, predict tags and
+score them."""
 
 from __future__ import annotations
 
-import json
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from safetensors.torch import load as load_safetensors
 
 from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader
+from ..metrics import span_scores
 from .data import parse_selection
-from .models import EMBEDDINGS
+from .base import EMBEDDINGS, StudentConfig, init_embeddings
+from .tagger import BiLSTMTagger
 
 
-@dataclass
-class RunConfig:
-    """What every recipe's config holds besides its own settings: the training and dev
-    selections (``distill-train --train/--dev``, ``--unlabelled``, ``--unlabelled-sentences``),
-    the stream buffer, the step cap, resuming (mgkd and xtremedistil continue from
-    ``OUT/checkpoint``; mt and rnn refuse it; sentscore restarts), the seed and the device."""
-
-    train: tuple[str, ...] = ()  # corpora[/split]; default: every */train, plus unlabelled ones
-    unlabelled: bool = True  # DA: add the unlabelled corpora to the default training set
-    unlabelled_sentences: int | None = None  # a seeded sample of the unlabelled rows (None: all)
-    dev: tuple[str, ...] = ()  # default: every */dev, */valid
-    buffer_size: int = 4096  # examples shuffled and bucketed together
-    max_steps: int | None = None  # most optimiser updates (xtremedistil: per unfreezing step)
-    resume: bool = False
-    seed: int = 13
-    device: str | None = None
-    extra: dict = field(default_factory=dict)
-
-
-def open_cache(cache: "str | CacheReader", storage_options: dict | None, teacher: str | None, embedding: str,
-               seed: int) -> tuple[CacheReader, str]:
-    """The cache's reader and the teacher layer to learn from (checked), with torch seeded."""
+def open_cache(reader: CacheReader, teacher: str | None, embedding: str) -> tuple[CacheReader, str]:
+    """The cache's reader and the teacher layer to learn from (checked)."""
     if embedding not in EMBEDDINGS:
         raise ValueError(f"embedding {embedding!r} is not one of {EMBEDDINGS}")
-    torch.manual_seed(seed)
-    # a damaged file is refused by name; a caller may pass its own reader (e.g. with a local_cache)
-    reader = cache if isinstance(cache, CacheReader) else CacheReader(cache, storage_options, verify=True)
     name = _pick_teacher(reader, teacher)
     if name is None:
         raise CacheError("the cache holds no teacher layer: build one with `distill-cache build`")
@@ -61,19 +38,12 @@ def teacher_exports(reader: CacheReader, teacher: str):
     return tokenizer, weight
 
 
-def device_for(name: str | None) -> torch.device:
-    return torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
-
-
-def new_tagger(reader: CacheReader, teacher: str, cfg, *, projection_dim: int | str = "lstm",
+def new_tagger(reader: CacheReader, teacher: str, cfg, device, *, projection_dim: int | str = "lstm",
                pooling: str = "first", extra: dict | None = None):
     """A BiLSTM tagger (``tagger.py``) sized by ``cfg`` (embedding, embedding_dim, hidden_size,
-    dropout, device), its embeddings filled from the teacher's exports, on its device; with the
+    dropout), its embeddings filled from the teacher's exports, on its device; with the
     teacher's tokenizer. ``projection_dim``: a width, ``"lstm"`` (twice the LSTM's units) or
     ``"teacher"`` (the teacher's embedding width)."""
-    from .models import StudentConfig, init_embeddings
-    from .tagger import BiLSTMTagger
-
     tokenizer, weight = teacher_exports(reader, teacher)
     dim = weight.shape[1] if cfg.embedding == "teacher" else cfg.embedding_dim
     scfg = StudentConfig(reader.manifest.label_schema.to_json(), weight.shape[0], dim, cfg.embedding, False,
@@ -82,9 +52,9 @@ def new_tagger(reader: CacheReader, teacher: str, cfg, *, projection_dim: int | 
                              projection_dim, projection_dim), pooling=pooling,
                          extra={"teacher": teacher, **(extra or {})})
     model = BiLSTMTagger(scfg)
+    check_embedding_dim(cfg.embedding, dim, weight)
     init_embeddings(model, weight)
-    device = device_for(cfg.device)
-    return model.to(device), tokenizer, device
+    return model.to(device), tokenizer
 
 
 def splits_with_dev(reader: CacheReader, cfg, why: str) -> tuple[list[str], list[str]]:
@@ -118,6 +88,19 @@ def default_splits(reader: CacheReader, cfg) -> tuple[list[str], list[str]]:
     if not train:
         raise CacheError("nothing to train on: no */train corpus in the cache; name one with --train")
     return train, dev
+
+
+def check_embedding_dim(embedding: str, dim: int, weight) -> None:
+    """Refuse, before training, an SVD width the teacher's embedding matrix cannot give."""
+    if embedding == "svd" and not 0 < dim <= min(weight.shape):
+        raise ValueError(f"--embedding-dim {dim}: the teacher's embedding matrix is "
+                         f"{tuple(weight.shape)}, so an SVD reduction can keep 1 to {min(weight.shape)} dimensions; "
+                         f"choose one of those (or --embedding teacher for all {weight.shape[1]})")
+
+
+def dev_f1(model, tokenizer, words: list[list[str]], tags: list[list[str]], scheme: str) -> float:
+    """Span F1 of the student's tags on a labelled split."""
+    return span_scores(tags, predict_tags(model, tokenizer, words), scheme)["f1"]
 
 
 @torch.no_grad()
@@ -178,33 +161,3 @@ def read_spans(reader: CacheReader, names: list[str], *, skip_unlabelled: bool =
             else:
                 spans.append(tags_to_spans(col["tags"][i], scheme))
     return words, spans
-
-
-class EpochRecords:
-    """The end-of-epoch bookkeeping the single-stage recipes share: each record appended to
-    ``history`` and to ``OUT/metrics.jsonl`` (started afresh), the best dev F1 and its epoch, the
-    student saved at each new best, and the stop rule (``patience`` epochs without a new best, or
-    ``max_steps`` reached)."""
-
-    def __init__(self, out_dir: Path, patience: int, max_steps: int | None, log=print):
-        self.out_dir, self.patience, self.max_steps, self.log = Path(out_dir), patience, max_steps, log
-        self.metrics = open(self.out_dir / "metrics.jsonl", "w")
-        self.history: list[dict] = []
-        self.best, self.best_epoch = -1.0, 0
-
-    def end_epoch(self, record: dict, save, losses: dict[str, float]) -> bool:
-        """Record epoch ``record["epoch"]`` (with ``dev_f1`` and ``step``); ``save()`` at a new best.
-        Returns whether training stops here."""
-        epoch, f1 = record["epoch"], record["dev_f1"]
-        self.history.append(record)
-        self.metrics.write(json.dumps(record) + "\n")
-        self.metrics.flush()
-        if f1 > self.best:
-            self.best, self.best_epoch = f1, epoch
-            save()
-        self.log(f"epoch {epoch}: " + "  ".join(f"{k} {v:.4f}" for k, v in losses.items())
-                 + f"  dev F1 {100 * f1:.2f}" + ("  (best, saved)" if self.best_epoch == epoch else ""))
-        return bool(self.max_steps and record["step"] >= self.max_steps) or epoch - self.best_epoch >= self.patience
-
-    def close(self) -> None:
-        self.metrics.close()

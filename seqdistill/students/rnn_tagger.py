@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from ..bilou import decode_layers, flatten_layers
-from .models import StudentConfig
+from .base import StudentConfig
 from .sru import recurrent_stack
 from .tagger import SubwordBatch, words_to_subwords
 

@@ -14,7 +14,10 @@ keys are ``distill-train`` options without the dashes (``losses``, ``k``, ``reci
     seed = [1, 2, 3]
 
 Each point of the cartesian product is one run, saved as a single ``distill-train`` would save it
-under ``OUT/<axis=value,...>``; a run whose ``training.json`` exists is skipped, so a killed sweep
+under ``OUT/<axis=value,...>``. Every point goes through the loader of ``distill-train --config``
+(``students.config``) before anything runs, so a key that is no option of the point's recipe, or a
+value it cannot take, stops the sweep at once with the key named; each run is then
+``distill-train --config OUT/<run>/run.toml``; a run whose ``training.json`` exists is skipped, so a killed sweep
 resumes by running the same command. Runs go one after the other or, with ``jobs > 1``, in that
 many processes at once. After the training, each finished run's size and speed are measured one
 run at a time in the sweep's own process (so no timing competes with a training): parameters
@@ -39,6 +42,8 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import tomli_w
 
 SEED = "seed"
 SPEED_SENTENCES = 256
@@ -81,22 +86,25 @@ def _text(v) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 
-def cli_args(params: dict) -> list[str]:
-    """``distill-train`` arguments of one run's options."""
-    args = []
-    for key, value in params.items():
-        opt = "--" + key.replace("_", "-")
-        if isinstance(value, bool):
-            args.append(opt if value else "--no-" + key.replace("_", "-"))
-        else:
-            args += [opt, str(value)]
-    return args
+def check_runs(runs: list[dict], grid) -> None:
+    """Every run's options through the recipe's config loader (``distill-train --config``'s)."""
+    from .config import make_config
+    from .recipes import get
+
+    for run in runs:
+        params = dict(run["params"])
+        try:
+            recipe = get(str(params.pop("recipe", "mgkd")))
+            make_config(recipe.config, params, f"{grid} (run {run['name']})")
+        except ValueError as e:
+            raise ValueError(str(e)) from None
 
 
 def run_sweep(cache: str, grid: str, out_dir, jobs: int = 1, speed: bool = True, log=print) -> list[dict]:
     """Run every unfinished point of ``grid`` over ``cache``; return the runs with their status."""
     base, axes = load_grid(grid)
     runs = expand(base, axes)
+    check_runs(runs, grid)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "sweep.json").write_text(json.dumps({"cache": str(cache), "grid": str(grid), "axes": axes,
@@ -106,9 +114,10 @@ def run_sweep(cache: str, grid: str, out_dir, jobs: int = 1, speed: bool = True,
         d = out_dir / run["name"]
         if (d / "training.json").exists():
             return {**run, "status": "skipped"}
-        cmd = [sys.executable, "-m", "seqdistill.students.cli", "--cache", str(cache), "--out", str(d),
-               *cli_args(run["params"])]
         d.mkdir(parents=True, exist_ok=True)
+        (d / "run.toml").write_text(tomli_w.dumps({"recipe": "mgkd", **run["params"]}))
+        cmd = [sys.executable, "-m", "seqdistill.students.cli", "--config", str(d / "run.toml"), "--cache", str(cache),
+               "--out", str(d)]
         (d / "speed.json").unlink(missing_ok=True)  # a run trained again is measured again
         with open(d / "sweep.log", "w") as f:
             rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT).returncode

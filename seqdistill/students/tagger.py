@@ -28,7 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from ..encoding import SubwordBatch, words_to_subwords
-from .models import StudentConfig
+from .base import StudentConfig
 
 # Parameter groups from the top of the network to the bottom: the order of gradual unfreezing (§5.3).
 GROUPS = ("softmax", "regressor", "projection", "bilstm", "embeddings")

@@ -26,7 +26,7 @@ from safetensors.torch import load_file
 from torch import Tensor, nn
 
 from ..crf import CRF
-from .models import StudentConfig
+from .base import StudentConfig
 from .tagger import SubwordBatch, words_to_subwords
 
 HEADS = ("crf", "softmax")

@@ -24,8 +24,10 @@ import torch
 from torch import nn
 
 from ..cache_schema import LabelSchema
+from .base import TeacherError
 from .finetune import FinetuneConfig, fit, layerwise_groups
-from .models import CRFTeacher, Teacher, TeacherError, build_teacher
+from .loading import build_teacher
+from .models import CRFTeacher, Teacher
 
 
 class SharedHead(nn.Module):

@@ -31,7 +31,8 @@ from ..cache_schema import LabelSchema
 from ..cache_schema.storage import failpoint
 from ..checkpoint import CHECKPOINT, load_checkpoint, remove_checkpoint, save_checkpoint
 from ..metrics import span_scores, span_set_scores
-from .models import Teacher, build_teacher
+from .loading import build_teacher
+from .models import Teacher
 
 
 @dataclass

@@ -14,15 +14,13 @@ embedding output, layer i the output of encoder block i).
 
 A teacher directory is self-contained: the encoder's ``config.json`` + ``model.safetensors``, the
 tokenizer files, ``head.safetensors`` (linear and CRF) and ``teacher.json`` (kind, label schema,
-pooling, maximum length). ``load_teacher(DIR)`` restores it without the training code, and never
-runs remote code unless ``trust_remote_code=True`` is passed explicitly.
+pooling, maximum length). ``load_teacher(DIR)`` (``loading.py``) restores it without the training
+code, and never runs remote code unless ``trust_remote_code=True`` is passed explicitly.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -32,60 +30,7 @@ from torch import Tensor, nn
 from ..cache_schema import LabelSchema
 from ..crf import CRF
 from ..encoding import SegmentBatch, WordTokenizer
-
-TEACHER_JSON = "teacher.json"
-HEAD_FILE = "head.safetensors"
-KINDS = ("crf", "softmax", "sentscore", "bilou-per-type")  # sentscore: an encoder-decoder, see seq2seq.py
-WEIGHT_FILES = ("model.safetensors", HEAD_FILE)
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json",
-                   "spiece.model", "sentencepiece.bpe.model", "vocab.json", "merges.txt")
-
-
-class TeacherError(ValueError):
-    """A teacher directory or request that cannot be used, with what to do."""
-
-
-@dataclass
-class TeacherOutput:
-    """Word-level outputs of a batch (``[B, W, ...]``, zero on padding) and optional extras."""
-
-    word_mask: Tensor
-    logits: Tensor  # emissions of a CRF teacher, logits of a softmax teacher
-    hidden: dict[int, Tensor] = field(default_factory=dict)
-    subword_logits: Tensor | None = None  # [B, S, T]
-    subword_word_ids: Tensor | None = None  # [B, S], -1 on padding
-    subword_ids: Tensor | None = None  # [B, S] tokenizer ids
-    subword_hidden: dict[int, Tensor] = field(default_factory=dict)
-    # CRF teachers only
-    log_z: Tensor | None = None
-    kbest_paths: Tensor | None = None  # [B, K, W], -1 outside the sentence or on invalid beams
-    kbest_log_probs: Tensor | None = None  # [B, K], -inf on invalid beams
-    marginals: Tensor | None = None
-    gold_nll: Tensor | None = None
-
-
-def inference_autocast(device: torch.device, precision: str | None = "bf16"):
-    """Mixed precision for a teacher's inference: bf16 or fp16 autocast on GPU; CPU always stays
-    fp32 (decision: CPU builds stay exact and reproducible; on an AMX CPU, bf16 weights would make
-    batched SenTScore 1.45x faster, docs/BENCHMARKS.md, a gain left to an explicit option)."""
-    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, None: None, "fp32": None}
-    if precision not in dtypes:
-        raise TeacherError(f"precision {precision!r} is not one of bf16, fp16, fp32")
-    enabled = device.type == "cuda" and dtypes[precision] is not None
-    return torch.autocast(device.type, dtype=dtypes[precision] or torch.bfloat16, enabled=enabled)
-
-
-def _sha256_files(root: Path, names) -> str:
-    """One digest over the named files that exist (name and content of each, in sorted order)."""
-    h = hashlib.sha256()
-    for name in sorted(names):
-        p = root / name
-        if p.is_file():
-            h.update(name.encode() + b"\0")
-            with open(p, "rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    h.update(block)
-    return h.hexdigest()
+from .base import HEAD_FILE, TEACHER_JSON, TeacherError, TeacherOutput, inference_autocast, teacher_fingerprints
 
 
 class Teacher(nn.Module):
@@ -307,68 +252,41 @@ class BilouTeacher(Teacher):
 TEACHER_CLASSES = {"crf": CRFTeacher, "softmax": TokenClassifierTeacher, "bilou-per-type": BilouTeacher}
 
 
-def build_teacher(encoder_path: str, schema: LabelSchema, kind: str = "crf", *, pooling: str = "first",
-                  dropout: float = 0.5, max_length: int | None = None, trust_remote_code: bool = False,
-                  seed: int = 13) -> Teacher:
-    """A new teacher (head initialised at random) over a pretrained encoder: a local directory or a
-    hub name."""
+def build_encoder_teacher(encoder_path: str, schema: LabelSchema, kind: str, *, pooling: str = "first",
+                          dropout: float = 0.5, max_length: int | None = None, trust_remote_code: bool = False,
+                          seed: int = 13) -> Teacher:
+    """A new encoder teacher of ``kind`` (head initialised at random) over a pretrained encoder: a
+    local directory or a hub name."""
     from transformers import AutoModel, AutoTokenizer
 
-    if kind not in KINDS:
-        raise TeacherError(f"teacher kind {kind!r} is not one of {KINDS}")
-    if kind == "sentscore":
-        from .seq2seq import build_sentscore_teacher
-
-        return build_sentscore_teacher(encoder_path, schema, trust_remote_code=trust_remote_code, seed=seed)
     tokenizer = AutoTokenizer.from_pretrained(encoder_path, trust_remote_code=trust_remote_code)
     encoder = AutoModel.from_pretrained(encoder_path, trust_remote_code=trust_remote_code)
     torch.manual_seed(seed)
     return TEACHER_CLASSES[kind](encoder, tokenizer, schema, pooling=pooling, dropout=dropout, max_length=max_length)
 
 
-def load_teacher(directory, *, trust_remote_code: bool = False, device: str | torch.device | None = None) -> Teacher:
-    """Restore a teacher directory written by :meth:`Teacher.save`, or wrap an
-    ``AutoModelForTokenClassification`` checkpoint as a softmax teacher."""
+def load_encoder_teacher(d: Path, meta: dict, trust_remote_code: bool = False) -> Teacher:
+    """The encoder teacher a directory written by :meth:`Teacher.save` holds (``meta``: its
+    ``teacher.json``)."""
     from transformers import AutoModel, AutoTokenizer
 
-    d = Path(directory)
-    if not d.is_dir():
-        raise TeacherError(f"{d}: no such teacher directory")
-    meta_path = d / TEACHER_JSON
-    if not meta_path.exists():
-        teacher = _from_token_classification(d, trust_remote_code)
-    else:
-        meta = json.loads(meta_path.read_text())
-        kind = meta.get("kind")
-        if kind not in KINDS:
-            raise TeacherError(f"{meta_path}: unknown teacher kind {kind!r}")
-        if kind == "sentscore":
-            from .seq2seq import load_sentscore_teacher
-
-            teacher = load_sentscore_teacher(d, meta, trust_remote_code)
-            teacher.source_dir = d
-            teacher.eval()
-            return teacher.to(device) if device is not None else teacher
-        schema = LabelSchema.from_json(meta["label_schema"])
-        tokenizer = AutoTokenizer.from_pretrained(d, trust_remote_code=trust_remote_code)
-        encoder = AutoModel.from_pretrained(d, trust_remote_code=trust_remote_code)
-        teacher = TEACHER_CLASSES[kind](encoder, tokenizer, schema, pooling=meta.get("pooling", "first"),
-                                        dropout=meta.get("dropout", 0.5), max_length=meta.get("max_length"))
-        head = load_file(str(d / HEAD_FILE))
-        missing = set(teacher.head_state()) - set(head)
-        if missing:
-            raise TeacherError(f"{d / HEAD_FILE}: missing tensors {sorted(missing)}")
-        with torch.no_grad():
-            for name, value in teacher.head_state().items():
-                value.copy_(head[name])
-    teacher.source_dir = d
-    teacher.eval()
-    if device is not None:
-        teacher.to(device)
+    schema = LabelSchema.from_json(meta["label_schema"])
+    tokenizer = AutoTokenizer.from_pretrained(d, trust_remote_code=trust_remote_code)
+    encoder = AutoModel.from_pretrained(d, trust_remote_code=trust_remote_code)
+    teacher = TEACHER_CLASSES[meta["kind"]](encoder, tokenizer, schema, pooling=meta.get("pooling", "first"),
+                                            dropout=meta.get("dropout", 0.5), max_length=meta.get("max_length"))
+    head = load_file(str(d / HEAD_FILE))
+    missing = set(teacher.head_state()) - set(head)
+    if missing:
+        raise TeacherError(f"{d / HEAD_FILE}: missing tensors {sorted(missing)}")
+    with torch.no_grad():
+        for name, value in teacher.head_state().items():
+            value.copy_(head[name])
     return teacher
 
 
-def _from_token_classification(d: Path, trust_remote_code: bool) -> Teacher:
+def load_token_classifier(d: Path, trust_remote_code: bool = False) -> Teacher:
+    """An ``AutoModelForTokenClassification`` checkpoint (no ``teacher.json``) as a softmax teacher."""
     from transformers import AutoConfig, AutoModelForTokenClassification, AutoTokenizer
 
     config_path = d / "config.json"
@@ -404,13 +322,6 @@ def _encoder_max_length(encoder, tokenizer) -> int:
         positions -= (encoder.config.pad_token_id or 0) + 1
     limit = getattr(tokenizer, "model_max_length", None) or positions
     return int(min(positions, limit if limit < 1e9 else positions))
-
-
-
-def teacher_fingerprints(directory) -> dict[str, str]:
-    """sha256 fingerprints of a teacher directory's weight and tokenizer files (no model loaded)."""
-    d = Path(directory)
-    return {"weights": _sha256_files(d, WEIGHT_FILES), "tokenizer": _sha256_files(d, TOKENIZER_FILES)}
 
 
 def export_for_students(teacher: Teacher, directory, encoder_layers: int = 0) -> None:

@@ -29,9 +29,8 @@ import torch
 from torch import Tensor, nn
 
 from ..cache_schema import LabelSchema
+from .base import TEACHER_JSON, TeacherOutput, inference_autocast, teacher_fingerprints
 from .sentscore import SentFormat, encode_batch, sentscore
-
-TEACHER_JSON = "teacher.json"
 
 
 class SentScoreTeacher(nn.Module):
@@ -156,8 +155,6 @@ class SentScoreTeacher(nn.Module):
         scores of the best beam, and the LM loss of the gold target on labelled rows. The model
         runs under ``precision`` autocast on GPU (fp32 on CPU, as every teacher); scores are summed
         in fp32 either way."""
-        from .models import TeacherOutput, inference_autocast
-
         if hidden_layers:
             raise ValueError("a SenTScore teacher stores no hidden layers; leave --hidden-layers out")
         self.model.eval()
@@ -188,8 +185,6 @@ class SentScoreTeacher(nn.Module):
 
     # -- identity and persistence ---------------------------------------------------------------
     def fingerprints(self) -> dict[str, str]:
-        from .models import teacher_fingerprints
-
         if self.source_dir is None:
             raise ValueError("this teacher was not loaded from a directory: save it first")
         return teacher_fingerprints(self.source_dir)

@@ -23,48 +23,53 @@ Decisions, named here:
 * The student's "soft labels" are its word scores: emissions with a CRF head, logits without.
 * Adam(W) at 5e-5, batch 32: the paper's 5e-6 and batch 64 are for GPU-sized budgets of many
   epochs; early stopping on dev F1 (patience 3) as the other recipes.
+* Gradients are clipped to norm 1.0, the usual setting for fine-tuning a transformer (BERT's),
+  where the BiLSTM recipes use 5.0.
 """
 
 from __future__ import annotations
 
 import json
 import tempfile
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
+from transformers import AutoTokenizer
 
-from .. import distributed
-from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader, LabelSchema
-from ..metrics import span_scores
-from .common import EpochRecords, RunConfig, device_for, predict_tags, read_split, splits_with_dev
-from .data import CacheStream, batches, gold_tags, pad_stack, parse_selection, stream_config
-from .models import save_student
-from .mt_losses import MTHiddenLoss, ensemble_distillation_loss, mt_distillation_loss, teacher_weight
-from .tagger import words_to_subwords
-from .transformer import TransformerTagger, init_from_teacher, transformer_config
+from ...cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
+from ...encoding import words_to_subwords
+from ..common import dev_f1, read_split, splits_with_dev
+from ..config import RunConfig, option
+from ..data import gold_tags, pad_stack
+from ..engine import Context, Plan, Stage
+from ..mt_losses import MTHiddenLoss, ensemble_distillation_loss, mt_distillation_loss, teacher_weight
+from ..transformer import TransformerTagger, init_from_teacher, transformer_config
+from . import Recipe
 
 SOFT_LABELS = ("mt", "ensemble", "none")
 
 
 @dataclass
 class MTConfig(RunConfig):
-    teachers: tuple[str, ...] = ()  # teacher layers to learn from (default: every teacher in the cache)
-    soft_labels: str = "mt"  # mt (eq. 2) | ensemble (uniform average) | none
-    hidden_loss: bool = True  # eq. 1
-    temperature: float = 1.0  # t (paper 002, §3.1)
-    student_layers: int = 4  # K (paper 002: 4 or 6)
-    init: str = "teacher"  # teacher: the first K layers and embeddings of init_from's export | scratch
-    init_from: str | None = None  # default: the first of teachers
-    head: str = "crf"  # crf | softmax
-    dropout: float = 0.1
-    lr: float = 5e-5
-    batch_size: int = 32
-    epochs: int = 10
-    patience: int = 3
+    teachers: tuple[str, ...] = option((), "Teacher layers to learn from, comma-separated (default: every teacher "
+                                           "in the cache).")
+    soft_labels: str = option("mt", "Teachers' soft labels weighted by 1/(1 + gold CE) (eq. 2), their uniform "
+                                    "average, or none.", choices=SOFT_LABELS)
+    hidden_loss: bool = option(True, "The multi-teacher hidden loss (eq. 1; the cache must hold the matching "
+                                     "teacher layers).")
+    temperature: float = option(1.0, "t of the soft labels (paper 002, §3.1).")
+    student_layers: int = option(4, "K transformer layers (paper 002: 4 or 6).")
+    init: str = option("teacher", "Start from the first K layers and embeddings a teacher exported (build "
+                                  "--export-layers K) or from scratch.", choices=("teacher", "scratch"))
+    init_from: str | None = option(None, "The teacher whose layers start the student (default: the first).")
+    head: str = option("crf", "The transformer student's head.", choices=("crf", "softmax"))
+    dropout: float = option(0.1, "Dropout of the transformer and before the head.")
+    lr: float = option(5e-5, "AdamW learning rate.")
+    batch_size: int = option(32, "Sentences per batch.")
+    epochs: int = option(10, "Most epochs.")
+    patience: int = option(3, "Epochs without a better dev F1 that stop.")
 
 
 def teacher_layer_for(j: int, teacher_layers: int, student_layers: int) -> int:
@@ -102,19 +107,10 @@ class MTCollate:
         return _Batch(words_to_subwords(self.tokenizer, words), tags, labelled, logits, gold_ce, hidden)
 
 
-def train_mt_student(cache, out_dir, cfg: MTConfig | None = None, *, storage_options: dict | None = None,
-                     log=print) -> dict:
-    """Train a transformer student from several teacher layers of ``cache`` (eq. 3)."""
-    cfg = cfg or MTConfig()
-    distributed.require_one_process("the mt recipe")
-    if cfg.resume:
-        raise ValueError("the mt recipe keeps no checkpoints to resume from; run it again without --resume")
-    if cfg.soft_labels not in SOFT_LABELS:
-        raise ValueError(f"soft labels {cfg.soft_labels!r} is not one of {SOFT_LABELS}")
-    if cfg.init not in ("teacher", "scratch"):
-        raise ValueError(f"init {cfg.init!r} is not teacher or scratch")
-    torch.manual_seed(cfg.seed)
-    reader = cache if isinstance(cache, CacheReader) else CacheReader(cache, storage_options, verify=True)
+def plan(ctx: Context) -> Plan:
+    """A transformer student from several teacher layers of the cache (eq. 3)."""
+    cfg: MTConfig = ctx.cfg
+    reader = ctx.reader
     held = [n for n, layer in reader.manifest.layers.items() if layer.kind == "teacher"]
     teachers = list(cfg.teachers) or held
     missing = [t for t in teachers if t not in held]
@@ -128,25 +124,10 @@ def train_mt_student(cache, out_dir, cfg: MTConfig | None = None, *, storage_opt
     init_from = cfg.init_from or teachers[0]
     if init_from not in held:
         raise CacheError(f"--init-from {init_from!r}: the cache holds {', '.join(held)}")
-
-    with tempfile.TemporaryDirectory(prefix="seqdistill-exports-") as tmp:
-        export = Path(reader.export_dir(init_from, Path(tmp) / init_from))
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(export / "tokenizer")
-        scfg = transformer_config(schema.to_json(), export, cfg.student_layers, tokenizer, head=cfg.head,
-                                  dropout=cfg.dropout, extra={"cache": reader.store.url, "recipe": "mt",
-                                                              "teachers": teachers, "init": cfg.init,
-                                                              "init_from": init_from})
-        torch.manual_seed(cfg.seed)
-        model = TransformerTagger(scfg)
-        if cfg.init == "teacher":
-            init_from_teacher(model, export)
-        configs = {t: json.loads(reader.read_export(t, "encoder_config.json")) for t in teachers}
+    K = cfg.student_layers
+    configs = {t: json.loads(reader.read_export(t, "encoder_config.json")) for t in teachers}
     teacher_layers = {t: int(c["num_hidden_layers"]) for t, c in configs.items()}
     teacher_dims = {t: int(c["hidden_size"]) for t, c in configs.items()}
-
-    K = cfg.student_layers
     hidden_fields: list[list[str]] = []
     for t in teachers:
         need = [teacher_layer_for(j, teacher_layers[t], K) for j in range(1, K + 1)]
@@ -156,62 +137,48 @@ def train_mt_student(cache, out_dir, cfg: MTConfig | None = None, *, storage_opt
                              f"({teacher_layers[t]} layers); the cache stores {stored or 'none'}: build with "
                              f"--hidden-layers {','.join(map(str, need))}, or train with --no-hidden-loss")
         hidden_fields.append([f"hidden_{layer}" for layer in need] if cfg.hidden_loss else [])
-    score_fields = ["emissions" if kinds[t] == "crf" else "logits" for t in teachers]
-    device = device_for(cfg.device)
-    model.to(device)
-    hid = MTHiddenLoss(model.encoder.config.hidden_size, [teacher_dims[t] for t in teachers], K).to(device)
-
     train_names, dev_names = splits_with_dev(reader, cfg, "early stopping on dev F1")
+
+    with tempfile.TemporaryDirectory(prefix="seqdistill-exports-") as tmp:
+        export = Path(reader.export_dir(init_from, Path(tmp) / init_from))
+        tokenizer = AutoTokenizer.from_pretrained(export / "tokenizer")
+        scfg = transformer_config(schema.to_json(), export, K, tokenizer, head=cfg.head, dropout=cfg.dropout,
+                                  extra={"cache": reader.store.url, "recipe": "mt", "teachers": teachers,
+                                         "init": cfg.init, "init_from": init_from})
+        model = TransformerTagger(scfg)
+        if cfg.init == "teacher":
+            init_from_teacher(model, export)
+    score_fields = ["emissions" if kinds[t] == "crf" else "logits" for t in teachers]
+    model.to(ctx.device)
+    hid = MTHiddenLoss(model.encoder.config.hidden_size, [teacher_dims[t] for t in teachers], K).to(ctx.device)
     fields = {EXAMPLES_LAYER: ["words", "tags"],
               **{t: [s, "gold_nll", *h] for t, s, h in zip(teachers, score_fields, hidden_fields)}}
-    stream = CacheStream(reader, fields, parse_selection(train_names, reader),
-                         MTCollate(tokenizer, schema, teachers, score_fields, hidden_fields),
-                         stream_config(cfg))
+    stream = ctx.stream(fields, train_names, MTCollate(tokenizer, schema, teachers, score_fields, hidden_fields))
     dev_words, dev_tags = read_split(reader, dev_names)
+    weight_sums = [0.0] * len(teachers)  # eq. 2's weights over the epoch's rows, to show how they split
+    rows = [0]
+
+    def loss(batch: _Batch) -> dict[str, torch.Tensor]:
+        weights = [teacher_weight(ce, batch.labelled) for ce in batch.gold_ce]
+        for i, w in enumerate(weights):
+            weight_sums[i] += w.sum().item()
+        rows[0] += len(batch.labelled)
+        return mt_loss_parts(model, hid, batch, weights, cfg, ctx.device)
+
+    def evaluate() -> dict:
+        record = {"teacher_weights": {t: w / max(rows[0], 1) for t, w in zip(teachers, weight_sums)},
+                  "dev_f1": dev_f1(model, tokenizer, dev_words, dev_tags, schema.scheme)}
+        weight_sums[:], rows[0] = [0.0] * len(teachers), 0
+        return record
+
     params = list(model.parameters()) + (list(hid.parameters()) if cfg.hidden_loss else [])
-    optim = torch.optim.AdamW(params, lr=cfg.lr)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    records = EpochRecords(out_dir, cfg.patience, cfg.max_steps, log)  # this recipe always starts afresh
-    log(f"training a {K}-layer transformer ({sum(p.numel() for p in model.parameters()):,} parameters, init "
-        f"{cfg.init}) from {', '.join(teachers)}; soft labels {cfg.soft_labels}, hidden loss "
-        f"{'on' if cfg.hidden_loss else 'off'}")
-    step, t0 = 0, time.time()
-    for epoch in range(cfg.epochs):
-        stream.set_epoch(epoch)
-        model.train()
-        sums, n = {}, 0
-        weight_sums, rows = [0.0] * len(teachers), 0  # eq. 2's weights, to show how they split
-        bar = tqdm(batches(stream), desc=f"epoch {epoch + 1}", unit="batch", leave=False)
-        for batch in bar:
-            weights = [teacher_weight(ce, batch.labelled) for ce in batch.gold_ce]
-            weight_sums = [s + w.sum().item() for s, w in zip(weight_sums, weights)]
-            rows += len(batch.labelled)
-            parts = mt_loss_parts(model, hid, batch, weights, cfg, device)
-            loss = sum(parts.values())
-            optim.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            optim.step()
-            step, n = step + 1, n + 1
-            for k, v in parts.items():
-                sums[k] = sums.get(k, 0.0) + v.item()
-            bar.set_postfix({k: f"{v / n:.3f}" for k, v in sums.items()})
-            if cfg.max_steps and step >= cfg.max_steps:
-                break
-        f1 = span_scores(dev_tags, predict_tags(model, tokenizer, dev_words), schema.scheme)["f1"]
-        losses = {k: v / max(n, 1) for k, v in sums.items()}
-        record = {"epoch": epoch + 1, "step": step, **{f"loss_{k}": v for k, v in losses.items()},
-                  "teacher_weights": {t: w / max(rows, 1) for t, w in zip(teachers, weight_sums)},
-                  "dev_f1": f1, "seconds": round(time.time() - t0, 1)}
-        if records.end_epoch(record, lambda: save_student(model, tokenizer, out_dir), losses):
-            break
-    records.close()
-    summary = {"config": asdict(cfg), "recipe": "mt", "teachers": teachers, "best_epoch": records.best_epoch,
-               "best_dev_f1": records.best, "history": records.history, "steps": step, "train": train_names,
-               "dev": dev_names}
-    (out_dir / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
-    return summary
+    stage = Stage("train", stream, loss, lambda: params, lambda ps: torch.optim.AdamW(ps, lr=cfg.lr), evaluate,
+                  epochs=cfg.epochs, patience=cfg.patience, clip=1.0)
+    return Plan(model, tokenizer, [stage], modules={"hidden_loss": hid}, train=train_names, dev=dev_names,
+                summary={"teachers": teachers},
+                describe=f"training a {K}-layer transformer ({sum(p.numel() for p in model.parameters()):,} "
+                         f"parameters, init {cfg.init}) from {', '.join(teachers)}; soft labels {cfg.soft_labels}, "
+                         f"hidden loss {'on' if cfg.hidden_loss else 'off'}")
 
 
 def mt_loss_parts(model: TransformerTagger, hid: MTHiddenLoss, batch: _Batch, weights: list[torch.Tensor],
@@ -243,3 +210,8 @@ def mt_loss_parts(model: TransformerTagger, hid: MTHiddenLoss, batch: _Batch, we
         teacher_hidden = [[h.to(device) for h in per_teacher] for per_teacher in batch.hidden]
         parts["mt_hid"] = hid(layers[1:], teacher_hidden, mask).mean()
     return parts
+
+
+RECIPE = Recipe("mt", MTConfig, plan,
+                "MT-BERT (paper 002): a K-layer transformer taught by several teachers at once (hidden loss, "
+                "soft labels weighted by each teacher's gold CE, task loss).")

@@ -28,31 +28,29 @@ Decisions where the paper is silent or not about our setting, named here:
 * Losses are sums over the words of a sentence averaged over the sentences of a batch; in a joint
   batch the CE mean is over the batch's labelled sentences (eq. 7's 1/|D_l| and 1/|D_u|).
 * A CRF teacher's "logits" are its emissions (the scores before the CRF).
-* Resuming (``resume=True``) continues after the last finished step: its restored-best weights are
-  checkpointed when it ends. A step cut off midway is run again from its start.
+* Each unfreezing step is a stage of the engine that restores its best epoch's weights when it
+  ends (``keep="restore"``), scored by the validation loss each epoch; the dev F1 of each epoch is
+  recorded beside it. A run killed mid-step resumes mid-step.
+* ``--max-steps`` caps the optimiser updates of the whole run, as in every recipe.
 """
 
 from __future__ import annotations
 
-import copy
-import json
 import math
-import time
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
 import torch
-from tqdm import tqdm
 
-from .. import distributed
-from ..cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
-from ..metrics import span_scores
-from . import losses as L
-from ..checkpoint import load_checkpoint, save_checkpoint
-from .data import CacheStream, batches, gold_tags, pad_stack, parse_selection, stream_config
-from .models import save_student
-from .tagger import GROUPS, BiLSTMTagger, SubwordBatch, words_to_subwords
-from .common import RunConfig, new_tagger, open_cache, predict_tags, read_split, splits_with_dev
+from ...cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
+from ...encoding import SubwordBatch, words_to_subwords
+from .. import losses as L
+from ..common import dev_f1, new_tagger, open_cache, read_split, splits_with_dev
+from ..config import RunConfig, option
+from ..data import CacheStream, batches, gold_tags, pad_stack, parse_selection
+from ..engine import Context, Plan, Stage
+from ..models import EMBEDDINGS
+from ..tagger import GROUPS, BiLSTMTagger
+from . import Recipe
 
 XD_LOSSES = ("ce", "ll", "rl")
 SCHEDULES: dict[str, tuple[tuple[tuple[str, ...], ...], bool]] = {  # stages (their losses), gradual unfreezing
@@ -73,23 +71,28 @@ class XtremeDistilConfig(RunConfig):
     cosine schedule 1e-3 -> 1e-8), except the teacher layer, which depends on the teacher: the
     default is the cache's only stored hidden layer."""
 
-    schedule: str = "d4.2"
-    losses: tuple[str, ...] = ("ce", "ll")  # schedule "joint" only
-    alpha: float = 1.0  # CE weight (eq. 7)
-    beta: float = 1.0  # RL weight
-    gamma: float = 1.0  # LL weight
-    teacher: str | None = None
-    teacher_layer: int | None = None
-    embedding: str = "svd"  # svd | teacher | random (the paper's Table 7)
-    embedding_dim: int = 300
-    hidden_size: int = 600
-    dropout: float = 0.2
-    batch_size: int = 512
-    lr: float = 1e-3
-    lr_min: float = 1e-8
-    epochs_per_step: int = 10
-    patience: int = 2  # epochs without a better validation loss that end a step
-    buffer_size: int = 8192
+    teacher: str | None = option(None, "Teacher layer to learn from (default: the cache's only one).")
+    schedule: str = option("d4.2", "d0, d1, d2 (joint), d3.1, d3.2, d4.1, d4.2 (stage-wise; .2 = gradual "
+                                   "unfreezing; d3 = d3.2, d4 = d4.2), or joint with --losses.",
+                           choices=("joint", *SCHEDULES, *ALIASES))
+    losses: tuple[str, ...] = option(("ce", "ll"), "Schedule joint only: its losses, comma-separated.",
+                                     choices=XD_LOSSES)
+    alpha: float = option(1.0, "CE weight (eq. 7).")
+    beta: float = option(1.0, "RL weight (eq. 7).")
+    gamma: float = option(1.0, "LL weight (eq. 7).")
+    teacher_layer: int | None = option(None, "Teacher hidden layer of the representation loss (default: the only "
+                                             "one stored).")
+    embedding: str = option("svd", "Input embeddings: the teacher's, their SVD reduction, or random (Table 7).",
+                            choices=EMBEDDINGS)
+    embedding_dim: int = option(300, "E for svd and random (svd: at most the teacher's width).")
+    hidden_size: int = option(600, "LSTM units per direction.")
+    dropout: float = option(0.2, "On the embeddings and the LSTM output.")
+    batch_size: int = option(512, "Sentences per batch.")
+    lr: float = option(1e-3, "Adam's rate at the start of each step's cosine.")
+    lr_min: float = option(1e-8, "Adam's rate at the end of each step's cosine.")
+    epochs_per_step: int = option(10, "Most epochs of one stage or unfreezing step.")
+    patience: int = option(2, "Epochs without a better validation loss that end a step.")
+    buffer_size: int = option(8192, "Examples shuffled and bucketed by length together.")
 
 
 def resolve_schedule(cfg: XtremeDistilConfig) -> tuple[tuple[tuple[str, ...], ...], bool]:
@@ -163,9 +166,8 @@ class XDCollate:
         return batch
 
 
-def stage_loss(model: BiLSTMTagger, batch: XDBatch, losses: tuple[str, ...], cfg: XtremeDistilConfig,
-               device) -> tuple[torch.Tensor, dict[str, float]]:
-    """The weighted loss of eq. 7 restricted to ``losses``, and its parts (batch means)."""
+def loss_parts(model: BiLSTMTagger, batch: XDBatch, losses: tuple[str, ...], device) -> dict[str, torch.Tensor]:
+    """The parts of eq. 7 restricted to ``losses`` (batch means)."""
     x = batch.inputs.to(device)
     out = model(x)
     mask = x.word_mask
@@ -178,22 +180,36 @@ def stage_loss(model: BiLSTMTagger, batch: XDBatch, losses: tuple[str, ...], cfg
         parts["ll"] = L.logit_loss(out.regression, batch.teacher_logits.to(device), mask).mean()
     if "rl" in losses:
         parts["rl"] = L.representation_loss(out.projection, batch.teacher_hidden.to(device), mask).mean()
+    return parts
+
+
+def weighted(parts: dict[str, torch.Tensor], cfg: XtremeDistilConfig) -> torch.Tensor:
+    """Eq. 7: alpha CE + beta RL + gamma LL."""
     weight = {"ce": cfg.alpha, "rl": cfg.beta, "ll": cfg.gamma}
-    total = sum(weight[k] * v for k, v in parts.items())
-    return total, {k: v.item() for k, v in parts.items()}
+    return sum(weight[k] * v for k, v in parts.items())
 
 
-def train_xtremedistil(cache: str, out_dir, cfg: XtremeDistilConfig | None = None, *,
-                       storage_options: dict | None = None, log=print) -> dict:
-    """Train an XtremeDistil student from ``cache`` and save it to ``out_dir``."""
-    cfg = cfg or XtremeDistilConfig()
+@torch.no_grad()
+def validation_loss(model: BiLSTMTagger, dev_stream: CacheStream, losses: tuple[str, ...],
+                    cfg: XtremeDistilConfig, device) -> float:
+    """The step's loss on the dev rows, averaged over batches weighted by their sentences."""
+    model.eval()
+    total, n = 0.0, 0
+    dev_stream.set_epoch(0)
+    for batch in batches(dev_stream):
+        total += weighted(loss_parts(model, batch, losses, device), cfg).item() * len(batch.tags)
+        n += len(batch.tags)
+    return total / max(n, 1)
+
+
+def plan(ctx: Context) -> Plan:
+    """One engine stage per unfreezing step of the schedule (Algorithm 1)."""
+    cfg: XtremeDistilConfig = ctx.cfg
     stages, gradual = resolve_schedule(cfg)
     used = {loss for stage in stages for loss in stage}
-    distributed.require_one_process("the xtremedistil recipe")
-    reader, teacher = open_cache(cache, storage_options, cfg.teacher, cfg.embedding, cfg.seed)
+    reader, teacher = open_cache(ctx.reader, cfg.teacher, cfg.embedding)
     schema = reader.manifest.label_schema
     info = reader.manifest.teachers[teacher]
-    layer = reader.manifest.layers[teacher]
     logits_field = ("emissions" if info.kind == "crf" else "logits") if "ll" in used else None
     hidden_field, hidden_size = None, None
     stored = sorted(info.hidden_layers)
@@ -207,124 +223,50 @@ def train_xtremedistil(cache: str, out_dir, cfg: XtremeDistilConfig | None = Non
             raise CacheError(f"teacher {teacher!r} has no hidden layer {wanted} in the cache; stored layers: "
                              f"{', '.join(map(str, stored)) or 'none'} (add one with distill-cache build --hidden-layers)")
         hidden_field = f"hidden_{wanted}"
-        hidden_size = layer.field(hidden_field).shape[0]
-
-    model, tokenizer, device = new_tagger(
-        reader, teacher, cfg, projection_dim=hidden_size or "teacher", pooling=info.pooling,
-        extra={"cache": reader.store.url, "recipe": "xtremedistil", "schedule": cfg.schedule})
+        hidden_size = reader.manifest.layers[teacher].field(hidden_field).shape[0]
     train_names, dev_names = splits_with_dev(reader, cfg, "XtremeDistil restores each step's best weights by "
                                                           "validation loss")
+    model, tokenizer = new_tagger(reader, teacher, cfg, ctx.device, projection_dim=hidden_size or "teacher",
+                                  pooling=info.pooling, extra={"cache": reader.store.url, "recipe": "xtremedistil",
+                                                               "schedule": cfg.schedule})
     selected = parse_selection(train_names, reader)
     labelled_sel = {(c.name, c.split) for c in reader.manifest.corpora if c.labelled and (c.name, c.split) in selected}
-    dev_sel = parse_selection(dev_names, reader)
     fields = {EXAMPLES_LAYER: ["words", "tags"], teacher: [f for f in (logits_field, hidden_field) if f]}
     collate = XDCollate(tokenizer, schema, teacher, logits_field, hidden_field)
+    dev_stream = ctx.stream(fields, parse_selection(dev_names, reader), collate, shuffle=False, sample=False,
+                            whole=True)
     dev_words, dev_tags = read_split(reader, dev_names)
     counts = {(c.name, c.split): c.examples for c in reader.manifest.corpora}
-
-    def stream(select, shuffle=True, sample=False):  # --unlabelled-sentences applies to the training rows only
-        return CacheStream(reader, fields, select, collate, stream_config(cfg, shuffle, sample))
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    metrics = open(out_dir / "metrics.jsonl", "a")
-    n_params = sum(p.numel() for p in model.parameters())
-    log(f"training bilstm-tagger ({n_params:,} parameters) with schedule {cfg.schedule} on {', '.join(train_names)}"
-        + (f"; teacher layer {hidden_field}" if hidden_field else ""))
-    plan = [(s, losses, groups) for s, losses in enumerate(stages, 1) for groups in unfreezing_steps(losses, gradual)]
-    holder = torch.optim.Adam(model.parameters())  # the checkpoint's optimizer slot; each step has its own Adam
-    done, history = 0, []
-    if cfg.resume:
-        state = load_checkpoint(out_dir, {"model": model}, holder)
-        if state:
-            done, history = state["done"], state["history"]
-            log(f"resuming after step {done} of {len(plan)}")
-    t0 = time.time()
-    for index, (s, losses, groups) in enumerate(plan):
-        if index < done:
-            continue
+    steps = []
+    for s, losses in enumerate(stages, 1):
         rows = labelled_sel if losses == ("ce",) else selected
         if not rows:
             raise CacheError(f"stage {s} trains on labels, and the training set {', '.join(train_names)} has no "
                              "labelled corpus: add one with --train")
         sampled = cfg.unlabelled_sentences is not None and rows is selected
-        train_stream, dev_stream = stream(rows, sample=sampled), stream(dev_sel, shuffle=False)
         per_epoch = sum(math.ceil(counts[k] / cfg.batch_size) for k in rows if not sampled or k in labelled_sel)
-        if sampled:
+        if sampled:  # --unlabelled-sentences applies to the distillation stages' rows only
             per_epoch += math.ceil(cfg.unlabelled_sentences / cfg.batch_size)
-        record = run_step(model, groups, losses, train_stream, dev_stream, per_epoch, cfg, device,
-                          desc=f"stage {s} [{'+'.join(losses)}] unfrozen {groups[-1]}")
-        record.update(stage=s, losses=list(losses), groups=list(groups), seconds=round(time.time() - t0, 1))
-        record["dev_f1"] = span_scores(dev_tags, predict_tags(model, tokenizer, dev_words), schema.scheme)["f1"]
-        history.append(record)
-        metrics.write(json.dumps(record) + "\n")
-        metrics.flush()
-        log(f"stage {s} ({'+'.join(losses)}), unfrozen {', '.join(groups)}: {record['epochs']} epochs, "
-            f"best validation loss {record['val_loss']:.4f} (epoch {record['best_epoch']}), dev F1 {100 * record['dev_f1']:.2f}")
-        save_checkpoint(out_dir, {"model": model}, holder, {"done": index + 1, "history": history})
-    metrics.close()
-    set_trainable(model, GROUPS)
-    save_student(model, tokenizer, out_dir)
-    summary = {"config": asdict(cfg), "recipe": "xtremedistil", "history": history, "train": train_names,
-               "dev": dev_names, "best_dev_f1": history[-1]["dev_f1"] if history else None,
-               "parameters": n_params}
-    (out_dir / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
-    return summary
+        total = cfg.epochs_per_step * math.ceil(per_epoch / ctx.world)
+        for groups in unfreezing_steps(losses, gradual):
+            steps.append(Stage(
+                f"stage {s} [{'+'.join(losses)}] unfrozen {groups[-1]}",
+                ctx.stream(fields, rows, collate, sample=sampled),
+                lambda batch, losses=losses: loss_parts(model, batch, losses, ctx.device),
+                lambda groups=groups: set_trainable(model, groups),
+                lambda ps: torch.optim.Adam(ps, lr=cfg.lr),
+                lambda losses=losses: {"val_loss": validation_loss(model, dev_stream, losses, cfg, ctx.device),
+                                       "dev_f1": dev_f1(model, tokenizer, dev_words, dev_tags, schema.scheme)},
+                metric="val_loss", mode="min", epochs=cfg.epochs_per_step, patience=cfg.patience, keep="restore",
+                combine=lambda parts: weighted(parts, cfg),
+                lr_at=lambda u, total=total: cosine_lr(u, total, cfg.lr, cfg.lr_min),
+                info={"stage": s, "losses": list(losses), "groups": list(groups)}))
+    n_params = sum(p.numel() for p in model.parameters())
+    return Plan(model, tokenizer, steps, train=train_names, dev=dev_names, summary={"parameters": n_params},
+                describe=f"training bilstm-tagger ({n_params:,} parameters) with schedule {cfg.schedule} on "
+                         f"{', '.join(train_names)}" + (f"; teacher layer {hidden_field}" if hidden_field else ""))
 
 
-def run_step(model: BiLSTMTagger, groups: tuple[str, ...], losses: tuple[str, ...], train_stream: CacheStream,
-             dev_stream: CacheStream, per_epoch: int, cfg: XtremeDistilConfig, device, desc: str = "") -> dict:
-    """Train ``groups`` on ``losses`` until the validation loss stops improving, then restore the
-    best epoch's weights (§5.3: "restore model to the best configuration based on validation loss")."""
-    params = set_trainable(model, groups)
-    optim = torch.optim.Adam(params, lr=cfg.lr)
-    total = cfg.epochs_per_step * per_epoch
-    # the weights the step starts from count as epoch 0: a step that only makes things worse is undone
-    best, best_epoch, updates, epoch = validation_loss(model, dev_stream, losses, cfg, device), 0, 0, 0
-    best_state = copy.deepcopy(model.state_dict())
-    for epoch in range(1, cfg.epochs_per_step + 1):
-        train_stream.set_epoch(epoch)
-        model.train()
-        sums: dict[str, float] = {}
-        n = 0
-        bar = tqdm(batches(train_stream), desc=f"{desc} epoch {epoch}", unit="batch", leave=False)
-        for batch in bar:
-            for g in optim.param_groups:
-                g["lr"] = cosine_lr(updates, total, cfg.lr, cfg.lr_min)
-            loss, parts = stage_loss(model, batch, losses, cfg, device)
-            optim.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 5.0)
-            optim.step()
-            updates, n = updates + 1, n + 1
-            for k, v in parts.items():
-                sums[k] = sums.get(k, 0.0) + v
-            bar.set_postfix({k: f"{v / n:.3f}" for k, v in sums.items()} | {"val": f"{best:.3f}"})
-            if cfg.max_steps and n >= cfg.max_steps:
-                break
-        val = validation_loss(model, dev_stream, losses, cfg, device)
-        if val < best:
-            best, best_epoch = val, epoch
-            best_state = copy.deepcopy(model.state_dict())
-        if epoch - best_epoch >= cfg.patience:
-            break
-    model.load_state_dict(best_state)
-    return {"epochs": epoch, "best_epoch": best_epoch, "val_loss": best}
-
-
-@torch.no_grad()
-def validation_loss(model: BiLSTMTagger, dev_stream: CacheStream, losses: tuple[str, ...],
-                    cfg: XtremeDistilConfig, device) -> float:
-    """The step's loss on the dev rows, averaged over batches weighted by their sentences."""
-    model.eval()
-    total, n = 0.0, 0
-    dev_stream.set_epoch(0)
-    for batch in batches(dev_stream):
-        loss, _ = stage_loss(model, batch, losses, cfg, device)
-        total += loss.item() * len(batch.tags)
-        n += len(batch.tags)
-    return total / max(n, 1)
-
-
-__all__ = ["XtremeDistilConfig", "train_xtremedistil", "unfreezing_steps", "set_trainable", "run_step",
-           "SCHEDULES", "XD_LOSSES"]
+RECIPE = Recipe("xtremedistil", XtremeDistilConfig, plan,
+                "XtremeDistil (paper 001): a BiLSTM tagger over subwords, with logit and representation "
+                "distillation, joint or stage-wise with gradual unfreezing.")

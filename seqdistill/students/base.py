@@ -1,0 +1,67 @@
+"""What every student architecture shares: its config (``StudentConfig``, saved as the student
+directory's ``config.json``), filling its embeddings from the teacher's, and saving it the Hugging
+Face way (``config.json`` + ``model.safetensors`` + tokenizer). The architectures import this
+module; ``models.py`` imports the architectures (no cycle)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+from torch import Tensor, nn
+
+from ..cache_schema import LabelSchema
+
+EMBEDDINGS = ("teacher", "svd", "random")
+
+
+@dataclass
+class StudentConfig:
+    label_schema: dict
+    vocab_size: int
+    embedding_dim: int
+    embedding: str = "teacher"  # teacher (TE) | svd | random
+    freeze_embeddings: bool = True  # TE: the teacher's embeddings stay frozen (paper 000 §5.2)
+    hidden_size: int = 300  # per direction (paper 000, Table 6)
+    num_layers: int = 1
+    dropout: float = 0.5  # on embeddings and on the LSTM output (paper 000, Table 6)
+    arch: str = "bilstm-crf"  # bilstm-crf (000) | bilstm-tagger (001, tagger.py) | transformer | rnn-tagger (003)
+    extra: dict = field(default_factory=dict)
+    projection_dim: int = 0  # bilstm-tagger: width of the projection z~ (eq. 5), the teacher's hidden size
+    pooling: str = "first"  # bilstm-tagger: subword -> word pooling, the teacher's (first | mean)
+    head: str = "crf"  # transformer: crf | softmax
+    encoder_config: dict = field(default_factory=dict)  # transformer: its K-layer encoder's Hugging Face config
+
+    @property
+    def schema(self) -> LabelSchema:
+        return LabelSchema.from_json(self.label_schema)
+
+
+def init_embeddings(model: nn.Module, teacher_weight: Tensor | None) -> None:
+    """Fill the embedding matrix from the teacher's (``teacher``, or its SVD reduction to
+    ``embedding_dim``: W V_E = U_E S_E, paper 001 §3), or leave it random."""
+    cfg = model.config
+    if cfg.embedding == "random":
+        return
+    if teacher_weight is None:
+        raise ValueError(f"embedding {cfg.embedding!r} needs the teacher's exported embedding matrix")
+    w = teacher_weight.float()
+    if cfg.embedding == "svd":
+        u, s, _ = torch.linalg.svd(w, full_matrices=False)
+        w = u[:, : cfg.embedding_dim] * s[: cfg.embedding_dim]
+    if tuple(w.shape) != (cfg.vocab_size, cfg.embedding_dim):
+        raise ValueError(f"embedding matrix {tuple(w.shape)} does not fit ({cfg.vocab_size}, {cfg.embedding_dim})")
+    with torch.no_grad():
+        model.embed.weight.copy_(w)
+
+
+def save_student(model: nn.Module, tokenizer, directory) -> Path:
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "config.json").write_text(json.dumps(asdict(model.config), indent=1) + "\n")
+    save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}, str(d / "model.safetensors"))
+    tokenizer.save_pretrained(d / "tokenizer")
+    return d

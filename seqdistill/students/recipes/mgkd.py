@@ -1,0 +1,205 @@
+"""Multi-Grained KD (paper 000): a BiLSTM-CRF student from a CRF (or softmax) teacher's cache.
+
+The loss is the uncertainty-weighted (eq. 9) or fixed-weight (eq. 8) sum of the chosen parts:
+``hard`` (eq. 7), ``seq-ce`` (eq. 4), ``fuzzy`` (eq. 6), ``token-em`` and ``token-pos`` (eq. 10).
+Hard labels are the gold tags on labelled rows and the teacher's best path on unlabelled rows;
+the sequence losses use the teacher's k-best paths of both (§3.2). AdamW, one stage, early
+stopping on dev F1 with patience 5 (without a dev split: on the training loss), the best epoch's
+student saved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ...cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
+from ...crf import log_partition
+from ...encoding import WordBatch, words_to_bags
+from .. import losses as L
+from ..common import check_embedding_dim, default_splits, dev_f1, open_cache, read_split, teacher_exports
+from ..config import RunConfig, option
+from ..data import pad_stack, parse_selection
+from ..engine import Context, Plan, Stage
+from ..models import EMBEDDINGS, BiLSTMCRF, StudentConfig, init_embeddings
+from . import Recipe
+
+LOSSES = ("hard", "seq-ce", "fuzzy", "token-em", "token-pos")
+
+
+@dataclass
+class MGKDConfig(RunConfig):
+    teacher: str | None = option(None, "Teacher layer to learn from (default: the cache's only one).")
+    losses: tuple[str, ...] = option(("hard", "seq-ce", "fuzzy"), "Loss parts, comma-separated.", choices=LOSSES)
+    k: int = option(5, "k-best paths used by seq-ce and fuzzy (at most the K the cache holds).")
+    weighting: str = option("uncertainty", "Learned (eq. 9) or fixed (eq. 8) loss weights.",
+                            choices=("uncertainty", "fixed"))
+    weights: tuple[float, ...] = option((), "Fixed weights, comma-separated, one per loss (default 1).")
+    temperature: float = option(1.0, "Temperature of the token-level losses.")
+    embedding: str = option("teacher", "Input embeddings: the teacher's (TE), their SVD reduction, or random.",
+                            choices=EMBEDDINGS)
+    embedding_dim: int | None = option(None, "E for svd and random (default 100); teacher: the teacher's width.")
+    train_embeddings: bool = option(False, "TE: fine-tune the teacher's embeddings instead of keeping them frozen "
+                                           "(paper 000 §5.2 freezes them).")
+    hidden_size: int = option(300, "LSTM units per direction (paper 000, Table 6).")
+    dropout: float = option(0.5, "On the embeddings and the LSTM output (paper 000, Table 6).")
+    lr: float = option(1e-3, "AdamW learning rate (paper 000, Table 6: student grid 1e-3, 5e-4).")
+    weight_decay: float = option(0.0, "AdamW weight decay.")
+    epochs: int = option(50, "Most epochs.")
+    patience: int = option(5, "Epochs without a better dev F1 that stop (paper 000 §5.3).")
+    batch_size: int = option(32, "Sentences per batch (paper 000, Table 6).")
+
+
+class Collate:
+    """Example rows -> tensors for the student and the chosen losses."""
+
+    def __init__(self, tokenizer, schema: LabelSchema, teacher: str | None, cfg: MGKDConfig, kind: str):
+        self.tokenizer, self.schema, self.teacher, self.cfg, self.kind = tokenizer, schema, teacher, cfg, kind
+
+    def __call__(self, rows: list[dict]) -> "Batch":
+        words = [r[EXAMPLES_LAYER]["words"] for r in rows]
+        lengths = [len(w) for w in words]
+        Lmax = max(lengths)
+        gold = [r[EXAMPLES_LAYER].get("tags") for r in rows]
+        batch = Batch(words_to_bags(self.tokenizer, words), words, gold)
+        t = [r[self.teacher] for r in rows] if self.teacher else None
+        tags = torch.full((len(rows), Lmax), -1, dtype=torch.long)
+        for b, r in enumerate(rows):
+            if gold[b] is not None:
+                tags[b, : lengths[b]] = torch.tensor(self.schema.encode(gold[b]))
+            elif t is not None and "kbest_paths" in t[b]:
+                tags[b, : lengths[b]] = torch.tensor(t[b]["kbest_paths"][0])  # teacher top-1 (§3.2)
+        batch.tags = tags
+        batch.labelled = torch.tensor([g is not None for g in gold])
+        if t and "kbest_paths" in t[0]:
+            K = self.cfg.k
+            paths = torch.full((len(rows), K, Lmax), -1, dtype=torch.long)
+            logp = torch.full((len(rows), K), float("-inf"))
+            for b in range(len(rows)):
+                p, lp = t[b]["kbest_paths"][:K], t[b]["kbest_log_probs"][:K]
+                if p:
+                    paths[b, : len(p), : lengths[b]] = torch.tensor(p)
+                    logp[b, : len(lp)] = torch.tensor(lp)
+            batch.kbest_paths, batch.kbest_log_probs = paths, logp
+        if t and "token-em" in self.cfg.losses:
+            field_name = "emissions" if self.kind == "crf" else "logits"
+            batch.teacher_emissions = pad_stack([x[field_name] for x in t], Lmax)
+        if t and "token-pos" in self.cfg.losses:
+            batch.teacher_marginals = pad_stack([x["marginals"] for x in t], Lmax)
+        return batch
+
+
+@dataclass
+class Batch:
+    words: WordBatch
+    texts: list[list[str]]
+    gold: list[list[str] | None]
+    tags: torch.Tensor | None = None
+    labelled: torch.Tensor | None = None
+    kbest_paths: torch.Tensor | None = None
+    kbest_log_probs: torch.Tensor | None = None
+    teacher_emissions: torch.Tensor | None = None
+    teacher_marginals: torch.Tensor | None = None
+    origin: tuple[int, int] | None = None
+
+
+def loss_parts(model: BiLSTMCRF, batch: Batch, cfg: MGKDConfig, device) -> dict[str, torch.Tensor]:
+    """The chosen losses of one batch, each averaged over its sentences."""
+    words = batch.words.to(device)
+    emissions = model(words)
+    mask = words.mask
+    trans, start, end = model.crf.scores()
+    log_z = log_partition(emissions, mask, trans, start, end)
+    parts = {}
+    if "hard" in cfg.losses:
+        tags = batch.tags.to(device)
+        has = (tags[:, 0] >= 0)
+        if has.any():
+            parts["hard"] = L.hard_loss(emissions[has], mask[has], tags[has], trans, start, end).mean()
+    if {"seq-ce", "fuzzy"} & set(cfg.losses):
+        t_lp = batch.kbest_log_probs.to(device)
+        s_lp = L.student_path_log_probs(emissions, mask, batch.kbest_paths.to(device), trans, start, end, log_z)
+        if "seq-ce" in cfg.losses:
+            parts["seq-ce"] = L.seq_ce_loss(t_lp, s_lp).mean()
+        if "fuzzy" in cfg.losses:
+            parts["fuzzy"] = L.seq_fuzzy_loss(t_lp, s_lp).mean()
+    if "token-em" in cfg.losses:
+        p_t = L.teacher_softmax(batch.teacher_emissions.to(device), cfg.temperature)
+        parts["token-em"] = L.token_kl_loss(emissions, p_t, mask, cfg.temperature).mean()
+    if "token-pos" in cfg.losses:
+        parts["token-pos"] = L.token_kl_loss(emissions, batch.teacher_marginals.to(device), mask, cfg.temperature).mean()
+    return parts
+
+
+def plan(ctx: Context) -> Plan:
+    cfg: MGKDConfig = ctx.cfg
+    if not cfg.losses:
+        raise ValueError(f"no losses: choose from {', '.join(LOSSES)}")
+    if cfg.weights and len(cfg.weights) != len(cfg.losses):
+        raise ValueError(f"weights: {len(cfg.weights)} weights for {len(cfg.losses)} losses")
+    reader, teacher = open_cache(ctx.reader, cfg.teacher, cfg.embedding)
+    schema = reader.manifest.label_schema
+    kind = reader.manifest.teachers[teacher].kind
+    stored_k = reader.manifest.teachers[teacher].decoding.get("k")
+    if kind != "crf" and ({"seq-ce", "fuzzy", "token-pos"} & set(cfg.losses)):
+        raise CacheError(f"teacher {teacher!r} is a {kind} teacher: it has no k-best paths or marginals; "
+                         "use the losses hard and token-em")
+    if {"seq-ce", "fuzzy"} & set(cfg.losses) and stored_k is not None and cfg.k > stored_k:
+        raise CacheError(f"--k {cfg.k} is more than the {stored_k} paths per sentence the cache holds")
+    train_names, dev_names = default_splits(reader, cfg)
+    selected = parse_selection(train_names, reader)
+    unlabelled_rows = any(not c.labelled for c in reader.manifest.corpora if (c.name, c.split) in selected)
+    if unlabelled_rows and kind != "crf":
+        raise CacheError(f"teacher {teacher!r} is a {kind} teacher: it has no paths to use as hard labels for "
+                         "the unlabelled corpora; train with --no-unlabelled")
+    tokenizer, weight = teacher_exports(reader, teacher)
+    dim = weight.shape[1] if cfg.embedding == "teacher" else (cfg.embedding_dim or 100)
+    check_embedding_dim(cfg.embedding, dim, weight)
+    scfg = StudentConfig(schema.to_json(), weight.shape[0], dim, cfg.embedding, not cfg.train_embeddings,
+                         cfg.hidden_size, 1, cfg.dropout, extra={"teacher": teacher, "cache": reader.store.url,
+                                                                 "recipe": "mgkd"})
+    model = BiLSTMCRF(scfg)
+    init_embeddings(model, weight)
+    model.to(ctx.device)
+
+    # the teacher's k-best paths: for the sequence losses, and as hard labels of unlabelled rows (§3.2)
+    needs_kbest = bool({"seq-ce", "fuzzy"} & set(cfg.losses)) or unlabelled_rows
+    fields = {EXAMPLES_LAYER: ["words", "tags"], teacher: []}
+    if needs_kbest and kind == "crf":
+        fields[teacher] += ["kbest_paths", "kbest_log_probs"]
+    if "token-em" in cfg.losses:
+        fields[teacher].append("emissions" if kind == "crf" else "logits")
+    if "token-pos" in cfg.losses:
+        fields[teacher].append("marginals")
+    stream = ctx.stream(fields, selected, Collate(tokenizer, schema, teacher, cfg, kind))
+    dev_words, dev_tags = read_split(reader, dev_names) if dev_names else ([], [])
+    weighting = L.UncertaintyWeighting(len(cfg.losses)).to(ctx.device) if cfg.weighting == "uncertainty" else None
+    fixed = torch.tensor(cfg.weights or [1.0] * len(cfg.losses), device=ctx.device)
+
+    def combine(parts: dict[str, torch.Tensor]) -> torch.Tensor:  # eq. 9 or eq. 8
+        stacked = torch.stack([parts.get(name, torch.zeros((), device=ctx.device)) for name in cfg.losses])
+        return weighting(stacked) if weighting else (fixed * stacked).sum()
+
+    def evaluate() -> dict:
+        out = {"weights": dict(zip(cfg.losses, weighting.weights.tolist()))} if weighting else {}
+        if dev_words:
+            out["dev_f1"] = dev_f1(model, tokenizer, dev_words, dev_tags, schema.scheme)
+        return out
+
+    params = [p for p in model.parameters() if p.requires_grad] + (list(weighting.parameters()) if weighting else [])
+    stage = Stage("train", stream, lambda batch: loss_parts(model, batch, cfg, ctx.device), lambda: params,
+                  lambda ps: torch.optim.AdamW(ps, lr=cfg.lr, weight_decay=cfg.weight_decay), evaluate,
+                  metric="dev_f1" if dev_words else "loss", mode="max" if dev_words else "min",
+                  epochs=cfg.epochs, patience=cfg.patience, combine=combine)
+    n_all = sum(p.numel() for p in model.parameters())
+    n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return Plan(model, tokenizer, [stage], modules={"weighting": weighting} if weighting else {},
+                describe=f"training {scfg.arch} ({n_all:,} parameters, {n_train:,} trainable) on "
+                         f"{', '.join(train_names)}; losses {', '.join(cfg.losses)}",
+                train=train_names, dev=dev_names)
+
+
+RECIPE = Recipe("mgkd", MGKDConfig, plan,
+                "Multi-Grained KD (paper 000): a BiLSTM-CRF student on the teacher's k-best paths (seq-ce, "
+                "fuzzy), emissions and marginals (token-em, token-pos) and hard labels, uncertainty-weighted.")

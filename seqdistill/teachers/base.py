@@ -1,0 +1,74 @@
+"""What every teacher shares, whatever its model: the files of a teacher directory, the outputs
+of a batch, mixed precision for inference, fingerprints and the error type.
+
+The encoder teachers (``models.py``) and the encoder-decoder one (``seq2seq.py``) both import this
+module and never each other; ``loading.py`` is the one place that knows them both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+TEACHER_JSON = "teacher.json"
+HEAD_FILE = "head.safetensors"
+WEIGHT_FILES = ("model.safetensors", HEAD_FILE)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json",
+                   "spiece.model", "sentencepiece.bpe.model", "vocab.json", "merges.txt")
+
+
+class TeacherError(ValueError):
+    """A teacher directory or request that cannot be used, with what to do."""
+
+
+@dataclass
+class TeacherOutput:
+    """Word-level outputs of a batch (``[B, W, ...]``, zero on padding) and optional extras."""
+
+    word_mask: Tensor
+    logits: Tensor  # emissions of a CRF teacher, logits of a softmax teacher
+    hidden: dict[int, Tensor] = field(default_factory=dict)
+    subword_logits: Tensor | None = None  # [B, S, T]
+    subword_word_ids: Tensor | None = None  # [B, S], -1 on padding
+    subword_ids: Tensor | None = None  # [B, S] tokenizer ids
+    subword_hidden: dict[int, Tensor] = field(default_factory=dict)
+    # CRF teachers only
+    log_z: Tensor | None = None
+    kbest_paths: Tensor | None = None  # [B, K, W], -1 outside the sentence or on invalid beams
+    kbest_log_probs: Tensor | None = None  # [B, K], -inf on invalid beams
+    marginals: Tensor | None = None
+    gold_nll: Tensor | None = None
+
+
+def inference_autocast(device: torch.device, precision: str | None = "bf16"):
+    """Mixed precision for a teacher's inference: bf16 or fp16 autocast on GPU; CPU always stays
+    fp32 (decision: CPU builds stay exact and reproducible; on an AMX CPU, bf16 weights would make
+    batched SenTScore 1.45x faster, docs/BENCHMARKS.md, a gain left to an explicit option)."""
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, None: None, "fp32": None}
+    if precision not in dtypes:
+        raise TeacherError(f"precision {precision!r} is not one of bf16, fp16, fp32")
+    enabled = device.type == "cuda" and dtypes[precision] is not None
+    return torch.autocast(device.type, dtype=dtypes[precision] or torch.bfloat16, enabled=enabled)
+
+
+def teacher_fingerprints(directory) -> dict[str, str]:
+    """sha256 fingerprints of a teacher directory's weight and tokenizer files (no model loaded)."""
+    d = Path(directory)
+    return {"weights": _sha256_files(d, WEIGHT_FILES), "tokenizer": _sha256_files(d, TOKENIZER_FILES)}
+
+
+def _sha256_files(root: Path, names) -> str:
+    """One digest over the named files that exist (name and content of each, in sorted order)."""
+    h = hashlib.sha256()
+    for name in sorted(names):
+        p = root / name
+        if p.is_file():
+            h.update(name.encode() + b"\0")
+            with open(p, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+    return h.hexdigest()
