@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.seqdistill-installed
 
-.PHONY: test demo install clean
+.PHONY: test lint demo install clean
 
 install: $(STAMP)
 
@@ -16,8 +16,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	touch $(STAMP)
 
-test: $(STAMP)
-	$(BIN)/lint-imports  # the layering contracts of pyproject.toml
+# the code's own rules: layering and no import cycles (import-linter), lint and format (ruff)
+lint: $(STAMP)
+	$(BIN)/lint-imports
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+# every test, unit and end to end (pytest -m unit / -m e2e runs one kind)
+test: lint
 	$(BIN)/python -m pytest tests
 
 # Real data and weights (DATA.md): installed into .venv with --no-deps, never committed.

@@ -84,7 +84,7 @@ def main() -> None:
     sents = [s.words for s in corpus.sentences]
     batches = []
     for start in range(0, len(sents), args.shard_size):
-        shard = sents[start: start + args.shard_size]
+        shard = sents[start : start + args.shard_size]
         for b in batches_by_length([len(w) for w in shard], args.max_words_per_batch):
             batches.append([shard[i] for i in b])
     segs = [teacher.words(b).to(teacher.device) for b in batches]
@@ -100,8 +100,15 @@ def main() -> None:
         sync()
         return time.perf_counter() - t0
 
-    cfg = BuildConfig(k=10, marginals=True, hidden_layers=(args.hidden_layer,), shard_size=args.shard_size,
-                      max_words_per_batch=args.max_words_per_batch, device=args.device, precision=args.precision)
+    cfg = BuildConfig(
+        k=10,
+        marginals=True,
+        hidden_layers=(args.hidden_layer,),
+        shard_size=args.shard_size,
+        max_words_per_batch=args.max_words_per_batch,
+        device=args.device,
+        precision=args.precision,
+    )
     report = None
 
     def build() -> tuple[float, float]:
@@ -109,8 +116,14 @@ def main() -> None:
         out = work / "cache"
         shutil.rmtree(out, ignore_errors=True)
         t0 = time.perf_counter()
-        report = build_cache(str(out), str(teacher_dir), [CorpusSpec("conll", str(subset), "train", True)], cfg,
-                             teacher_id="minilm", log=lambda *a: None)
+        report = build_cache(
+            str(out),
+            str(teacher_dir),
+            [CorpusSpec("conll", str(subset), "train", True)],
+            cfg,
+            teacher_id="minilm",
+            log=lambda *a: None,
+        )
         return time.perf_counter() - t0, report.teacher_seconds
 
     bare()  # warm-up
@@ -121,23 +134,34 @@ def main() -> None:
         build_t.append(total)
         stream_t.append(stream)
     b, c, s = statistics.median(bare_t), statistics.median(build_t), statistics.median(stream_t)
-    dev = torch.cuda.get_device_name() if args.device.startswith("cuda") else \
-        f"CPU {platform.machine()}, {torch.get_num_threads()} threads"
+    dev = (
+        torch.cuda.get_device_name()
+        if args.device.startswith("cuda")
+        else f"CPU {platform.machine()}, {torch.get_num_threads()} threads"
+    )
     print(f"device: {dev}; torch {torch.__version__}; precision {args.precision if 'cuda' in args.device else 'fp32'}")
-    print(f"data: CoNLL-2003 train, first {len(sents)} sentences, {words_total} words; {len(batches)} batches "
-          f"(<= {args.max_words_per_batch} padded words); teacher MiniLM-L6 + CRF; K=10, marginals, hidden layer "
-          f"{args.hidden_layer}, fp16 storage, shards of {args.shard_size}")
+    print(
+        f"data: CoNLL-2003 train, first {len(sents)} sentences, {words_total} words; {len(batches)} batches "
+        f"(<= {args.max_words_per_batch} padded words); teacher MiniLM-L6 + CRF; K=10, marginals, hidden layer "
+        f"{args.hidden_layer}, fp16 storage, shards of {args.shard_size}"
+    )
     print()
     print("| run | seconds (median of %d) | words/s | sentences/s |" % args.repeats)
     print("|---|---:|---:|---:|")
     print(f"| bare forward (encoder + linear) | {b:.2f} | {words_total / b:,.0f} | {len(sents) / b:,.0f} |")
-    print(f"| build, teacher phase (tokenize, forward, k-best, marginals, write shards) | {s:.2f} | "
-          f"{words_total / s:,.0f} | {len(sents) / s:,.0f} |")
-    print(f"| build, end to end (+ read corpus, load teacher, examples layer, exports, manifest) | {c:.2f} | "
-          f"{words_total / c:,.0f} | {len(sents) / c:,.0f} |")
-    print(f"\nteacher phase / bare throughput: {100 * b / s:.1f}%; end to end / bare: {100 * b / c:.1f}%  "
-          f"(runs: bare {[round(x, 2) for x in bare_t]}, teacher phase {[round(x, 2) for x in stream_t]}, "
-          f"end to end {[round(x, 2) for x in build_t]})\n")
+    print(
+        f"| build, teacher phase (tokenize, forward, k-best, marginals, write shards) | {s:.2f} | "
+        f"{words_total / s:,.0f} | {len(sents) / s:,.0f} |"
+    )
+    print(
+        f"| build, end to end (+ read corpus, load teacher, examples layer, exports, manifest) | {c:.2f} | "
+        f"{words_total / c:,.0f} | {len(sents) / c:,.0f} |"
+    )
+    print(
+        f"\nteacher phase / bare throughput: {100 * b / s:.1f}%; end to end / bare: {100 * b / c:.1f}%  "
+        f"(runs: bare {[round(x, 2) for x in bare_t]}, teacher phase {[round(x, 2) for x in stream_t]}, "
+        f"end to end {[round(x, 2) for x in build_t]})\n"
+    )
     print("| field | bytes/word |")
     print("|---|---:|")
     for name, bpw in report.bytes_per_word.items():

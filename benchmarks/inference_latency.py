@@ -54,13 +54,26 @@ def build_students(teacher_dir: Path, out: Path) -> dict[str, Path]:
     emb = teacher.encoder.get_input_embeddings().weight.detach()
     schema, tok = teacher.schema, teacher.tokenizer
     hidden = teacher.encoder.config.hidden_size
-    specs = {"xtremedistil-50x100": StudentConfig(schema.to_json(), emb.shape[0], 50, "svd", False, 100, 1, 0.2,
-                                                  arch="bilstm-tagger", projection_dim=hidden),
-             "xtremedistil-100x200": StudentConfig(schema.to_json(), emb.shape[0], 100, "svd", False, 200, 1, 0.2,
-                                                   arch="bilstm-tagger", projection_dim=hidden),
-             "cnn-sru++": StudentConfig(schema.to_json(), emb.shape[0], emb.shape[1], "teacher", True, emb.shape[1] // 4,
-                                        4, 0.1, arch="rnn-tagger",
-                                        extra={"entity_types": list(schema.entity_types), "cell": "sru++"})}
+    specs = {
+        "xtremedistil-50x100": StudentConfig(
+            schema.to_json(), emb.shape[0], 50, "svd", False, 100, 1, 0.2, arch="bilstm-tagger", projection_dim=hidden
+        ),
+        "xtremedistil-100x200": StudentConfig(
+            schema.to_json(), emb.shape[0], 100, "svd", False, 200, 1, 0.2, arch="bilstm-tagger", projection_dim=hidden
+        ),
+        "cnn-sru++": StudentConfig(
+            schema.to_json(),
+            emb.shape[0],
+            emb.shape[1],
+            "teacher",
+            True,
+            emb.shape[1] // 4,
+            4,
+            0.1,
+            arch="rnn-tagger",
+            extra={"entity_types": list(schema.entity_types), "cell": "sru++"},
+        ),
+    }
     dirs = {}
     for name, cfg in specs.items():
         d = out / name
@@ -128,8 +141,10 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     teacher, mgkd = Path(args.teacher), Path(args.mgkd)
 
-    models: dict[str, Path] = {"MiniLM-L6 CRF teacher | torch": teacher,
-                               "MiniLM-L6 CRF teacher | ONNX fp32": exported(teacher, out, "none")}
+    models: dict[str, Path] = {
+        "MiniLM-L6 CRF teacher | torch": teacher,
+        "MiniLM-L6 CRF teacher | ONNX fp32": exported(teacher, out, "none"),
+    }
     if args.mpnet:
         from seqdistill.teachers import build_teacher, load_teacher
 
@@ -150,7 +165,7 @@ def main() -> None:
     rng = random.Random(0)
     one = [[s] for s in rng.sample(sents, args.batch1)]
     pool = sorted(rng.sample(sents, 32 * args.batch32), key=len)  # batches of similar length, as Tagger makes them
-    thirty_two = [pool[i: i + 32] for i in range(0, len(pool), 32)]
+    thirty_two = [pool[i : i + 32] for i in range(0, len(pool), 32)]
 
     table = {}
     for threads in (int(t) for t in args.threads.split(",")):
@@ -163,8 +178,10 @@ def main() -> None:
         b32 = interleaved(taggers, thirty_two)
         table[label] = (b1, b32)
         if threads == 1:
-            stages = {b: stage_costs(taggers["MGKD BiLSTM-CRF | ONNX int8"], batches)
-                      for b, batches in (("1", one), ("32", thirty_two))}
+            stages = {
+                b: stage_costs(taggers["MGKD BiLSTM-CRF | ONNX int8"], batches)
+                for b, batches in (("1", one), ("32", thirty_two))
+            }
         del taggers
 
     f1 = {}
@@ -175,33 +192,49 @@ def main() -> None:
             f1[n] = score_tagger(Tagger.load(d), corpus)["f1"]
             print(f"F1 {n}: {100 * f1[n]:.2f}", flush=True)
 
-    lines = [BEGIN, "", f"Command: `{' '.join(['.venv/bin/python', 'benchmarks/inference_latency.py', *sys.argv[1:]])}`",
-             "", f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-             f"torch {torch.__version__}, onnxruntime {__import__('onnxruntime').__version__}. "
-             f"Data: {len(one)} CoNLL-2003 test sentences one at a time, {len(thirty_two)} batches of 32 "
-             "(a seeded sample sorted by length, as `Tagger` batches a corpus), tokenization and decoding included; medians in ms per sentence, models interleaved.",
-             ""]
+    lines = [
+        BEGIN,
+        "",
+        f"Command: `{' '.join(['.venv/bin/python', 'benchmarks/inference_latency.py', *sys.argv[1:]])}`",
+        "",
+        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"torch {torch.__version__}, onnxruntime {__import__('onnxruntime').__version__}. "
+        f"Data: {len(one)} CoNLL-2003 test sentences one at a time, {len(thirty_two)} batches of 32 "
+        "(a seeded sample sorted by length, as `Tagger` batches a corpus), tokenization and decoding included; medians in ms per sentence, models interleaved.",
+        "",
+    ]
     base = "MiniLM-L6 CRF teacher | ONNX fp32"
     mp_base = "MPNet-base CRF teacher | ONNX fp32"
     for label, (b1, b32) in table.items():
-        lines += [f"**Threads: {label}**", "",
-                  "| model | runtime | b1 ms | vs MiniLM ONNX | vs MPNet ONNX | b32 ms | vs MiniLM ONNX | vs MPNet ONNX |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            f"**Threads: {label}**",
+            "",
+            "| model | runtime | b1 ms | vs MiniLM ONNX | vs MPNet ONNX | b32 ms | vs MiniLM ONNX | vs MPNet ONNX |",
+            "|---|---|---:|---:|---:|---:|---:|---:|",
+        ]
         for n in models:
             name, runtime = n.split(" | ")
             cells = []
             for b in (b1, b32):
-                cells += [f"{b[n]:.3f}", f"{b[base] / b[n]:.1f}x",
-                          f"{b[mp_base] / b[n]:.1f}x" if mp_base in b else "—"]
+                cells += [f"{b[n]:.3f}", f"{b[base] / b[n]:.1f}x", f"{b[mp_base] / b[n]:.1f}x" if mp_base in b else "—"]
             lines.append(f"| {name} | {runtime} | " + " | ".join(cells) + " |")
         lines.append("")
-    lines += ["**Where the MGKD int8 export spends its time** (1 thread, ms per sentence, medians):", "",
-              "| batch | inputs (tokenize, pad) | graph (`session.run`) | decode (numpy Viterbi) |", "|---:|---:|---:|---:|"]
+    lines += [
+        "**Where the MGKD int8 export spends its time** (1 thread, ms per sentence, medians):",
+        "",
+        "| batch | inputs (tokenize, pad) | graph (`session.run`) | decode (numpy Viterbi) |",
+        "|---:|---:|---:|---:|",
+    ]
     for b, c in stages.items():
         lines.append(f"| {b} | {c['inputs']:.3f} | {c['graph']:.3f} | {c['decode']:.3f} |")
     if f1:
-        lines += ["", f"**Test F1** (all {len(sents):,} CoNLL-2003 test sentences):", "", "| model | runtime | F1 |",
-                  "|---|---|---:|"]
+        lines += [
+            "",
+            f"**Test F1** (all {len(sents):,} CoNLL-2003 test sentences):",
+            "",
+            "| model | runtime | F1 |",
+            "|---|---|---:|",
+        ]
         lines += [f"| {n.split(' | ')[0]} | {n.split(' | ')[1]} | {100 * v:.2f} |" for n, v in f1.items()]
     lines += ["", END]
     text = "\n".join(lines)
@@ -211,7 +244,7 @@ def main() -> None:
         doc = Path(args.write)
         old = doc.read_text()
         if BEGIN in old and END in old:
-            new = old[: old.index(BEGIN)] + text + old[old.index(END) + len(END):]
+            new = old[: old.index(BEGIN)] + text + old[old.index(END) + len(END) :]
         else:
             new = old.rstrip() + "\n\n## Inference: torch and ONNX Runtime (issue 19)\n\n" + text + "\n"
         doc.write_text(new)

@@ -70,25 +70,48 @@ def main() -> None:
     g = torch.Generator().manual_seed(0)
     lengths = torch.randint(args.length // 2, args.length + 1, (args.batch,), generator=g)
     mask = (torch.arange(args.length)[None] < lengths[:, None]).to(dev)
-    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
-    print(f"device: {dev.type} ({name}); torch {torch.__version__}; batch {args.batch}, length <= {args.length}, "
-          f"median of {args.repeats}\n")
-    print("| tags | K | batched (sent/s) | straightforward loop (sent/s) | speedup | engine at batch 1 (sent/s) | speedup |")
+    name = (
+        torch.cuda.get_device_name(dev)
+        if dev.type == "cuda"
+        else f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+    )
+    print(
+        f"device: {dev.type} ({name}); torch {torch.__version__}; batch {args.batch}, length <= {args.length}, "
+        f"median of {args.repeats}\n"
+    )
+    print(
+        "| tags | K | batched (sent/s) | straightforward loop (sent/s) | speedup | engine at batch 1 (sent/s) | speedup |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for T in map(int, args.tags.split(",")):
         em = torch.randn(args.batch, args.length, T, generator=g).to(dev)
-        tr, st, en = (torch.randn(T, T, generator=g).to(dev), torch.randn(T, generator=g).to(dev),
-                      torch.randn(T, generator=g).to(dev))
+        tr, st, en = (
+            torch.randn(T, T, generator=g).to(dev),
+            torch.randn(T, generator=g).to(dev),
+            torch.randn(T, generator=g).to(dev),
+        )
         for K in map(int, args.k.split(",")):
             with torch.inference_mode():
                 batched = _time(lambda: kbest(em, mask, tr, st, en, K), args.repeats, sync)
-                loop = _time(lambda: [reference_kbest(em[b, : int(lengths[b])], tr, st, en, K)
-                                      for b in range(args.batch)], args.repeats, sync)
-                one = _time(lambda: [kbest(em[b: b + 1, : int(lengths[b])], mask[b: b + 1, : int(lengths[b])],
-                                           tr, st, en, K) for b in range(args.batch)], args.repeats, sync)
+                loop = _time(
+                    lambda: [reference_kbest(em[b, : int(lengths[b])], tr, st, en, K) for b in range(args.batch)],
+                    args.repeats,
+                    sync,
+                )
+                one = _time(
+                    lambda: [
+                        kbest(em[b : b + 1, : int(lengths[b])], mask[b : b + 1, : int(lengths[b])], tr, st, en, K)
+                        for b in range(args.batch)
+                    ],
+                    args.repeats,
+                    sync,
+                )
             n = args.batch
-            print(f"| {T} | {K} | {n / batched:,.0f} | {n / loop:,.0f} | {loop / batched:.1f}x | {n / one:,.0f} | "
-                  f"{one / batched:.1f}x |")
+            print(
+                f"| {T} | {K} | {n / batched:,.0f} | {n / loop:,.0f} | {loop / batched:.1f}x | {n / one:,.0f} | "
+                f"{one / batched:.1f}x |"
+            )
+
 
 if __name__ == "__main__":
     main()

@@ -50,9 +50,18 @@ def main() -> None:
     dirs = []
     sizes = {}
     for cell in args.cells.split(","):
-        cfg = StudentConfig(schema.to_json(), emb.shape[0], emb.shape[1], "teacher", True, emb.shape[1] // 4,
-                            args.layers, 0.1, arch="rnn-tagger",
-                            extra={"entity_types": list(schema.entity_types), "cell": cell})
+        cfg = StudentConfig(
+            schema.to_json(),
+            emb.shape[0],
+            emb.shape[1],
+            "teacher",
+            True,
+            emb.shape[1] // 4,
+            args.layers,
+            0.1,
+            arch="rnn-tagger",
+            extra={"entity_types": list(schema.entity_types), "cell": cell},
+        )
         torch.manual_seed(0)
         model = RNNTagger(cfg)
         d = Path(args.out) / cell
@@ -64,14 +73,18 @@ def main() -> None:
     t = rows[0]
     print("| model | params | params without embeddings | ms/sent b1 | speedup b1 | ms/sent b32 | speedup b32 |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    print(f"| teacher | {teacher_params:,} | {teacher_params - emb.numel():,} | {t['ms_per_sentence_batch1']:.2f} | 1x "
-          f"| {t['ms_per_sentence_batch32']:.3f} | 1x |")
+    print(
+        f"| teacher | {teacher_params:,} | {teacher_params - emb.numel():,} | {t['ms_per_sentence_batch1']:.2f} | 1x "
+        f"| {t['ms_per_sentence_batch32']:.3f} | 1x |"
+    )
     for r, d in zip(rows[1:], dirs):
         c = sizes[d]
-        print(f"| {Path(d).name} | {c['all']:,} ({teacher_params / c['all']:.1f}x fewer) | "
-              f"{c['without_embeddings']:,} ({(teacher_params - emb.numel()) / c['without_embeddings']:.1f}x fewer) | "
-              f"{r['ms_per_sentence_batch1']:.2f} | {t['ms_per_sentence_batch1'] / r['ms_per_sentence_batch1']:.1f}x | "
-              f"{r['ms_per_sentence_batch32']:.3f} | {t['ms_per_sentence_batch32'] / r['ms_per_sentence_batch32']:.1f}x |")
+        print(
+            f"| {Path(d).name} | {c['all']:,} ({teacher_params / c['all']:.1f}x fewer) | "
+            f"{c['without_embeddings']:,} ({(teacher_params - emb.numel()) / c['without_embeddings']:.1f}x fewer) | "
+            f"{r['ms_per_sentence_batch1']:.2f} | {t['ms_per_sentence_batch1'] / r['ms_per_sentence_batch1']:.1f}x | "
+            f"{r['ms_per_sentence_batch32']:.3f} | {t['ms_per_sentence_batch32'] / r['ms_per_sentence_batch32']:.1f}x |"
+        )
 
 
 if __name__ == "__main__":

@@ -65,25 +65,32 @@ def main() -> None:
     ap.add_argument("--single", type=int, default=64, help="sentences timed one at a time")
     ap.add_argument("--naive", type=int, default=8, help="sentences timed one candidate at a time")
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
-                    help="bf16: the model's weights cast to bf16 for every mode (scores still summed in fp32)")
+    ap.add_argument(
+        "--precision",
+        choices=["fp32", "bf16"],
+        default="fp32",
+        help="bf16: the model's weights cast to bf16 for every mode (scores still summed in fp32)",
+    )
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     model, fmt, name = load(args.model)
     if args.precision == "bf16":  # the same weights for all three modes, so the ratios compare like with like
         model = model.to(torch.bfloat16)
-    sents = [s.words for s in read_corpus(conll_test(), "conll", "test").sentences
-             if len(s.words) <= fmt.max_words][: args.sentences]
+    sents = [s.words for s in read_corpus(conll_test(), "conll", "test").sentences if len(s.words) <= fmt.max_words][
+        : args.sentences
+    ]
     words = sum(len(s) for s in sents)
-    print(f"model {name}; {len(sents)} CoNLL-2003 test sentences ({words / len(sents):.1f} words on average), "
-          f"sBIO tags {fmt.tags}, K=1, threads {torch.get_num_threads()}, {args.precision}")
+    print(
+        f"model {name}; {len(sents)} CoNLL-2003 test sentences ({words / len(sents):.1f} words on average), "
+        f"sBIO tags {fmt.tags}, K=1, threads {torch.get_num_threads()}, {args.precision}"
+    )
     sentscore(model, fmt, sents[:4])  # warm-up
 
     t0 = time.perf_counter()
     order = sorted(range(len(sents)), key=lambda i: len(sents[i]))
     for s in range(0, len(order), args.batch):
-        sentscore(model, fmt, [sents[i] for i in order[s: s + args.batch]])
+        sentscore(model, fmt, [sents[i] for i in order[s : s + args.batch]])
     batched = len(sents) / (time.perf_counter() - t0)
 
     # the same sentences, spread over the length distribution, one at a time
@@ -103,14 +110,22 @@ def main() -> None:
 
     print("\n| mode | sentences/s | s/sentence | vs one sentence at a time |")
     print("|---|---:|---:|---:|")
-    print(f"| one candidate at a time (no cache), {len(naive_sample)} sentences | {naive:.2f} | {1 / naive:.3f} | "
-          f"{naive / single:.2f}x |")
-    print(f"| one sentence at a time (cached, tags batched), {len(sample)} sentences | {single:.2f} | "
-          f"{1 / single:.3f} | 1x |")
-    print(f"| batched, {args.batch} sentences per call, {len(sents)} sentences | {batched:.1f} | {1 / batched:.4f} | "
-          f"**{batched / single:.1f}x** |")
-    print(f"\nmedian one-sentence time {statistics.median(times) * 1000:.1f} ms; batched vs one candidate at a time: "
-          f"{batched / naive:.0f}x")
+    print(
+        f"| one candidate at a time (no cache), {len(naive_sample)} sentences | {naive:.2f} | {1 / naive:.3f} | "
+        f"{naive / single:.2f}x |"
+    )
+    print(
+        f"| one sentence at a time (cached, tags batched), {len(sample)} sentences | {single:.2f} | "
+        f"{1 / single:.3f} | 1x |"
+    )
+    print(
+        f"| batched, {args.batch} sentences per call, {len(sents)} sentences | {batched:.1f} | {1 / batched:.4f} | "
+        f"**{batched / single:.1f}x** |"
+    )
+    print(
+        f"\nmedian one-sentence time {statistics.median(times) * 1000:.1f} ms; batched vs one candidate at a time: "
+        f"{batched / naive:.0f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -38,10 +38,9 @@ def make_stream(cache: str, cfg: TrainConfig):
     from safetensors.torch import load as load_st
     from transformers import AutoTokenizer
 
-    from seqdistill.students.data import CacheStream, StreamConfig
-    from seqdistill.students.models import BiLSTMCRF, StudentConfig, init_embeddings
     from seqdistill.students.common import default_splits
-    from seqdistill.students.data import parse_selection
+    from seqdistill.students.data import CacheStream, StreamConfig, parse_selection
+    from seqdistill.students.models import BiLSTMCRF, StudentConfig, init_embeddings
     from seqdistill.students.recipes.mgkd import Collate
 
     reader = CacheReader(cache)
@@ -51,9 +50,13 @@ def make_stream(cache: str, cfg: TrainConfig):
     weight = load_st((exports / "embeddings.safetensors").read_bytes())["weight"]
     train, _ = default_splits(reader, cfg)
     fields = {"examples": ["words", "tags"], teacher: ["kbest_paths", "kbest_log_probs"]}
-    stream = CacheStream(reader, fields, parse_selection(train, reader),
-                         Collate(tok, reader.manifest.label_schema, teacher, cfg, "crf"),
-                         StreamConfig(cfg.batch_size, cfg.buffer_size, cfg.seed))
+    stream = CacheStream(
+        reader,
+        fields,
+        parse_selection(train, reader),
+        Collate(tok, reader.manifest.label_schema, teacher, cfg, "crf"),
+        StreamConfig(cfg.batch_size, cfg.buffer_size, cfg.seed),
+    )
     model = BiLSTMCRF(StudentConfig(reader.manifest.label_schema.to_json(), weight.shape[0], weight.shape[1]))
     init_embeddings(model, weight)
     return stream, model
@@ -77,10 +80,12 @@ def train_steps(model, batches, cfg) -> float:
 
 def peak_rss_of_epoch(cache: str) -> float:
     """MiB of peak RSS of a child process that streams one epoch of ``cache``."""
-    code = (f"import sys, resource; sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / 'benchmarks')!r});"
-            "from stream_throughput import make_stream; from seqdistill.students.recipes.mgkd import MGKDConfig as TrainConfig;"
-            f"s, _ = make_stream({cache!r}, TrainConfig(k=5)); n = sum(1 for _ in s);"
-            "print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
+    code = (
+        f"import sys, resource; sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / 'benchmarks')!r});"
+        "from stream_throughput import make_stream; from seqdistill.students.recipes.mgkd import MGKDConfig as TrainConfig;"
+        f"s, _ = make_stream({cache!r}, TrainConfig(k=5)); n = sum(1 for _ in s);"
+        "print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     return int(out[0]), float(out[1])
 
@@ -141,9 +146,11 @@ def main() -> None:
     n = len(batches)
     lo, me, ca = (statistics.median(x) for x in (load_t, mem_t, cache_t))
     words = sum(int(b.words.mask.sum()) for b in batches)
-    print(f"cache: {args.cache}; {n} batches of {cfg.batch_size} sentences, {words:,} words per epoch; "
-          f"BiLSTM-CRF student (TE, hidden 300), losses hard+seq-ce+fuzzy, K=5; CPU, "
-          f"{torch.get_num_threads()} threads; median of {args.repeats}\n")
+    print(
+        f"cache: {args.cache}; {n} batches of {cfg.batch_size} sentences, {words:,} words per epoch; "
+        f"BiLSTM-CRF student (TE, hidden 300), losses hard+seq-ce+fuzzy, K=5; CPU, "
+        f"{torch.get_num_threads()} threads; median of {args.repeats}\n"
+    )
     print("| what | seconds/epoch | batches/s |")
     print("|---|---:|---:|")
     print(f"| loader alone (read shards, collate) | {lo:.2f} | {n / lo:,.1f} |")

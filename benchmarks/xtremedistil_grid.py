@@ -39,8 +39,9 @@ def untrained(cache: str, d: Path, e: int, h: int) -> None:
 
     reader = CacheReader(cache)
     teacher = next(n for n, layer in reader.manifest.layers.items() if layer.kind == "teacher")
-    model, tok = new_tagger(reader, teacher, XtremeDistilConfig(embedding_dim=e, hidden_size=h), "cpu",
-                            projection_dim="teacher")
+    model, tok = new_tagger(
+        reader, teacher, XtremeDistilConfig(embedding_dim=e, hidden_size=h), "cpu", projection_dim="teacher"
+    )
     save_student(model, tok, d)
 
 
@@ -69,9 +70,20 @@ def main() -> None:
             untrained(args.cache, d, e, h)
         elif not (d / "training.json").exists():
             print(f"training E={e} H={h} ({args.schedule})", flush=True)
-            train(args.cache, d, XtremeDistilConfig(
-                schedule=args.schedule, embedding_dim=e, hidden_size=h, teacher_layer=args.teacher_layer,
-                epochs_per_step=args.epochs_per_step, patience=args.patience, device="cpu"), log=lambda *a: None)
+            train(
+                args.cache,
+                d,
+                XtremeDistilConfig(
+                    schedule=args.schedule,
+                    embedding_dim=e,
+                    hidden_size=h,
+                    teacher_layer=args.teacher_layer,
+                    epochs_per_step=args.epochs_per_step,
+                    patience=args.patience,
+                    device="cpu",
+                ),
+                log=lambda *a: None,
+            )
         dirs.append(str(d))
     for d in args.student:
         cfg = json.loads((Path(d) / "config.json").read_text())
@@ -79,18 +91,26 @@ def main() -> None:
         dirs.append(d)
     rows = evaluate_taggers([args.teacher, *dirs], args.test, threads=args.threads)
     teacher = rows[0]
-    print(f"\nthreads: {torch.get_num_threads()}; schedule {args.schedule}, at most {args.epochs_per_step} epochs per step\n")
-    print("| E | H | params | compression | ms/sent b32 | speedup b32 | ms/sent b1 | speedup b1 | test F1 | % of teacher | model |")
+    print(
+        f"\nthreads: {torch.get_num_threads()}; schedule {args.schedule}, at most {args.epochs_per_step} epochs per step\n"
+    )
+    print(
+        "| E | H | params | compression | ms/sent b32 | speedup b32 | ms/sent b1 | speedup b1 | test F1 | % of teacher | model |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-    print(f"| teacher | | {teacher['params']:,} | 1x | {teacher['ms_per_sentence_batch32']:.2f} | 1x | "
-          f"{teacher['ms_per_sentence_batch1']:.2f} | 1x | {100 * teacher['f1']:.2f} | 100% | {args.teacher} |")
+    print(
+        f"| teacher | | {teacher['params']:,} | 1x | {teacher['ms_per_sentence_batch32']:.2f} | 1x | "
+        f"{teacher['ms_per_sentence_batch1']:.2f} | 1x | {100 * teacher['f1']:.2f} | 100% | {args.teacher} |"
+    )
     for (e, h), d, r in zip(points, dirs, rows[1:]):
         f1 = "—" if args.latency_only and d not in args.student else f"{100 * r['f1']:.2f}"
         share = "—" if f1 == "—" else f"{100 * r['f1'] / teacher['f1']:.1f}%"
-        print(f"| {e} | {h} | {r['params']:,} | {teacher['params'] / r['params']:.1f}x | "
-              f"{r['ms_per_sentence_batch32']:.3f} | {teacher['ms_per_sentence_batch32'] / r['ms_per_sentence_batch32']:.1f}x | "
-              f"{r['ms_per_sentence_batch1']:.2f} | {teacher['ms_per_sentence_batch1'] / r['ms_per_sentence_batch1']:.1f}x | "
-              f"{f1} | {share} | {d} |")
+        print(
+            f"| {e} | {h} | {r['params']:,} | {teacher['params'] / r['params']:.1f}x | "
+            f"{r['ms_per_sentence_batch32']:.3f} | {teacher['ms_per_sentence_batch32'] / r['ms_per_sentence_batch32']:.1f}x | "
+            f"{r['ms_per_sentence_batch1']:.2f} | {teacher['ms_per_sentence_batch1'] / r['ms_per_sentence_batch1']:.1f}x | "
+            f"{f1} | {share} | {d} |"
+        )
 
 
 if __name__ == "__main__":

@@ -100,40 +100,58 @@ def main() -> None:
     n_dev = write_conll_subset(conll / "valid.txt", WORK / "dev.txt", DEV)
     n_test = write_conll_subset(conll / "test.txt", WORK / "test.txt", None)
     n_wiki = write_wikipedia(WORK / "wiki.txt", WIKI)
-    print(f"CoNLL-2003 train {n_train}, dev {n_dev}, test {n_test} sentences; Wikipedia {n_wiki} sentences "
-          f"[{time.time() - t:.0f} s]")
+    print(
+        f"CoNLL-2003 train {n_train}, dev {n_dev}, test {n_test} sentences; Wikipedia {n_wiki} sentences "
+        f"[{time.time() - t:.0f} s]"
+    )
 
     t = step(f"2. teacher: MiniLM-L6 + CRF fine-tuned on {n_train} sentences, {TEACHER_EPOCHS} epochs")
-    print(f"   distill-cache finetune-teacher --encoder {minilm} --train {WORK / 'train.txt'} --dev "
-          f"{WORK / 'dev.txt'} --out {WORK / 'teacher'} --lr 1e-4 --epochs {TEACHER_EPOCHS}")
+    print(
+        f"   distill-cache finetune-teacher --encoder {minilm} --train {WORK / 'train.txt'} --dev "
+        f"{WORK / 'dev.txt'} --out {WORK / 'teacher'} --lr 1e-4 --epochs {TEACHER_EPOCHS}"
+    )
     train_c, dev_c = read_corpus(WORK / "train.txt", "conll", "train"), read_corpus(WORK / "dev.txt", "conll", "dev")
     schema, (train_c, dev_c) = derive_label_schema([train_c, dev_c])
-    finetune(str(minilm), train_c.sentences, dev_c.sentences, schema, WORK / "teacher",
-             FinetuneConfig(epochs=TEACHER_EPOCHS, lr=1e-4, patience=TEACHER_EPOCHS), device="cpu")
+    finetune(
+        str(minilm),
+        train_c.sentences,
+        dev_c.sentences,
+        schema,
+        WORK / "teacher",
+        FinetuneConfig(epochs=TEACHER_EPOCHS, lr=1e-4, patience=TEACHER_EPOCHS),
+        device="cpu",
+    )
     print(f"[{time.time() - t:.0f} s]")
 
     t = step("3. cache: k-best paths (K=10), marginals, emissions over train, dev, test and Wikipedia")
-    print(f"   distill-cache build --out {WORK / 'cache'} --teacher {WORK / 'teacher'} --teacher-id minilm "
-          f"--labelled conll={WORK / 'train.txt'}@train --labelled conll={WORK / 'dev.txt'}@dev "
-          f"--labelled conll={WORK / 'test.txt'}@test --unlabelled wiki={WORK / 'wiki.txt'}")
-    specs = [CorpusSpec("conll", str(WORK / "train.txt"), "train", True),
-             CorpusSpec("conll", str(WORK / "dev.txt"), "dev", True),
-             CorpusSpec("conll", str(WORK / "test.txt"), "test", True),
-             CorpusSpec("wiki", str(WORK / "wiki.txt"), "unlabelled", False)]
-    build_cache(str(WORK / "cache"), str(WORK / "teacher"), specs, BuildConfig(k=10, device="cpu"),
-                teacher_id="minilm")
+    print(
+        f"   distill-cache build --out {WORK / 'cache'} --teacher {WORK / 'teacher'} --teacher-id minilm "
+        f"--labelled conll={WORK / 'train.txt'}@train --labelled conll={WORK / 'dev.txt'}@dev "
+        f"--labelled conll={WORK / 'test.txt'}@test --unlabelled wiki={WORK / 'wiki.txt'}"
+    )
+    specs = [
+        CorpusSpec("conll", str(WORK / "train.txt"), "train", True),
+        CorpusSpec("conll", str(WORK / "dev.txt"), "dev", True),
+        CorpusSpec("conll", str(WORK / "test.txt"), "test", True),
+        CorpusSpec("wiki", str(WORK / "wiki.txt"), "unlabelled", False),
+    ]
+    build_cache(str(WORK / "cache"), str(WORK / "teacher"), specs, BuildConfig(k=10, device="cpu"), teacher_id="minilm")
     print(f"[{time.time() - t:.0f} s]")
 
     common = dict(epochs=STUDENT_EPOCHS, patience=3, device="cpu")
     t = step("4a. vanilla BiLSTM-CRF: gold labels only, random embeddings, no teacher")
-    print(f"   distill-train mgkd --cache {WORK / 'cache'} --losses hard --no-unlabelled --embedding random "
-          f"--out {WORK / 'vanilla'}")
-    train_student(str(WORK / "cache"), WORK / "vanilla",
-                  MGKDConfig(losses=("hard",), unlabelled=False, embedding="random", **common))
+    print(
+        f"   distill-train mgkd --cache {WORK / 'cache'} --losses hard --no-unlabelled --embedding random "
+        f"--out {WORK / 'vanilla'}"
+    )
+    train_student(
+        str(WORK / "cache"),
+        WORK / "vanilla",
+        MGKDConfig(losses=("hard",), unlabelled=False, embedding="random", **common),
+    )
     print(f"[{time.time() - t:.0f} s]")
     t = step("4b. MGKD student: TE + DA + SEQ (hard, Seq-CE, fuzzy; K=5), from the cache alone")
-    print(f"   distill-train mgkd --cache {WORK / 'cache'} --losses hard,seq-ce,fuzzy --k 5 "
-          f"--out {WORK / 'mgkd'}")
+    print(f"   distill-train mgkd --cache {WORK / 'cache'} --losses hard,seq-ce,fuzzy --k 5 --out {WORK / 'mgkd'}")
     train_student(str(WORK / "cache"), WORK / "mgkd", MGKDConfig(losses=("hard", "seq-ce", "fuzzy"), k=5, **common))
     print(f"[{time.time() - t:.0f} s]")
 
@@ -155,8 +173,11 @@ def main() -> None:
     print("| parameters | " + " | ".join(f"{r['params']:,}" for r in rows) + " |")
     for b in ("1", "32"):
         k = f"ms_per_sentence_batch{b}"
-        print(f"| ms/sentence, batch {b} | {teacher[k]:.2f} | "
-              + " | ".join(f"{r[k]:.2f} ({teacher[k] / r[k]:.1f}x)" for r in rows[1:]) + " |")
+        print(
+            f"| ms/sentence, batch {b} | {teacher[k]:.2f} | "
+            + " | ".join(f"{r[k]:.2f} ({teacher[k] / r[k]:.1f}x)" for r in rows[1:])
+            + " |"
+        )
     print(f"\ncache: {size / 2**20:.1f} MiB; whole demo {time.time() - t_all:.0f} s [{time.time() - t:.0f} s]")
 
 

@@ -48,8 +48,10 @@ def distinct_sentinels(teacher) -> None:
     """Variant ``s``: [unusedN] <- mean sentinel embedding + embedding of "N" (encoder and decoder)."""
     vocab = teacher.tokenizer.get_vocab()
     ids = teacher.format.sentinels
-    for emb in (teacher.model.encoder.embeddings.word_embeddings.weight,
-                teacher.model.decoder.bert.embeddings.word_embeddings.weight):
+    for emb in (
+        teacher.model.encoder.embeddings.word_embeddings.weight,
+        teacher.model.decoder.bert.embeddings.word_embeddings.weight,
+    ):
         with torch.no_grad():
             mean = emb[ids].mean(0)
             for n, sid in enumerate(ids):
@@ -65,7 +67,7 @@ def align(teacher, silver: list[list[str]], lr: float, batch_size: int) -> None:
     sched, total, t0 = warmup_linear_decay(optim, len(batches), 0.1), 0.0, time.time()
     teacher.train()
     for j, i in enumerate(batches, 1):
-        words = silver[i: i + batch_size]
+        words = silver[i : i + batch_size]
         ids, mask = encode_batch(fmt, words, "cpu")
         targets = []
         for w in words:
@@ -97,8 +99,11 @@ def main() -> None:
 
     split = Path(args.split)
     conll = Path(importlib.util.find_spec("neuroner").origin).parent / "data/conll2003/en"
-    corpora = [read_corpus(str(split / "gold_train.txt"), "train", "train"),
-               read_corpus(str(split / "gold_dev.txt"), "dev", "dev"), read_corpus(str(conll / "valid.txt"), "v", "dev")]
+    corpora = [
+        read_corpus(str(split / "gold_train.txt"), "train", "train"),
+        read_corpus(str(split / "gold_dev.txt"), "dev", "dev"),
+        read_corpus(str(conll / "valid.txt"), "v", "dev"),
+    ]
     schema, corpora = derive_label_schema(corpora, "sBIO")
     train, dev = corpora[0].sentences, corpora[1].sentences
     dev150 = [s for s in corpora[2].sentences if len(s.words) > 1][:150]
@@ -122,13 +127,15 @@ def main() -> None:
         random.Random(epoch).shuffle(sentences)
         total, n, t0 = 0.0, 0, time.time()
         for i in range(0, len(sentences), args.batch_size):
-            batch = sentences[i: i + args.batch_size]
+            batch = sentences[i : i + args.batch_size]
             total += step(params, optim, sched, teacher.loss([s.words for s in batch], _tag_ids(batch, schema)))
             n += 1
         msg = f"{args.variant} epoch {epoch} loss {total / n:.3f} {time.time() - t0:.0f}s"
         if epoch % args.every == 0 or epoch == args.epochs:
-            msg += (f"  dev50 F1 {100 * evaluate(teacher, dev)['f1']:.1f}"
-                    f"  dev150 F1 {100 * evaluate(teacher, dev150)['f1']:.1f}")
+            msg += (
+                f"  dev50 F1 {100 * evaluate(teacher, dev)['f1']:.1f}"
+                f"  dev150 F1 {100 * evaluate(teacher, dev150)['f1']:.1f}"
+            )
         print(msg, flush=True)
 
 

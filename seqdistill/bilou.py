@@ -21,7 +21,7 @@ from torch import Tensor
 from .crf import viterbi
 
 BILOU_TAGS = ("O", "B", "I", "L", "U")
-O, B, I, L, U = range(5)
+O, B, I, L, U = range(5)  # noqa: E741 (the BILOU tags' own names)
 _NEXT = {O: (O, B, U), B: (I, L), I: (I, L), L: (O, B, U), U: (O, B, U)}
 _FIRST, _LAST = (O, B, U), (O, L, U)
 
@@ -60,7 +60,9 @@ def decode_layers(logits: Tensor, mask: Tensor) -> Tensor:
     return paths.view(Bsz, E, Lmax).permute(0, 2, 1).masked_fill(~mask.unsqueeze(-1), -1)
 
 
-def layers_from_spans(spans: list[tuple[int, int, str]], length: int, types: list[str], where: str = "") -> list[list[int]]:
+def layers_from_spans(
+    spans: list[tuple[int, int, str]], length: int, types: list[str], where: str = ""
+) -> list[list[int]]:
     """Per-type BILOU tag ids ``[length][len(types)]`` from ``(start, end, type)`` spans (end
     exclusive). Raises for an unknown type, a span outside the sentence, or two entities of one
     type that overlap."""
@@ -73,8 +75,10 @@ def layers_from_spans(spans: list[tuple[int, int, str]], length: int, types: lis
             raise ValueError(f"{where}entity [{start}, {end}) {etype} is outside the sentence's {length} words")
         layer = layers[index[etype]]
         if any(t != O for t in layer[start:end]):
-            raise ValueError(f"{where}two {etype} entities overlap at [{start}, {end}): one BILOU layer per type "
-                             "holds non-overlapping entities of that type")
+            raise ValueError(
+                f"{where}two {etype} entities overlap at [{start}, {end}): one BILOU layer per type "
+                "holds non-overlapping entities of that type"
+            )
         if end - start == 1:
             layer[start] = U
         else:

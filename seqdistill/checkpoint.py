@@ -23,8 +23,9 @@ from .cache_schema.storage import failpoint
 CHECKPOINT = "checkpoint"
 
 
-def save_checkpoint(out_dir, modules: dict[str, torch.nn.Module], optimizer: torch.optim.Optimizer,
-                    state: dict) -> None:
+def save_checkpoint(
+    out_dir, modules: dict[str, torch.nn.Module], optimizer: torch.optim.Optimizer, state: dict
+) -> None:
     """Write ``out_dir/checkpoint`` atomically (a temporary directory renamed into place)."""
     out_dir = Path(out_dir)
     tmp = out_dir / f".{CHECKPOINT}.tmp"
@@ -61,7 +62,9 @@ def save_checkpoint(out_dir, modules: dict[str, torch.nn.Module], optimizer: tor
     shutil.rmtree(old, ignore_errors=True)
 
 
-def load_checkpoint(out_dir, modules: dict[str, torch.nn.Module], optimizer: torch.optim.Optimizer | None) -> dict | None:
+def load_checkpoint(
+    out_dir, modules: dict[str, torch.nn.Module], optimizer: torch.optim.Optimizer | None
+) -> dict | None:
     """Restore a checkpoint into ``modules`` and ``optimizer`` and restore the torch RNG; return the
     trainer state (None if there is no checkpoint). With ``optimizer=None`` the optimizer's state
     dict is returned as ``state["optimizer_state"]``, for an optimizer built later."""
@@ -75,7 +78,7 @@ def load_checkpoint(out_dir, modules: dict[str, torch.nn.Module], optimizer: tor
     tensors.update({alias: tensors[name] for alias, name in meta.get("aliases", {}).items()})
     for name, m in modules.items():
         prefix = f"{name}."
-        m.load_state_dict({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})
+        m.load_state_dict({k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)})
     state: dict = {}
     for key, v in tensors.items():
         if key.startswith("optimizer."):

@@ -47,8 +47,9 @@ def log_partition(emissions: Tensor, mask: Tensor, transitions: Tensor, start: T
         return torch.logsumexp(alpha + end, dim=1)
 
 
-def path_score(emissions: Tensor, mask: Tensor, tags: Tensor, transitions: Tensor, start: Tensor,
-               end: Tensor) -> Tensor:
+def path_score(
+    emissions: Tensor, mask: Tensor, tags: Tensor, transitions: Tensor, start: Tensor, end: Tensor
+) -> Tensor:
     """S(x, y) of the given tag sequences ``[B, L]`` (positions outside the mask are ignored)."""
     with _no_autocast(emissions.device):
         emissions, transitions, start, end = _prepare(emissions, transitions, start, end)
@@ -65,7 +66,8 @@ def path_score(emissions: Tensor, mask: Tensor, tags: Tensor, transitions: Tenso
 def nll(emissions: Tensor, mask: Tensor, tags: Tensor, transitions: Tensor, start: Tensor, end: Tensor) -> Tensor:
     """Negative log-likelihood ``log Z(x) - S(x, y)`` of gold paths, per sentence ``[B]``."""
     return log_partition(emissions, mask, transitions, start, end) - path_score(
-        emissions, mask, tags, transitions, start, end)
+        emissions, mask, tags, transitions, start, end
+    )
 
 
 def marginals(emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor) -> Tensor:
@@ -100,8 +102,9 @@ class KBest:
     valid: Tensor
 
 
-def kbest(emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor, k: int,
-          with_log_z: bool = True) -> KBest:
+def kbest(
+    emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor, k: int, with_log_z: bool = True
+) -> KBest:
     """The ``k`` highest-scoring paths of every sentence by k-best Viterbi, best first.
 
     Each state ``(t, y)`` keeps its ``k`` best partial paths, sorted; the candidates for
@@ -184,8 +187,11 @@ class CRF(nn.Module):
         self.start = nn.Parameter(torch.zeros(num_tags))
         self.end = nn.Parameter(torch.zeros(num_tags))
         if allowed is None:
-            allowed = (torch.ones(num_tags, dtype=torch.bool), torch.ones(num_tags, num_tags, dtype=torch.bool),
-                       torch.ones(num_tags, dtype=torch.bool))
+            allowed = (
+                torch.ones(num_tags, dtype=torch.bool),
+                torch.ones(num_tags, num_tags, dtype=torch.bool),
+                torch.ones(num_tags, dtype=torch.bool),
+            )
         start_ok, trans_ok, end_ok = (torch.as_tensor(a, dtype=torch.bool) for a in allowed)
         self.register_buffer("start_allowed", start_ok, persistent=False)
         self.register_buffer("transitions_allowed", trans_ok, persistent=False)
@@ -199,9 +205,11 @@ class CRF(nn.Module):
     def scores(self) -> tuple[Tensor, Tensor, Tensor]:
         """Effective (transitions, start, end), -inf where the scheme forbids."""
         neg = float("-inf")
-        return (self.transitions.masked_fill(~self.transitions_allowed, neg),
-                self.start.masked_fill(~self.start_allowed, neg),
-                self.end.masked_fill(~self.end_allowed, neg))
+        return (
+            self.transitions.masked_fill(~self.transitions_allowed, neg),
+            self.start.masked_fill(~self.start_allowed, neg),
+            self.end.masked_fill(~self.end_allowed, neg),
+        )
 
     def log_partition(self, emissions: Tensor, mask: Tensor) -> Tensor:
         return log_partition(emissions, mask, *self.scores())

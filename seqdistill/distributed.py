@@ -91,5 +91,5 @@ def average_gradients(params: list[torch.nn.Parameter], active: int, world: int)
     offset = 0
     for p in params:
         n = p.numel()
-        p.grad = flat[offset: offset + n].view_as(p).clone()
+        p.grad = flat[offset : offset + n].view_as(p).clone()
         offset += n

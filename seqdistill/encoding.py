@@ -75,7 +75,7 @@ class WordTokenizer:
         ids, wids = probe["input_ids"][0], probe.word_ids(0)
         first = wids.index(0)
         last = len(wids) - 1 - wids[::-1].index(0)
-        self.prefix, self.suffix = ids[:first], ids[last + 1:]
+        self.prefix, self.suffix = ids[:first], ids[last + 1 :]
         self.window = max_length - len(self.prefix) - len(self.suffix)
         if self.window < 2:
             raise ValueError(f"max_length {max_length} leaves no room for words beside special tokens")
@@ -145,8 +145,16 @@ class WordTokenizer:
             subword_index[b, : len(idx)] = torch.tensor([seg * Lt + p for seg, p in idx])
             subword_word_ids[b, : len(wid)] = torch.tensor(wid)
         word_mask = torch.arange(W)[None] < torch.tensor([len(w) for w in batch_words])[:, None]
-        return SegmentBatch(input_ids, attention, token_slot.view(-1), token_weight.view(-1), word_mask,
-                            subword_index, subword_word_ids, per_sentence)
+        return SegmentBatch(
+            input_ids,
+            attention,
+            token_slot.view(-1),
+            token_weight.view(-1),
+            word_mask,
+            subword_index,
+            subword_word_ids,
+            per_sentence,
+        )
 
     def _one_window_each(self, batch_words, token_ids, word_ids) -> SegmentBatch:
         """The common case, every sentence within one window: the same maps, built with numpy."""
@@ -165,17 +173,25 @@ class WordTokenizer:
             input_ids[b, : len(row)] = row
             attention[b, : len(row)] = 1
             w = np.asarray(word_ids[b], dtype=np.int64)
-            token_slot[b, P: P + n] = b * W + w
+            token_slot[b, P : P + n] = b * W + w
             if self.pooling == "first":
-                token_weight[b, P: P + n] = np.concatenate(([True], w[1:] != w[:-1]))
+                token_weight[b, P : P + n] = np.concatenate(([True], w[1:] != w[:-1]))
             else:
-                token_weight[b, P: P + n] = 1.0 / np.bincount(w)[w]
+                token_weight[b, P : P + n] = 1.0 / np.bincount(w)[w]
             subword_index[b, :n] = b * Lt + P + np.arange(n)
             subword_word_ids[b, :n] = w
         word_mask = torch.arange(W)[None] < torch.tensor([len(w) for w in batch_words])[:, None]
         t = torch.from_numpy
-        return SegmentBatch(t(input_ids), t(attention), t(token_slot).view(-1), t(token_weight).view(-1), word_mask,
-                            t(subword_index), t(subword_word_ids), [1] * B)
+        return SegmentBatch(
+            t(input_ids),
+            t(attention),
+            t(token_slot).view(-1),
+            t(token_weight).view(-1),
+            word_mask,
+            t(subword_index),
+            t(subword_word_ids),
+            [1] * B,
+        )
 
     def _encode_with_unk(self, words: list[str], present: set) -> tuple[list[int], list]:
         """Words that tokenize to nothing (control characters, zero-width spaces) become UNK."""
@@ -232,6 +248,7 @@ def _owners(spans: list[tuple[int, int]], windows: list[tuple[int, int]]) -> lis
 
 
 # -- students' inputs: words as bags of the teacher's subword ids, or as subword sequences --------
+
 
 @dataclass
 class WordBatch:

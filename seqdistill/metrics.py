@@ -36,9 +36,11 @@ def span_scores(gold: list[list[str]], pred: list[list[str]], scheme: str) -> di
     elif scheme in ("BIOES", "BILOU"):
         kwargs = {"mode": "strict", "scheme": IOBES if scheme == "BIOES" else BILOU}
     report = classification_report(gold, pred, output_dict=True, zero_division=0, **kwargs)
-    per_type = {k: {"precision": v["precision"], "recall": v["recall"], "f1": v["f1-score"],
-                    "support": int(v["support"])}
-                for k, v in report.items() if not k.endswith(" avg")}
+    per_type = {
+        k: {"precision": v["precision"], "recall": v["recall"], "f1": v["f1-score"], "support": int(v["support"])}
+        for k, v in report.items()
+        if not k.endswith(" avg")
+    }
     return {
         "precision": precision_score(gold, pred, zero_division=0, **kwargs),
         "recall": recall_score(gold, pred, zero_division=0, **kwargs),
@@ -73,9 +75,14 @@ def span_set_scores(gold: list[list[tuple]], pred: list[list[tuple]], types: lis
         n_gold = sum(1 for g in gold_sets for s in g if s[2] == t)
         p, r, f = prf(tp, n_pred, n_gold)
         per_type[t] = {"precision": p, "recall": r, "f1": f, "support": n_gold}
-    p, r, f = prf(sum(len(g & q) for g, q in zip(gold_sets, pred_sets)), sum(map(len, pred_sets)),
-                  sum(map(len, gold_sets)))
-    return {"precision": p, "recall": r, "f1": f,
-            "macro_f1": sum(v["f1"] for v in per_type.values()) / max(len(per_type), 1),
-            "per_type": per_type,
-            "exact_match": sum(g == q for g, q in zip(gold_sets, pred_sets)) / max(len(gold_sets), 1)}
+    p, r, f = prf(
+        sum(len(g & q) for g, q in zip(gold_sets, pred_sets)), sum(map(len, pred_sets)), sum(map(len, gold_sets))
+    )
+    return {
+        "precision": p,
+        "recall": r,
+        "f1": f,
+        "macro_f1": sum(v["f1"] for v in per_type.values()) / max(len(per_type), 1),
+        "per_type": per_type,
+        "exact_match": sum(g == q for g, q in zip(gold_sets, pred_sets)) / max(len(gold_sets), 1),
+    }

@@ -98,15 +98,16 @@ def all_rows(corpora) -> list[dict]:
 
 
 def shard_rows(rows: list[dict], shard_size: int) -> list[list[dict]]:
-    return [rows[i: i + shard_size] for i in range(0, len(rows), shard_size)]
+    return [rows[i : i + shard_size] for i in range(0, len(rows), shard_size)]
 
 
 def examples_columns(rows: list[dict]) -> dict:
     return {k: [r[k] for r in rows] for k in rows[0]}
 
 
-def build_cache(url, schema, corpora, shard_size: int = 2, teacher: TeacherInfo | None = None,
-                storage_options=None, seed: int = 0):
+def build_cache(
+    url, schema, corpora, shard_size: int = 2, teacher: TeacherInfo | None = None, storage_options=None, seed: int = 0
+):
     """Write the examples layer and one teacher layer; return (manifest, rows per shard, teacher cols)."""
     teacher = teacher or make_teacher()
     shards = shard_rows(all_rows(corpora), shard_size)
@@ -131,12 +132,36 @@ def tiny_encoder(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("tiny-bert")
     chars = string.ascii_lowercase + string.digits
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, ".", ",", "-",
-             *("##" + c for c in chars), "the", "eu", "peter", "paris", "rome", "anna", "visits", "##s"]
+    vocab = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        *chars,
+        ".",
+        ",",
+        "-",
+        *("##" + c for c in chars),
+        "the",
+        "eu",
+        "peter",
+        "paris",
+        "rome",
+        "anna",
+        "visits",
+        "##s",
+    ]
     BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True).save_pretrained(d)
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     BertModel(config).save_pretrained(d)
     return str(d)
 
@@ -164,11 +189,19 @@ def toy_cache(encoder: str, d, **build) -> str:
     from seqdistill.teachers import build_teacher
 
     build_teacher(encoder, LabelSchema("IOB2", ("LOC", "PER")), "crf").save(d / "teacher")
-    specs = [CorpusSpec("toy", toy_corpus(d / "train.txt", 60, 0), "train", True),
-             CorpusSpec("toy", toy_corpus(d / "dev.txt", 20, 1), "dev", True),
-             CorpusSpec("raw", toy_corpus(d / "raw.txt", 40, 2, labelled=False), "unlabelled", False)]
-    build_cache(str(d / "cache"), str(d / "teacher"), specs, BuildConfig(device="cpu", **build), teacher_id="tiny",
-                log=lambda *a: None)
+    specs = [
+        CorpusSpec("toy", toy_corpus(d / "train.txt", 60, 0), "train", True),
+        CorpusSpec("toy", toy_corpus(d / "dev.txt", 20, 1), "dev", True),
+        CorpusSpec("raw", toy_corpus(d / "raw.txt", 40, 2, labelled=False), "unlabelled", False),
+    ]
+    build_cache(
+        str(d / "cache"),
+        str(d / "teacher"),
+        specs,
+        BuildConfig(device="cpu", **build),
+        teacher_id="tiny",
+        log=lambda *a: None,
+    )
     shutil.rmtree(d / "teacher")
     return str(d / "cache")
 
@@ -218,7 +251,9 @@ def resumes_and_runs_under_torchrun(recipe: str, cache: str, options: dict, tmp_
     try:
         full = r.train(cache, tmp_path / "full", cfg, log=quiet)
         assert full["finished"] and full["steps"] > kill_at
-        code = in_child(lambda: r.train(cache, tmp_path / "killed", cfg, log=quiet), {FAILPOINT_ENV: f"train-step:{kill_at}"})
+        code = in_child(
+            lambda: r.train(cache, tmp_path / "killed", cfg, log=quiet), {FAILPOINT_ENV: f"train-step:{kill_at}"}
+        )
         assert code == -9
         logs = []
         resumed = r.train(cache, tmp_path / "killed", cfg, log=logs.append)
@@ -236,12 +271,45 @@ def resumes_and_runs_under_torchrun(recipe: str, cache: str, options: dict, tmp_
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     (tmp_path / "run.toml").write_text(tomli_w.dumps({"recipe": recipe, **options, "device": "cpu"}))
-    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
-                        "127.0.0.1", "--master-port", str(port), "-m", "seqdistill.students.cli", "--config",
-                        str(tmp_path / "run.toml"), "--cache", cache, "--out", str(tmp_path / "ddp")],
-                       capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"})
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(port),
+            "-m",
+            "seqdistill.students.cli",
+            "--config",
+            str(tmp_path / "run.toml"),
+            "--cache",
+            cache,
+            "--out",
+            str(tmp_path / "ddp"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"},
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     ddp = json.loads((tmp_path / "ddp" / "training.json").read_text())
     assert ddp["processes"] == 2 and ddp["finished"] and (tmp_path / "ddp" / "model.safetensors").exists()
     assert 0 < ddp["steps"] < full["steps"]  # the cache has several shards, split between the ranks
+
+
+# A test is end to end (`-m e2e`) when it runs a real model through a stage of the tool: it takes a
+# tiny encoder (directly or through a cache or teacher fixture built from one); the rest are unit
+# tests (`-m unit`). `make test` runs both.
+E2E_FIXTURES = {"tiny_encoder", "wide_encoder", "encoder_dir", "teachers", "two_teacher_cache"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        e2e = bool(names & E2E_FIXTURES)
+        item.add_marker(pytest.mark.e2e if e2e else pytest.mark.unit)

@@ -8,7 +8,14 @@ import random
 import pytest
 import torch
 
-from seqdistill.bilou import BILOU_TAGS, decode_layers, is_valid, layers_from_spans, spans_from_layers, transition_scores
+from seqdistill.bilou import (
+    BILOU_TAGS,
+    decode_layers,
+    is_valid,
+    layers_from_spans,
+    spans_from_layers,
+    transition_scores,
+)
 
 
 def _brute_force(logp: torch.Tensor) -> tuple[list[int], float]:
@@ -28,8 +35,21 @@ def _brute_force(logp: torch.Tensor) -> tuple[list[int], float]:
 def test_transitions_follow_figure_2():
     trans, start, end = transition_scores()
     allowed = {(BILOU_TAGS[a], BILOU_TAGS[b]) for a in range(5) for b in range(5) if trans[a, b] > -math.inf}
-    assert allowed == {("O", "O"), ("O", "B"), ("O", "U"), ("B", "I"), ("B", "L"), ("I", "I"), ("I", "L"),
-                       ("L", "O"), ("L", "B"), ("L", "U"), ("U", "O"), ("U", "B"), ("U", "U")}
+    assert allowed == {
+        ("O", "O"),
+        ("O", "B"),
+        ("O", "U"),
+        ("B", "I"),
+        ("B", "L"),
+        ("I", "I"),
+        ("I", "L"),
+        ("L", "O"),
+        ("L", "B"),
+        ("L", "U"),
+        ("U", "O"),
+        ("U", "B"),
+        ("U", "U"),
+    }
     for a in range(5):  # equiprobable: each state's allowed successors sum to probability 1
         assert torch.exp(trans[a]).sum().item() == pytest.approx(1.0)
     assert [BILOU_TAGS[i] for i in range(5) if start[i] > -math.inf] == ["O", "B", "U"]
@@ -98,9 +118,11 @@ def test_nested_jsonl_round_trips_through_layers_and_flattens_for_build(tmp_path
     from seqdistill.pipeline.build import CorpusSpec, read_corpora
     from seqdistill.pipeline.corpora import CorpusError, read_corpus
 
-    rows = [{"words": ["Bank", "of", "England", "said"], "entities": [[0, 3, "ORG"], [2, 3, "LOC"]]},
-            {"words": ["Anna", "Smith", "of", "Rome"], "entities": [[0, 2, "PER"], [0, 1, "PER_FIRST"], [3, 4, "LOC"]]},
-            {"words": ["nothing", "here"], "entities": []}]
+    rows = [
+        {"words": ["Bank", "of", "England", "said"], "entities": [[0, 3, "ORG"], [2, 3, "LOC"]]},
+        {"words": ["Anna", "Smith", "of", "Rome"], "entities": [[0, 2, "PER"], [0, 1, "PER_FIRST"], [3, 4, "LOC"]]},
+        {"words": ["nothing", "here"], "entities": []},
+    ]
     path = tmp_path / "nested.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     corpus = read_corpus(path, "nested", "train")
@@ -114,13 +136,20 @@ def test_nested_jsonl_round_trips_through_layers_and_flattens_for_build(tmp_path
     assert flat.sentences[1].tags == ["B-PER", "I-PER", "O", "B-LOC"]
     assert [s.entities for s in flat.sentences] == [s.entities for s in corpus.sentences]
     overlapping = tmp_path / "same-type.jsonl"
-    overlapping.write_text(json.dumps(rows[0]) + "\n" + json.dumps({"words": ["a", "b", "c"], "entities": [[0, 2, "X"], [1, 3, "X"]]}) + "\n")
+    overlapping.write_text(
+        json.dumps(rows[0])
+        + "\n"
+        + json.dumps({"words": ["a", "b", "c"], "entities": [[0, 2, "X"], [1, 3, "X"]]})
+        + "\n"
+    )
     with pytest.raises(CorpusError, match="same-type.jsonl:2: two X entities overlap"):
         read_corpora([CorpusSpec("o", str(overlapping), "train", True)], "IOB2")
     bad = tmp_path / "bad.jsonl"
-    for line, match in ((json.dumps({"words": ["a", "b"], "entities": [[1, 3, "X"]]}), "does not fit"),
-                        (json.dumps({"words": ["a"], "entities": [[0, 1]]}), r"is not \[start, end, type\]"),
-                        (json.dumps({"words": ["a"], "entities": [], "tags": ["O"]}), "not both")):
+    for line, match in (
+        (json.dumps({"words": ["a", "b"], "entities": [[1, 3, "X"]]}), "does not fit"),
+        (json.dumps({"words": ["a"], "entities": [[0, 1]]}), r"is not \[start, end, type\]"),
+        (json.dumps({"words": ["a"], "entities": [], "tags": ["O"]}), "not both"),
+    ):
         bad.write_text(json.dumps({"words": ["x"], "entities": []}) + "\n" + line + "\n")
         with pytest.raises(CorpusError, match=rf"bad.jsonl:2: .*{match}"):
             read_corpus(bad, "bad", "train")

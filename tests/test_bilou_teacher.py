@@ -2,8 +2,8 @@
 
 import pytest
 import torch
-
 from conftest import toy_corpus
+
 from seqdistill.bilou import BILOU_TAGS, layers_from_spans
 from seqdistill.cache_schema import CacheReader, LabelSchema, verify_cache
 from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
@@ -23,8 +23,15 @@ def test_loss_is_the_per_type_cross_entropy(tiny_encoder):
     assert (layers[1, 2] == -1).all()
     with torch.no_grad():
         logits = t.encode(words).logits  # [B, W, E, 5]
-        want = sum(torch.nn.functional.cross_entropy(logits[b, i, e], layers[b, i, e], reduction="sum")
-                   for b, n in enumerate([3, 2]) for i in range(n) for e in range(2)) / 5
+        want = (
+            sum(
+                torch.nn.functional.cross_entropy(logits[b, i, e], layers[b, i, e], reduction="sum")
+                for b, n in enumerate([3, 2])
+                for i in range(n)
+                for e in range(2)
+            )
+            / 5
+        )
         assert t.loss(words, tags).item() == pytest.approx(want.item(), rel=1e-6)
         nested = torch.tensor([layers_from_spans([(0, 3, "LOC"), (0, 1, "PER")], 3, ["LOC", "PER"])])
         assert torch.isfinite(t.loss(words[:1], nested))  # nested entities: a LOC over a PER
@@ -33,16 +40,25 @@ def test_loss_is_the_per_type_cross_entropy(tiny_encoder):
 def test_finetunes_decodes_to_the_schema_and_builds_a_cache(tiny_encoder, tmp_path):
     train = read_corpus(toy_corpus(tmp_path / "train.txt", 60, 0), "toy", "train").sentences
     dev = read_corpus(toy_corpus(tmp_path / "dev.txt", 16, 1), "toy", "dev").sentences
-    summary = finetune(tiny_encoder, train, dev, SCHEMA, tmp_path / "t",
-                       FinetuneConfig(head="bilou-per-type", epochs=4, batch_size=8, lr=1e-3, head_lr=1e-2),
-                       device="cpu", log=lambda *a: None)
+    summary = finetune(
+        tiny_encoder,
+        train,
+        dev,
+        SCHEMA,
+        tmp_path / "t",
+        FinetuneConfig(head="bilou-per-type", epochs=4, batch_size=8, lr=1e-3, head_lr=1e-2),
+        device="cpu",
+        log=lambda *a: None,
+    )
     assert summary["best_dev_f1"] > 0.5  # names and cities
     teacher = load_teacher(tmp_path / "t")
     assert teacher.kind == "bilou-per-type"
     pred = teacher.predict([["peter", "visits", "rome"]])
     assert all(tag in SCHEMA.tags for tag in pred[0])
-    specs = [CorpusSpec("toy", str(tmp_path / "train.txt"), "train", True),
-             CorpusSpec("raw", toy_corpus(tmp_path / "raw.txt", 8, 2, labelled=False), "unlabelled", False)]
+    specs = [
+        CorpusSpec("toy", str(tmp_path / "train.txt"), "train", True),
+        CorpusSpec("raw", toy_corpus(tmp_path / "raw.txt", 8, 2, labelled=False), "unlabelled", False),
+    ]
     build_cache(str(tmp_path / "cache"), str(tmp_path / "t"), specs, BuildConfig(device="cpu"), log=lambda *a: None)
     assert verify_cache(str(tmp_path / "cache")) == []
     reader = CacheReader(str(tmp_path / "cache"))
@@ -62,14 +78,39 @@ def test_rnn_student_learns_from_a_bilou_teacher_cache(tiny_encoder, tmp_path, d
 
     d = tmp_path
     build_teacher(tiny_encoder, SCHEMA, "bilou-per-type").save(d / "t")
-    specs = [CorpusSpec("toy", toy_corpus(d / "train.txt", 60, 0), "train", True),
-             CorpusSpec("toy", toy_corpus(d / "dev.txt", 16, 1), "dev", True),
-             CorpusSpec("raw", toy_corpus(d / "raw.txt", 20, 2, labelled=False), "unlabelled", False)]
+    specs = [
+        CorpusSpec("toy", toy_corpus(d / "train.txt", 60, 0), "train", True),
+        CorpusSpec("toy", toy_corpus(d / "dev.txt", 16, 1), "dev", True),
+        CorpusSpec("raw", toy_corpus(d / "raw.txt", 20, 2, labelled=False), "unlabelled", False),
+    ]
     build_cache(str(d / "cache"), str(d / "t"), specs, BuildConfig(device="cpu"), log=lambda *a: None)
-    args = ["--cache", str(d / "cache"), "--out", str(d / "s"), "--recipe", "rnn", "--cell", "sru",
-            "--rnn-layers", "1", "--distill-epochs", "2", "--epochs", "12", "--patience", "12", "--lr", "3e-3",
-            "--batch-size", "8",
-            "--few-shot-types", "LOC", "--device", "cpu", "--distill" if distill else "--no-distill"]
+    args = [
+        "--cache",
+        str(d / "cache"),
+        "--out",
+        str(d / "s"),
+        "--recipe",
+        "rnn",
+        "--cell",
+        "sru",
+        "--rnn-layers",
+        "1",
+        "--distill-epochs",
+        "2",
+        "--epochs",
+        "12",
+        "--patience",
+        "12",
+        "--lr",
+        "3e-3",
+        "--batch-size",
+        "8",
+        "--few-shot-types",
+        "LOC",
+        "--device",
+        "cpu",
+        "--distill" if distill else "--no-distill",
+    ]
     r = CliRunner().invoke(train_cli, args)
     assert r.exit_code == 0, (r.output, r.exception)
     import json
@@ -86,6 +127,18 @@ def test_rnn_student_learns_from_a_bilou_teacher_cache(tiny_encoder, tmp_path, d
     if distill:  # both stages: killed in stage 2, resumed; and under torchrun
         from conftest import resumes_and_runs_under_torchrun
 
-        resumes_and_runs_under_torchrun("rnn", str(d / "cache"), {
-            "cell": "sru", "rnn-layers": 1, "distill-epochs": 2, "epochs": 2, "patience": 5, "batch-size": 8,
-            "checkpoint-every": 4}, d / "runs", kill_at=27)
+        resumes_and_runs_under_torchrun(
+            "rnn",
+            str(d / "cache"),
+            {
+                "cell": "sru",
+                "rnn-layers": 1,
+                "distill-epochs": 2,
+                "epochs": 2,
+                "patience": 5,
+                "batch-size": 8,
+                "checkpoint-every": 4,
+            },
+            d / "runs",
+            kill_at=27,
+        )

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-
 from conftest import CONLL, RAW
+
 from seqdistill.cache_schema import CacheReader, LabelSchema, verify_cache
 from seqdistill.pipeline.build import BuildConfig, CorpusSpec, batches_by_length, build_cache
 from seqdistill.pipeline.cli import main as cache_cli
@@ -35,8 +35,10 @@ def teachers(tiny_encoder, tmp_path_factory):
 def corpus_paths(tmp_path):
     (tmp_path / "train.txt").write_text(CONLL)
     (tmp_path / "raw.txt").write_text(RAW)
-    return [CorpusSpec("conll", str(tmp_path / "train.txt"), "train", True),
-            CorpusSpec("wiki", str(tmp_path / "raw.txt"), "unlabelled", False)]
+    return [
+        CorpusSpec("conll", str(tmp_path / "train.txt"), "train", True),
+        CorpusSpec("wiki", str(tmp_path / "raw.txt"), "unlabelled", False),
+    ]
 
 
 def _cfg(**kw):
@@ -52,8 +54,14 @@ def test_build_writes_what_the_teacher_computes(teachers, corpus_paths, tmp_path
     assert verify_cache(out) == []
     reader = CacheReader(out)
     teacher = load_teacher(crf_dir)
-    rows = list(reader.iter_examples({"examples": ["words", "tags"], "crf": [
-        "kbest_paths", "kbest_log_probs", "log_z", "emissions", "marginals", "gold_nll", "hidden_1"]}))
+    rows = list(
+        reader.iter_examples(
+            {
+                "examples": ["words", "tags"],
+                "crf": ["kbest_paths", "kbest_log_probs", "log_z", "emissions", "marginals", "gold_nll", "hidden_1"],
+            }
+        )
+    )
     words = [r["examples"]["words"] for r in rows]
     gold = torch.full((6, max(map(len, words))), -1)
     for i, r in enumerate(rows):
@@ -74,7 +82,9 @@ def test_build_writes_what_the_teacher_computes(teachers, corpus_paths, tmp_path
         if labelled:
             assert got["gold_nll"] == pytest.approx(want.gold_nll[i].item(), abs=1e-4)
     exports = reader.exports("crf")
-    assert {"embeddings.safetensors", "crf.safetensors", "label_schema.json", "tokenizer/tokenizer.json"} <= set(exports)
+    assert {"embeddings.safetensors", "crf.safetensors", "label_schema.json", "tokenizer/tokenizer.json"} <= set(
+        exports
+    )
     from safetensors.numpy import load
 
     emb = load(reader.read_export("crf", "embeddings.safetensors"))["weight"]
@@ -95,7 +105,10 @@ def test_second_teacher_adds_a_layer_and_the_same_one_is_a_no_op(teachers, corpu
     assert data.get("tiny-tc", "logits")[0].shape == data.get("crf", "emissions")[0].shape
     assert data.get("tiny-tc", "subword_word_ids")[0].tolist()[0] == 0
     assert verify_cache(str(out)) == []
-    assert build_cache(str(out), tc_dir, corpus_paths, _cfg(subwords=True), teacher_id="tiny-tc", **QUIET).status == "up-to-date"
+    assert (
+        build_cache(str(out), tc_dir, corpus_paths, _cfg(subwords=True), teacher_id="tiny-tc", **QUIET).status
+        == "up-to-date"
+    )
 
 
 def test_changed_corpus_or_teacher_is_refused_unless_overwrite(teachers, corpus_paths, tmp_path, tiny_encoder):
@@ -104,9 +117,28 @@ def test_changed_corpus_or_teacher_is_refused_unless_overwrite(teachers, corpus_
     build_cache(out, crf_dir, corpus_paths, _cfg(), **QUIET)
     with open(corpus_paths[1].path, "a") as f:
         f.write("One more sentence .\n")
-    r = CliRunner().invoke(cache_cli, ["build", "--out", out, "--teacher", crf_dir, "--labelled",
-                                       f"conll={corpus_paths[0].path}", "--unlabelled", f"wiki={corpus_paths[1].path}",
-                                       "--kbest", "4", "--shard-size", "2", "--hidden-layers", "1", "--device", "cpu"])
+    r = CliRunner().invoke(
+        cache_cli,
+        [
+            "build",
+            "--out",
+            out,
+            "--teacher",
+            crf_dir,
+            "--labelled",
+            f"conll={corpus_paths[0].path}",
+            "--unlabelled",
+            f"wiki={corpus_paths[1].path}",
+            "--kbest",
+            "4",
+            "--shard-size",
+            "2",
+            "--hidden-layers",
+            "1",
+            "--device",
+            "cpu",
+        ],
+    )
     assert r.exit_code == 1 and "corpus 'wiki' split 'unlabelled' changed" in r.output
     report = build_cache(out, crf_dir, corpus_paths, _cfg(overwrite=True), **QUIET)
     assert report.status == "built" and report.examples == 7
@@ -126,8 +158,9 @@ def test_bad_input_stops_before_anything_is_written(teachers, tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_text("Ann B-PER\nsings O\n\nBob B-ANIMAL\n")
     out = tmp_path / "cache"
-    r = CliRunner().invoke(cache_cli, ["build", "--out", str(out), "--teacher", crf_dir,
-                                       "--labelled", f"x={bad}", "--device", "cpu"])
+    r = CliRunner().invoke(
+        cache_cli, ["build", "--out", str(out), "--teacher", crf_dir, "--labelled", f"x={bad}", "--device", "cpu"]
+    )
     assert r.exit_code == 1 and f"{bad}:4: tag 'B-ANIMAL' is not in the label schema" in r.output
     assert not out.exists()
 
@@ -142,9 +175,26 @@ def test_batches_by_length_respect_the_budget():
 
 
 def _cli_build(out, crf_dir, specs, env=None, runner=None, extra=()):
-    args = ["build", "--out", out, "--teacher", crf_dir, "--labelled", f"conll={specs[0].path}",
-            "--unlabelled", f"wiki={specs[1].path}", "--kbest", "4", "--shard-size", "2", "--hidden-layers", "1",
-            "--device", "cpu", *extra]
+    args = [
+        "build",
+        "--out",
+        out,
+        "--teacher",
+        crf_dir,
+        "--labelled",
+        f"conll={specs[0].path}",
+        "--unlabelled",
+        f"wiki={specs[1].path}",
+        "--kbest",
+        "4",
+        "--shard-size",
+        "2",
+        "--hidden-layers",
+        "1",
+        "--device",
+        "cpu",
+        *extra,
+    ]
     cmd = (runner or [sys.executable, "-m", "seqdistill.pipeline.cli"]) + args
     full_env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", **(env or {})}
     return subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=300)
@@ -153,8 +203,16 @@ def _cli_build(out, crf_dir, specs, env=None, runner=None, extra=()):
 def _contents(out):
     reader = CacheReader(out)
     fields = {name: layer.field_names() for name, layer in reader.manifest.layers.items()}
-    return [(s.example_ids, {k: {f: (v.values if hasattr(v, "values") else v.to_pylist()) for f, v in cols.items()}
-                             for k, cols in s.columns.items()}) for s in reader.iter_shards(fields)]
+    return [
+        (
+            s.example_ids,
+            {
+                k: {f: (v.values if hasattr(v, "values") else v.to_pylist()) for f, v in cols.items()}
+                for k, cols in s.columns.items()
+            },
+        )
+        for s in reader.iter_shards(fields)
+    ]
 
 
 def _close(x, y, atol):
@@ -180,7 +238,9 @@ def _assert_same(a, b, atol=0.0):
                 _close(cols_a[layer][f], cols_b[layer][f], atol)
 
 
-@pytest.mark.parametrize("point", ["shard-data:crf:1", "manifest"])  # the real CLI; test_reliability.py kills at 20+ points
+@pytest.mark.parametrize(
+    "point", ["shard-data:crf:1", "manifest"]
+)  # the real CLI; test_reliability.py kills at 20+ points
 def test_killed_build_resumes_to_the_same_cache(teachers, corpus_paths, tmp_path, point):
     crf_dir, _ = teachers
     clean = str(tmp_path / "clean")
@@ -207,8 +267,19 @@ def test_two_process_torchrun_build_equals_a_single_process_build(teachers, corp
     single = str(tmp_path / "single")
     build_cache(single, crf_dir, corpus_paths, _cfg(), **QUIET)
     out = str(tmp_path / "ranks")
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-                "--master-port", str(_free_port()), "-m", "seqdistill.pipeline.cli"]
+    torchrun = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(_free_port()),
+        "-m",
+        "seqdistill.pipeline.cli",
+    ]
     r = _cli_build(out, crf_dir, corpus_paths, {"OMP_NUM_THREADS": "1"}, runner=torchrun)
     assert r.returncode == 0, r.stderr[-3000:]
     assert verify_cache(out) == []

@@ -3,9 +3,8 @@ import os
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import TEACHER_FIELDS, all_rows, build_cache, examples_columns, make_teacher, shard_rows
-from seqdistill.cache_schema.manifest import seal
+
 from seqdistill.cache_schema import (
     CacheReader,
     CacheWriter,
@@ -15,6 +14,7 @@ from seqdistill.cache_schema import (
     ShardError,
     verify_cache,
 )
+from seqdistill.cache_schema.manifest import seal
 from seqdistill.pipeline.cli import main as cache_cli
 
 
@@ -122,7 +122,9 @@ def test_mismatched_fingerprints_are_refused(cache, corpora, tmp_path):
     schema, cs = corpora
     w = CacheWriter(str(cache))
     w.examples_layer(schema, [c.info() for c in cs], 3)
-    with pytest.raises(FingerprintMismatchError, match=r"teacher 'tiny' .* weights fingerprint a+ in the cache vs d+ now"):
+    with pytest.raises(
+        FingerprintMismatchError, match=r"teacher 'tiny' .* weights fingerprint a+ in the cache vs d+ now"
+    ):
         w.teacher_layer(make_teacher("tiny", "d" * 64), TEACHER_FIELDS)
     with pytest.raises(FingerprintMismatchError, match=r"has fields .*this run asks for \['log_z'\]"):
         w.teacher_layer(make_teacher(), TEACHER_FIELDS[2:3])

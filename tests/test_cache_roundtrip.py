@@ -5,8 +5,8 @@ import pyarrow.parquet as pq
 import pytest
 import zarr
 from click.testing import CliRunner
-
 from conftest import TEACHER_FIELDS, build_cache
+
 from seqdistill.cache_schema import CacheError, CacheReader, FieldError, FieldSpec, verify_cache
 from seqdistill.pipeline.cli import main as cache_cli
 
@@ -22,8 +22,7 @@ def test_every_field_kind_round_trips(tmp_path, request, corpora, where):
     manifest, shards, tcols = build_cache(url, schema, cs, shard_size=2)
     assert manifest.num_shards == 3 and manifest.num_examples == 6 and manifest.num_words == 26
     reader = CacheReader(url)
-    request_all = {"examples": reader.manifest.examples.field_names(),
-                   "tiny": [f.name for f in TEACHER_FIELDS]}
+    request_all = {"examples": reader.manifest.examples.field_names(), "tiny": [f.name for f in TEACHER_FIELDS]}
     for i, rows in enumerate(shards):
         data = reader.read_shard(i, request_all)
         assert data.example_ids == [r["example_id"] for r in rows]
@@ -73,12 +72,15 @@ def test_plain_pyarrow_and_zarr_can_read_a_cache(tmp_path, corpora):
     manifest = json.loads((url / "manifest.json").read_text())
     layers = {layer["name"]: layer for layer in manifest["layers"]}
     shard = layers["tiny"]["shards"][1]["path"]
-    words = pq.read_table(url / layers["examples"]["shards"][1]["path"] / "records.parquet",
-                          columns=["words"]).column("words").to_pylist()
+    words = (
+        pq.read_table(url / layers["examples"]["shards"][1]["path"] / "records.parquet", columns=["words"])
+        .column("words")
+        .to_pylist()
+    )
     paths = pq.read_table(url / shard / "records.parquet", columns=["kbest_paths"]).column(0).to_pylist()
     group = zarr.open_group(str(url / shard / "dense.zarr"), mode="r")
     off = group["offsets/word"][:]
-    logits = group["logits"][off[1]:off[2]]
+    logits = group["logits"][off[1] : off[2]]
     assert words == [r["words"] for r in shards[1]]
     assert paths[1] == tcols[1]["kbest_paths"][1]
     np.testing.assert_allclose(logits, tcols[1]["logits"][1], atol=1e-2)
@@ -102,6 +104,7 @@ def test_field_rules():
 
 def test_writer_validates_shapes_and_alignment(tmp_path, corpora):
     from conftest import all_rows, examples_columns, make_teacher, teacher_columns
+
     from seqdistill.cache_schema import CacheWriter, ShardError
 
     schema, cs = corpora

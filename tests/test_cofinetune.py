@@ -4,8 +4,8 @@ import shutil
 
 import pytest
 import torch
-
 from conftest import toy_corpus
+
 from seqdistill.cache_schema import CacheReader, LabelSchema, verify_cache
 from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.pipeline.corpora import read_corpus
@@ -19,16 +19,21 @@ SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
 @pytest.fixture(scope="module")
 def wide_encoder(tiny_encoder, tmp_path_factory):
     """A second tiny encoder, wider and deeper than the first, with the same tokenizer."""
-    from transformers import BertConfig, BertModel
-
-    from transformers import AutoConfig
+    from transformers import AutoConfig, BertConfig, BertModel
 
     d = tmp_path_factory.mktemp("wide-bert") / "wide"
     shutil.copytree(tiny_encoder, d)  # the tokenizer files; the model is replaced below
     torch.manual_seed(1)
-    BertModel(BertConfig(vocab_size=AutoConfig.from_pretrained(tiny_encoder).vocab_size, hidden_size=48,
-                         num_hidden_layers=3, num_attention_heads=2, intermediate_size=64,
-                         max_position_embeddings=64)).save_pretrained(d)
+    BertModel(
+        BertConfig(
+            vocab_size=AutoConfig.from_pretrained(tiny_encoder).vocab_size,
+            hidden_size=48,
+            num_hidden_layers=3,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+        )
+    ).save_pretrained(d)
     return str(d)
 
 
@@ -49,8 +54,9 @@ def test_cofinetuned_teachers_fold_exactly_and_build_into_one_cache(tiny_encoder
     dev = read_corpus(toy_corpus(tmp_path / "dev.txt", 12, 1), "toy", "dev").sentences
     cfg = FinetuneConfig(head="crf", epochs=2, batch_size=8, lr=1e-3)
     logs = []
-    summary = cofinetune([tiny_encoder, wide_encoder], train, dev, SCHEMA, tmp_path / "co", cfg, device="cpu",
-                         log=logs.append)
+    summary = cofinetune(
+        [tiny_encoder, wide_encoder], train, dev, SCHEMA, tmp_path / "co", cfg, device="cpu", log=logs.append
+    )
     names = teacher_names([tiny_encoder, wide_encoder])
     assert summary["teachers"] == [str(tmp_path / "co" / n) for n in names]
     assert "dev_f1_each" in summary["history"][0] and len(summary["history"][0]["dev_f1_each"]) == 2
@@ -72,8 +78,14 @@ def test_cofinetuned_teachers_fold_exactly_and_build_into_one_cache(tiny_encoder
     # both teachers go into one cache, one layer each, with their gold NLL for the MT-Dis weights
     specs = [CorpusSpec("toy", str(tmp_path / "train.txt"), "train", True)]
     for n in names:
-        build_cache(str(tmp_path / "cache"), str(tmp_path / "co" / n), specs, BuildConfig(device="cpu", k=2),
-                    teacher_id=n, log=lambda *x: None)
+        build_cache(
+            str(tmp_path / "cache"),
+            str(tmp_path / "co" / n),
+            specs,
+            BuildConfig(device="cpu", k=2),
+            teacher_id=n,
+            log=lambda *x: None,
+        )
     reader = CacheReader(str(tmp_path / "cache"))
     assert set(reader.manifest.teachers) == set(names) and verify_cache(str(tmp_path / "cache")) == []
     nll = [reader.read_shard(0, {n: ["gold_nll"]}).get(n, "gold_nll").to_pylist() for n in names]
@@ -91,12 +103,27 @@ def test_cli_co_finetunes_and_refuses_what_it_cannot(tiny_encoder, wide_encoder,
 
     train, dev = toy_corpus(tmp_path / "train.txt", 24, 0), toy_corpus(tmp_path / "dev.txt", 8, 1)
     base = ["finetune-teacher", "--train", train, "--dev", dev, "--epochs", "1", "--batch-size", "8", "--device", "cpu"]
-    r = CliRunner().invoke(main, [*base, "--encoder", tiny_encoder, "--encoder", wide_encoder, "--out", str(tmp_path / "x")])
+    r = CliRunner().invoke(
+        main, [*base, "--encoder", tiny_encoder, "--encoder", wide_encoder, "--out", str(tmp_path / "x")]
+    )
     assert r.exit_code == 2 and "only with --co-finetune" in r.output
     r = CliRunner().invoke(main, [*base, "--co-finetune", "--encoder", tiny_encoder, "--out", str(tmp_path / "x")])
     assert r.exit_code == 2 and "two or more --encoder" in r.output
-    r = CliRunner().invoke(main, [*base, "--co-finetune", "--encoder", tiny_encoder, "--encoder", wide_encoder,
-                                  "--test", dev, "--out", str(tmp_path / "co")])
+    r = CliRunner().invoke(
+        main,
+        [
+            *base,
+            "--co-finetune",
+            "--encoder",
+            tiny_encoder,
+            "--encoder",
+            wide_encoder,
+            "--test",
+            dev,
+            "--out",
+            str(tmp_path / "co"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     for name in teacher_names([tiny_encoder, wide_encoder]):
         assert load_teacher(tmp_path / "co" / name).kind == "crf"

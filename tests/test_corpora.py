@@ -11,7 +11,10 @@ def test_conll_reader_documents_columns_and_fingerprint(corpus_files):
     conll, _ = corpus_files
     c = read_corpus(conll, "conll", "train")
     assert [s.words for s in c.sentences] == [
-        ["EU", "rejects", "German", "call"], ["Peter", "Blackburn"], ["BRUSSELS", "1996-08-22"]]
+        ["EU", "rejects", "German", "call"],
+        ["Peter", "Blackburn"],
+        ["BRUSSELS", "1996-08-22"],
+    ]
     assert c.sentences[1].tags == ["B-PER", "I-PER"]
     assert [s.doc_id for s in c.sentences] == ["1", "1", "2"]
     assert c.sentences[0].line == 3 and c.scheme == "IOB2" and c.labelled
@@ -26,8 +29,12 @@ def test_conll_reader_documents_columns_and_fingerprint(corpus_files):
 
 def test_jsonl_and_text_readers(tmp_path):
     p = tmp_path / "a.jsonl"
-    p.write_text(json.dumps({"words": ["Ann", "runs"], "tags": ["B-PER", "O"], "doc_id": 7}) + "\n\n"
-                 + json.dumps({"words": ["x"]}) + "\n")
+    p.write_text(
+        json.dumps({"words": ["Ann", "runs"], "tags": ["B-PER", "O"], "doc_id": 7})
+        + "\n\n"
+        + json.dumps({"words": ["x"]})
+        + "\n"
+    )
     with pytest.raises(CorpusError, match=r"a.jsonl:3: .*no tags while others have"):
         read_corpus(p, "j")
     c = read_corpus(p, "j", labelled=False)

@@ -25,8 +25,11 @@ def _problem(seed, B=4, L=6, T=5, constraints=None):
     start, end = torch.randn(T, generator=g), torch.randn(T, generator=g)
     if constraints is not None:
         s_ok, t_ok, e_ok = (torch.as_tensor(a) for a in constraints)
-        trans, start, end = (trans.masked_fill(~t_ok, float("-inf")), start.masked_fill(~s_ok, float("-inf")),
-                             end.masked_fill(~e_ok, float("-inf")))
+        trans, start, end = (
+            trans.masked_fill(~t_ok, float("-inf")),
+            start.masked_fill(~s_ok, float("-inf")),
+            end.masked_fill(~e_ok, float("-inf")),
+        )
     lengths = torch.randint(1, L + 1, (B,), generator=g)
     lengths[0] = L
     mask = torch.arange(L)[None] < lengths[:, None]

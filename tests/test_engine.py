@@ -36,10 +36,18 @@ def _toy_plan(model, metric_values, snapshots=None, **stage):
         return {"m": next(values)}
 
     def plan(ctx):
-        s = Stage("toy", ListBatches(lambda epoch: list(range(8)), lambda idx: _Batch(data[idx]), 2),
-                  lambda b: {"sq": model(b.x).pow(2).mean()}, lambda: list(model.parameters()),
-                  lambda ps: torch.optim.SGD(ps, lr=0.1), evaluate, metric="m", **stage)
+        s = Stage(
+            "toy",
+            ListBatches(lambda epoch: list(range(8)), lambda idx: _Batch(data[idx]), 2),
+            lambda b: {"sq": model(b.x).pow(2).mean()},
+            lambda: list(model.parameters()),
+            lambda ps: torch.optim.SGD(ps, lr=0.1),
+            evaluate,
+            metric="m",
+            **stage,
+        )
         return Plan(model, None, [s])
+
     return plan
 
 
@@ -56,8 +64,14 @@ def test_save_stage_keeps_the_best_and_stops_after_patience(cache, tmp_path, sav
     each epoch is one line of metrics.jsonl, the log marks the saved epochs."""
     lines = []
     model = torch.nn.Linear(3, 1)
-    summary = engine.train("toy", _toy_plan(model, [0.5, 0.7, 0.6, 0.65, 0.9], patience=2), CacheReader(cache),
-                           tmp_path, RunConfig(device="cpu"), log=lines.append)
+    summary = engine.train(
+        "toy",
+        _toy_plan(model, [0.5, 0.7, 0.6, 0.65, 0.9], patience=2),
+        CacheReader(cache),
+        tmp_path,
+        RunConfig(device="cpu"),
+        log=lines.append,
+    )
     assert [h["epoch"] for h in summary["history"]] == [1, 2, 3, 4]  # epochs 3 and 4 without a gain past epoch 2's 0.7
     assert len(saves) == 2 and (summary["best_epoch"], summary["best_m"]) == (2, 0.7)
     assert [json.loads(x)["epoch"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4]
@@ -68,16 +82,29 @@ def test_save_stage_keeps_the_best_and_stops_after_patience(cache, tmp_path, sav
 
 def test_max_steps_cuts_the_run_and_the_same_command_goes_on(cache, tmp_path, saves):
     model = torch.nn.Linear(3, 1)
-    capped = engine.train("toy", _toy_plan(model, [0.1, 0.2, 0.3], patience=9, epochs=2), CacheReader(cache),
-                          tmp_path, RunConfig(device="cpu", max_steps=6), log=lambda *a: None)
+    capped = engine.train(
+        "toy",
+        _toy_plan(model, [0.1, 0.2, 0.3], patience=9, epochs=2),
+        CacheReader(cache),
+        tmp_path,
+        RunConfig(device="cpu", max_steps=6),
+        log=lambda *a: None,
+    )
     assert capped["steps"] == 6 and not capped["finished"] and capped["history"][-1]["capped"]
     state = json.loads((tmp_path / "checkpoint" / "state.json").read_text())["state"]["position"]
     assert (state["epoch"], state["step"], state["consumed"]) == (1, 6, {"0": 2})
-    more = engine.train("toy", _toy_plan(model, [0.3], patience=9, epochs=2), CacheReader(cache), tmp_path,
-                        RunConfig(device="cpu"), log=lambda *a: None)
+    more = engine.train(
+        "toy",
+        _toy_plan(model, [0.3], patience=9, epochs=2),
+        CacheReader(cache),
+        tmp_path,
+        RunConfig(device="cpu"),
+        log=lambda *a: None,
+    )
     assert more["steps"] == 8 and more["finished"]
-    again = engine.train("toy", _toy_plan(model, []), CacheReader(cache), tmp_path, RunConfig(device="cpu"),
-                         log=lambda *a: None)
+    again = engine.train(
+        "toy", _toy_plan(model, []), CacheReader(cache), tmp_path, RunConfig(device="cpu"), log=lambda *a: None
+    )
     assert again == json.loads((tmp_path / "training.json").read_text())  # finished: nothing trained again
 
 
@@ -86,9 +113,14 @@ def test_restore_stage_ends_with_the_weights_of_its_best_epoch(cache, tmp_path, 
     weights are restored at the end, and a stage that only makes things worse is undone."""
     model = torch.nn.Linear(3, 1)
     snapshots = []  # before training, then after each epoch
-    summary = engine.train("toy", _toy_plan(model, [0.7, 0.5, 0.9, 0.8, 0.1], snapshots, mode="min", epochs=4,
-                                            patience=2, keep="restore"),
-                           CacheReader(cache), tmp_path / "a", RunConfig(device="cpu"), log=lambda *a: None)
+    summary = engine.train(
+        "toy",
+        _toy_plan(model, [0.7, 0.5, 0.9, 0.8, 0.1], snapshots, mode="min", epochs=4, patience=2, keep="restore"),
+        CacheReader(cache),
+        tmp_path / "a",
+        RunConfig(device="cpu"),
+        log=lambda *a: None,
+    )
     record = summary["stages"][0]
     assert (record["epochs"], record["best_epoch"], record["m"]) == (3, 1, 0.5)  # epochs 2, 3 no better: stop
     assert not torch.equal(snapshots[1]["weight"], snapshots[3]["weight"])
@@ -96,9 +128,14 @@ def test_restore_stage_ends_with_the_weights_of_its_best_epoch(cache, tmp_path, 
         assert torch.equal(v, snapshots[1][k]), k  # epoch 1's weights, not the last epoch's
     assert len(saves) == 1  # the last stage restores: the student is saved at the end
     snapshots.clear()
-    summary = engine.train("toy", _toy_plan(model, [0.1, 0.5, 0.6], snapshots, mode="min", epochs=4, patience=2,
-                                            keep="restore"),
-                           CacheReader(cache), tmp_path / "b", RunConfig(device="cpu"), log=lambda *a: None)
+    summary = engine.train(
+        "toy",
+        _toy_plan(model, [0.1, 0.5, 0.6], snapshots, mode="min", epochs=4, patience=2, keep="restore"),
+        CacheReader(cache),
+        tmp_path / "b",
+        RunConfig(device="cpu"),
+        log=lambda *a: None,
+    )
     record = summary["stages"][0]
     assert (record["epochs"], record["best_epoch"], record["m"]) == (2, 0, 0.1)
     for k, v in model.state_dict().items():
@@ -107,13 +144,31 @@ def test_restore_stage_ends_with_the_weights_of_its_best_epoch(cache, tmp_path, 
 
 def test_another_runs_checkpoint_is_refused_by_name_and_restart_discards_it(cache, tmp_path, saves):
     model = torch.nn.Linear(3, 1)
-    engine.train("toy", _toy_plan(model, [0.1, 0.2]), CacheReader(cache), tmp_path,
-                 RunConfig(device="cpu", max_steps=2), log=lambda *a: None)
+    engine.train(
+        "toy",
+        _toy_plan(model, [0.1, 0.2]),
+        CacheReader(cache),
+        tmp_path,
+        RunConfig(device="cpu", max_steps=2),
+        log=lambda *a: None,
+    )
     with pytest.raises(ValueError, match=r"checkpoint of another run \(seed was 13, now 14\).*--restart"):
-        engine.train("toy", _toy_plan(model, [0.1]), CacheReader(cache), tmp_path,
-                     RunConfig(device="cpu", seed=14), log=lambda *a: None)
-    fresh = engine.train("toy", _toy_plan(model, [0.1] * 10, epochs=1), CacheReader(cache), tmp_path,
-                         RunConfig(device="cpu", seed=14, resume=False), log=lambda *a: None)
+        engine.train(
+            "toy",
+            _toy_plan(model, [0.1]),
+            CacheReader(cache),
+            tmp_path,
+            RunConfig(device="cpu", seed=14),
+            log=lambda *a: None,
+        )
+    fresh = engine.train(
+        "toy",
+        _toy_plan(model, [0.1] * 10, epochs=1),
+        CacheReader(cache),
+        tmp_path,
+        RunConfig(device="cpu", seed=14, resume=False),
+        log=lambda *a: None,
+    )
     assert fresh["steps"] == 4 and fresh["finished"]
 
 
@@ -122,8 +177,14 @@ def test_tensorboard_scalars_mirror_metrics_jsonl(cache, tmp_path, saves):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     model = torch.nn.Linear(3, 1)
-    engine.train("toy", _toy_plan(model, [0.5, 0.7], epochs=2), CacheReader(cache), tmp_path,
-                 RunConfig(device="cpu", report_to=("tensorboard",)), log=lambda *a: None)
+    engine.train(
+        "toy",
+        _toy_plan(model, [0.5, 0.7], epochs=2),
+        CacheReader(cache),
+        tmp_path,
+        RunConfig(device="cpu", report_to=("tensorboard",)),
+        log=lambda *a: None,
+    )
     records = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     events = EventAccumulator(str(tmp_path / "tensorboard"))
     events.Reload()
@@ -152,8 +213,24 @@ def test_cli_refuses_another_recipes_option_and_reproduces_a_run_from_its_config
     assert r.exit_code == 2 and "--k is an option of the mgkd recipe, not of rnn" in r.output
     r = CliRunner().invoke(train_cli, ["sentscore", "--cache", cache, "--out", str(tmp_path / "x"), "--schedule", "d4"])
     assert r.exit_code == 2 and "--schedule is an option of the xtremedistil recipe" in r.output
-    args = ["--cache", cache, "--epochs", "2", "--embedding", "random", "--embedding-dim", "8", "--hidden-size", "8",
-            "--device", "cpu", "--losses", "hard,seq-ce", "--k", "2"]
+    args = [
+        "--cache",
+        cache,
+        "--epochs",
+        "2",
+        "--embedding",
+        "random",
+        "--embedding-dim",
+        "8",
+        "--hidden-size",
+        "8",
+        "--device",
+        "cpu",
+        "--losses",
+        "hard,seq-ce",
+        "--k",
+        "2",
+    ]
     r = CliRunner().invoke(train_cli, ["mgkd", "--out", str(tmp_path / "a"), *args])
     assert r.exit_code == 0, r.output
     text = (tmp_path / "a" / "config.toml").read_text()
@@ -166,8 +243,9 @@ def test_cli_refuses_another_recipes_option_and_reproduces_a_run_from_its_config
     assert [h["loss"] for h in a["history"]] == [h["loss"] for h in b["history"]]
     # --recipe NAME is an alias; a wrong value in a config file is named with its file
     (tmp_path / "bad.toml").write_text('recipe = "mgkd"\nk = "many"\n')
-    r = CliRunner().invoke(train_cli, ["--config", str(tmp_path / "bad.toml"), "--cache", cache, "--out",
-                                       str(tmp_path / "c")])
+    r = CliRunner().invoke(
+        train_cli, ["--config", str(tmp_path / "bad.toml"), "--cache", cache, "--out", str(tmp_path / "c")]
+    )
     assert r.exit_code == 2 and "bad.toml: k: invalid literal" in r.output
 
 
@@ -175,8 +253,21 @@ def test_svd_width_beyond_the_teachers_embeddings_is_refused_before_training(cac
     from seqdistill.students.cli import main as train_cli
 
     # the tiny teacher's embeddings are 32 wide: xtremedistil's default E = 300 cannot be an SVD of them
-    r = CliRunner().invoke(train_cli, ["--recipe", "xtremedistil", "--schedule", "d1", "--cache", cache, "--out",
-                                       str(tmp_path / "s"), "--device", "cpu"])
+    r = CliRunner().invoke(
+        train_cli,
+        [
+            "--recipe",
+            "xtremedistil",
+            "--schedule",
+            "d1",
+            "--cache",
+            cache,
+            "--out",
+            str(tmp_path / "s"),
+            "--device",
+            "cpu",
+        ],
+    )
     assert r.exit_code == 1
     assert "--embedding-dim 300: the teacher's embedding matrix is" in r.output
     assert "an SVD reduction can keep 1 to 32 dimensions" in r.output

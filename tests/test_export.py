@@ -16,7 +16,8 @@ from click.testing import CliRunner
 
 from seqdistill.cache_schema import LabelSchema
 from seqdistill.inference import ExportError, Tagger, split_words
-from seqdistill.pipeline.export import export_model, main as export_main
+from seqdistill.pipeline.export import export_model
+from seqdistill.pipeline.export import main as export_main
 from seqdistill.students.models import StudentConfig, save_student, student_architectures
 
 SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
@@ -54,9 +55,18 @@ def make_student(tiny_encoder, d, arch: str, schema=SCHEMA, **kw):
     if arch == "transformer":
         enc = BertConfig.from_pretrained(tiny_encoder).to_dict()
         enc["num_hidden_layers"] = 1
-        cfg = StudentConfig(schema.to_json(), vocab, 32, embedding="teacher", hidden_size=32, num_layers=1,
-                            arch="transformer", encoder_config=enc,
-                            extra={"cls_token_id": tok.cls_token_id, "sep_token_id": tok.sep_token_id}, **kw)
+        cfg = StudentConfig(
+            schema.to_json(),
+            vocab,
+            32,
+            embedding="teacher",
+            hidden_size=32,
+            num_layers=1,
+            arch="transformer",
+            encoder_config=enc,
+            extra={"cls_token_id": tok.cls_token_id, "sep_token_id": tok.sep_token_id},
+            **kw,
+        )
     else:
         if arch == "rnn-tagger":
             extra = {"entity_types": list(schema.entity_types), **extra}
@@ -84,8 +94,9 @@ def make_teacher(tiny_encoder, d, kind: str, schema=SCHEMA):
 
 def torch_tags(model_dir, sents):
     """The torch model's own decoding (its CRF, softmax head, BILOU layers or SenTScore), not the Tagger's."""
-    from seqdistill.inference.torch_models import is_student_dir
     from pathlib import Path
+
+    from seqdistill.inference.torch_models import is_student_dir
 
     if is_student_dir(Path(model_dir)):
         from seqdistill.students.common import predict_tags
@@ -96,13 +107,19 @@ def torch_tags(model_dir, sents):
     from seqdistill.teachers import load_teacher
 
     t = load_teacher(model_dir)
-    return [tags for i in range(0, len(sents), 7) for tags in t.predict(sents[i: i + 7])]
+    return [tags for i in range(0, len(sents), 7) for tags in t.predict(sents[i : i + 7])]
 
 
-STUDENTS = [("bilstm-crf", {}), ("bilstm-tagger", {"pooling": "first"}), ("bilstm-tagger", {"pooling": "mean"}),
-            ("transformer", {"head": "crf"}), ("transformer", {"head": "softmax"}),
-            ("rnn-tagger", {"extra": {"cell": "lstm"}}), ("rnn-tagger", {"extra": {"cell": "sru"}}),
-            ("rnn-tagger", {"extra": {"cell": "sru++"}})]
+STUDENTS = [
+    ("bilstm-crf", {}),
+    ("bilstm-tagger", {"pooling": "first"}),
+    ("bilstm-tagger", {"pooling": "mean"}),
+    ("transformer", {"head": "crf"}),
+    ("transformer", {"head": "softmax"}),
+    ("rnn-tagger", {"extra": {"cell": "lstm"}}),
+    ("rnn-tagger", {"extra": {"cell": "sru"}}),
+    ("rnn-tagger", {"extra": {"cell": "sru++"}}),
+]
 
 
 @pytest.mark.parametrize("arch,kw", STUDENTS, ids=[f"{a}-{next(iter(k.values()), '')}" for a, k in STUDENTS])
@@ -120,7 +137,10 @@ def test_every_student_kind_exports_with_the_torch_tags(tiny_encoder, tmp_path, 
     a, b = exported.backend.scores(sents[:6]), in_torch.backend.scores(sents[:6])
     for i, s in enumerate(sents[:6]):  # real words only: padding positions are never read
         np.testing.assert_allclose(a[i, : len(s)], b[i, : len(s)], atol=1e-4)
-    assert (exported.params, exported.params_without_embeddings) == (in_torch.params, in_torch.params_without_embeddings)
+    assert (exported.params, exported.params_without_embeddings) == (
+        in_torch.params,
+        in_torch.params_without_embeddings,
+    )
     if arch == "rnn-tagger":  # nested spans from the per-type layers, as the rnn recipe reads them
         from seqdistill.students.models import load_student
         from seqdistill.students.recipes.rnn import predict_spans
@@ -175,7 +195,7 @@ def test_character_offsets_point_into_the_original_text(tiny_encoder, tmp_path):
     rome = [o for w, o in zip(s.words, s.offsets) if w == "Rome"]
     assert rome == [(12, 16), (24, 28)]  # a repeated word gets its own offsets
     for span in s.spans:
-        assert span.text == text[span.char_start: span.char_end]
+        assert span.text == text[span.char_start : span.char_end]
         assert (span.char_start, span.char_end) == (s.offsets[span.start][0], s.offsets[span.end - 1][1])
         assert 0 < span.score <= 1
     # pre-split words: offsets into the words joined by one space; texts come back in input order
@@ -264,29 +284,36 @@ def test_cli_export_check_and_predict_from_stdin(tiny_encoder, tmp_path):
     src = make_student(tiny_encoder, tmp_path / "s", "bilstm-crf")
     gold = tmp_path / "gold.txt"
     tagged = Tagger.load(src).predict(sentences(30, seed=5))
-    gold.write_text("".join("".join(f"{w} {t}\n" for w, t in zip(s, tg)) + "\n"
-                            for s, tg in zip(sentences(30, seed=5), tagged)))
+    gold.write_text(
+        "".join("".join(f"{w} {t}\n" for w, t in zip(s, tg)) + "\n" for s, tg in zip(sentences(30, seed=5), tagged))
+    )
     r = CliRunner().invoke(export_main, ["--model", str(src), "--out", str(tmp_path / "e"), "--check", str(gold)])
     assert r.exit_code == 0, r.output
     assert "torch 100.00, export 100.00" in r.output
     # a drop beyond --max-f1-drop fails with exit 1 (here any drop at all: -1 allows none, even 0)
-    r = CliRunner().invoke(export_main, ["--model", str(src), "--out", str(tmp_path / "e2"), "--check", str(gold),
-                                         "--max-f1-drop", "-1"])
+    r = CliRunner().invoke(
+        export_main, ["--model", str(src), "--out", str(tmp_path / "e2"), "--check", str(gold), "--max-f1-drop", "-1"]
+    )
     assert r.exit_code == 1 and "more than --max-f1-drop -1" in r.output
-    r = CliRunner().invoke(eval_main, ["--model", str(src), "--model", str(tmp_path / "e"), "--data", str(gold),
-                                       "--no-latency", "--json"])
+    r = CliRunner().invoke(
+        eval_main, ["--model", str(src), "--model", str(tmp_path / "e"), "--data", str(gold), "--no-latency", "--json"]
+    )
     rows = json.loads(r.output)
     assert [x["runtime"] for x in rows] == ["torch", "onnx"] and rows[0]["f1"] == rows[1]["f1"] == 1.0
     assert rows[0]["threads"] == 1
-    r = CliRunner().invoke(predict_main, ["--model", str(tmp_path / "e"), "--input", "-", "--format", "text",
-                                          "--output-format", "jsonl"], input="Anna visits Rome.\n\npeter ,  paris\n")
+    r = CliRunner().invoke(
+        predict_main,
+        ["--model", str(tmp_path / "e"), "--input", "-", "--format", "text", "--output-format", "jsonl"],
+        input="Anna visits Rome.\n\npeter ,  paris\n",
+    )
     assert r.exit_code == 0, r.output
     lines = [json.loads(x) for x in r.output.splitlines()]
     assert [x["words"] for x in lines] == [["Anna", "visits", "Rome", "."], ["peter", ",", "paris"]]
     assert lines[1]["offsets"] == [[0, 5], [6, 7], [9, 14]]
     r = CliRunner().invoke(predict_main, ["--model", str(src), "--input", str(gold)])
     assert r.exit_code == 0 and r.output.split("\n\n")[0].splitlines() == [
-        f"{w} {t}" for w, t in zip(sentences(30, seed=5)[0], tagged[0])]
+        f"{w} {t}" for w, t in zip(sentences(30, seed=5)[0], tagged[0])
+    ]
 
 
 def test_sentscore_teachers_are_not_exported_and_say_why(tmp_path):

@@ -109,7 +109,12 @@ def test_spans_round_trip_and_conversion(scheme):
 
 def test_iob1_uses_b_only_between_adjacent_same_type_entities():
     assert spans_to_tags([(0, 2, "PER"), (2, 3, "PER"), (4, 5, "LOC")], 5, "IOB1") == [
-        "I-PER", "I-PER", "B-PER", "O", "I-LOC"]
+        "I-PER",
+        "I-PER",
+        "B-PER",
+        "O",
+        "I-LOC",
+    ]
     assert convert_tags(["B-PER", "B-PER", "I-PER"], "IOB2", "IOB1") == ["I-PER", "B-PER", "I-PER"]
 
 

@@ -51,7 +51,12 @@ def test_student_path_log_probs_match_enumeration():
     for b, n in enumerate([4, 2]):
         scores = {}
         for y in itertools.product(range(T), repeat=n):
-            s = st[y[0]] + sum(em[b, i, y[i]] for i in range(n)) + en[y[-1]] + sum(tr[y[i - 1], y[i]] for i in range(1, n))
+            s = (
+                st[y[0]]
+                + sum(em[b, i, y[i]] for i in range(n))
+                + en[y[-1]]
+                + sum(tr[y[i - 1], y[i]] for i in range(1, n))
+            )
             scores[y] = s
         log_z = torch.logsumexp(torch.stack(list(scores.values())), 0)
         for k in range(2):
@@ -61,7 +66,7 @@ def test_student_path_log_probs_match_enumeration():
                 y = tuple(paths[b, k, :n].tolist())
                 assert got[b, k].item() == pytest.approx((scores[y] - log_z).item(), abs=1e-9)
         gold = paths[b, 0].clamp(min=0).unsqueeze(0)
-        nll = hard_loss(em[b: b + 1], mask[b: b + 1], gold, tr, st, en)
+        nll = hard_loss(em[b : b + 1], mask[b : b + 1], gold, tr, st, en)
         assert nll.item() == pytest.approx(-(scores[tuple(paths[b, 0, :n].tolist())] - log_z).item(), abs=1e-9)
 
 

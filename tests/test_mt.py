@@ -5,9 +5,9 @@ import shutil
 import pytest
 import torch
 from click.testing import CliRunner
+from conftest import toy_corpus
 from safetensors.torch import load_file
 
-from conftest import toy_corpus
 from seqdistill.cache_schema import LabelSchema
 from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.students.cli import main as train_cli
@@ -28,20 +28,41 @@ def two_teacher_cache(tiny_encoder, tmp_path_factory):
     wide = d / "wide-encoder"
     shutil.copytree(tiny_encoder, wide)
     torch.manual_seed(1)
-    BertModel(BertConfig(vocab_size=AutoConfig.from_pretrained(tiny_encoder).vocab_size, hidden_size=48,
-                         num_hidden_layers=3, num_attention_heads=2, intermediate_size=64,
-                         max_position_embeddings=64)).save_pretrained(wide)
+    BertModel(
+        BertConfig(
+            vocab_size=AutoConfig.from_pretrained(tiny_encoder).vocab_size,
+            hidden_size=48,
+            num_hidden_layers=3,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+        )
+    ).save_pretrained(wide)
     build_teacher(tiny_encoder, SCHEMA, "crf").save(d / "small")
     build_teacher(str(wide), SCHEMA, "softmax").save(d / "wide")
-    specs = [CorpusSpec("toy", toy_corpus(d / "train.txt", 48, 0), "train", True),
-             CorpusSpec("toy", toy_corpus(d / "dev.txt", 16, 1), "dev", True),
-             CorpusSpec("raw", toy_corpus(d / "raw.txt", 16, 2, labelled=False), "unlabelled", False)]
+    specs = [
+        CorpusSpec("toy", toy_corpus(d / "train.txt", 48, 0), "train", True),
+        CorpusSpec("toy", toy_corpus(d / "dev.txt", 16, 1), "dev", True),
+        CorpusSpec("raw", toy_corpus(d / "raw.txt", 16, 2, labelled=False), "unlabelled", False),
+    ]
     cache = str(d / "cache")
     # a 2-layer student learns from layers 1, 2 of "small" and 2, 3 of "wide" (T*j, proportionally)
-    build_cache(cache, str(d / "small"), specs, BuildConfig(device="cpu", k=2, hidden_layers=(1, 2), export_layers=1, shard_size=16),
-                teacher_id="small", log=lambda *a: None)
-    build_cache(cache, str(d / "wide"), specs, BuildConfig(device="cpu", hidden_layers=(2, 3), shard_size=16), teacher_id="wide",
-                log=lambda *a: None)
+    build_cache(
+        cache,
+        str(d / "small"),
+        specs,
+        BuildConfig(device="cpu", k=2, hidden_layers=(1, 2), export_layers=1, shard_size=16),
+        teacher_id="small",
+        log=lambda *a: None,
+    )
+    build_cache(
+        cache,
+        str(d / "wide"),
+        specs,
+        BuildConfig(device="cpu", hidden_layers=(2, 3), shard_size=16),
+        teacher_id="wide",
+        log=lambda *a: None,
+    )
     return cache, d
 
 
@@ -53,9 +74,12 @@ def test_layer_mapping_is_t_times_j():
 
 def test_transformer_student_starts_as_the_teachers_first_layers(two_teacher_cache, tmp_path):
     cache, d = two_teacher_cache
-    summary = train_mt_student(cache, tmp_path / "s", MTConfig(teachers=("small",), student_layers=1, epochs=1,
-                                                                max_steps=1, lr=0.0, hidden_loss=False, device="cpu"),
-                               log=lambda *a: None)
+    summary = train_mt_student(
+        cache,
+        tmp_path / "s",
+        MTConfig(teachers=("small",), student_layers=1, epochs=1, max_steps=1, lr=0.0, hidden_loss=False, device="cpu"),
+        log=lambda *a: None,
+    )
     assert summary["steps"] == 1
     student, _ = load_student(tmp_path / "s")
     teacher = load_file(str(d / "small" / "model.safetensors"))
@@ -64,9 +88,21 @@ def test_transformer_student_starts_as_the_teachers_first_layers(two_teacher_cac
         if k.startswith(("embeddings.", "encoder.layer.0.")):
             torch.testing.assert_close(own[k], teacher[k], msg=k)  # lr 0: the initial weights
     assert not any(k.startswith("encoder.layer.1.") for k in own)
-    scratch = train_mt_student(cache, tmp_path / "r", MTConfig(teachers=("small",), student_layers=1, epochs=1,
-                                                                max_steps=1, lr=0.0, init="scratch",
-                                                                hidden_loss=False, device="cpu"), log=lambda *a: None)
+    scratch = train_mt_student(
+        cache,
+        tmp_path / "r",
+        MTConfig(
+            teachers=("small",),
+            student_layers=1,
+            epochs=1,
+            max_steps=1,
+            lr=0.0,
+            init="scratch",
+            hidden_loss=False,
+            device="cpu",
+        ),
+        log=lambda *a: None,
+    )
     assert scratch["steps"] == 1
     other, _ = load_student(tmp_path / "r")
     w = "embeddings.word_embeddings.weight"
@@ -76,10 +112,33 @@ def test_transformer_student_starts_as_the_teachers_first_layers(two_teacher_cac
 @pytest.mark.parametrize("soft_labels", ["mt", "ensemble"])
 def test_mt_student_learns_from_two_teachers(two_teacher_cache, tmp_path, soft_labels):
     cache, _ = two_teacher_cache
-    r = CliRunner().invoke(train_cli, ["--cache", cache, "--out", str(tmp_path / "mt"), "--recipe", "mt",
-                                       "--teachers", "small,wide", "--student-layers", "2", "--init", "scratch",
-                                       "--soft-labels", soft_labels, "--epochs", "8", "--lr", "3e-3",
-                                       "--batch-size", "8", "--device", "cpu"])
+    r = CliRunner().invoke(
+        train_cli,
+        [
+            "--cache",
+            cache,
+            "--out",
+            str(tmp_path / "mt"),
+            "--recipe",
+            "mt",
+            "--teachers",
+            "small,wide",
+            "--student-layers",
+            "2",
+            "--init",
+            "scratch",
+            "--soft-labels",
+            soft_labels,
+            "--epochs",
+            "8",
+            "--lr",
+            "3e-3",
+            "--batch-size",
+            "8",
+            "--device",
+            "cpu",
+        ],
+    )
     assert r.exit_code == 0, (r.output, r.exception)
     history = [line for line in r.output.splitlines() if "dev F1" in line]
     assert ("mt_dis" if soft_labels == "mt" else "ensemble") in history[0] and "mt_hid" in history[0]
@@ -98,6 +157,7 @@ def test_mt_student_learns_from_two_teachers(two_teacher_cache, tmp_path, soft_l
     import pyarrow.dataset as ds
 
     root = two_teacher_cache[1] / "cache" / "layers"
+
     def records(layer):
         return ds.dataset(sorted(map(str, (root / layer).glob("shard-*/records.parquet"))), format="parquet")
 
@@ -105,15 +165,19 @@ def test_mt_student_learns_from_two_teachers(two_teacher_cache, tmp_path, soft_l
     info = dict(zip(ex["example_id"].to_pylist(), zip(ex["split"].to_pylist(), ex["n_words"].to_pylist())))
     for t in ("small", "wide"):
         layer = records(t).to_table(columns=["example_id", "gold_nll"])
-        w = [1.0 if info[i][0] == "unlabelled" else 1.0 / (1.0 + nll / max(1, info[i][1]))
-             for i, nll in zip(layer["example_id"].to_pylist(), layer["gold_nll"].to_pylist()) if info[i][0] != "dev"]
+        w = [
+            1.0 if info[i][0] == "unlabelled" else 1.0 / (1.0 + nll / max(1, info[i][1]))
+            for i, nll in zip(layer["example_id"].to_pylist(), layer["gold_nll"].to_pylist())
+            if info[i][0] != "dev"
+        ]
         for record in runs["history"]:
             assert record["teacher_weights"][t] == pytest.approx(sum(w) / len(w), rel=1e-5)
         assert sum(w) / len(w) < 0.99  # random teachers: their gold CE is far from 0
     from seqdistill.pipeline.evaluate import eval_main
 
-    r = CliRunner().invoke(eval_main, ["--model", str(tmp_path / "mt"), "--data", toy_corpus(tmp_path / "t.txt", 10, 7),
-                                       "--json"])
+    r = CliRunner().invoke(
+        eval_main, ["--model", str(tmp_path / "mt"), "--data", toy_corpus(tmp_path / "t.txt", 10, 7), "--json"]
+    )
     assert r.exit_code == 0, r.output
 
 
@@ -131,8 +195,12 @@ def test_clear_errors(two_teacher_cache, tmp_path):
 def test_long_sentences_are_cut_into_windows(two_teacher_cache, tmp_path):
     """Past the encoder's 64 positions, windows of 62 subwords each; short batches use one window."""
     cache, _ = two_teacher_cache
-    train_mt_student(cache, tmp_path / "s", MTConfig(teachers=("small",), student_layers=1, epochs=1, max_steps=1,
-                                                     hidden_loss=False, device="cpu"), log=lambda *a: None)
+    train_mt_student(
+        cache,
+        tmp_path / "s",
+        MTConfig(teachers=("small",), student_layers=1, epochs=1, max_steps=1, hidden_loss=False, device="cpu"),
+        log=lambda *a: None,
+    )
     student, tok = load_student(tmp_path / "s")
     words = ["peter", "visits", "paris"] * 50  # 150 words, more than 62 subwords
     x = student.inputs(tok, [words, words[:3]])
@@ -147,6 +215,19 @@ def test_mt_resumes_bit_identical_and_trains_under_torchrun(two_teacher_cache, t
     from conftest import resumes_and_runs_under_torchrun
 
     cache, _ = two_teacher_cache
-    resumes_and_runs_under_torchrun("mt", cache, {
-        "teachers": "small,wide", "student-layers": 2, "init": "scratch", "epochs": 2, "patience": 5,
-        "batch-size": 8, "lr": 3e-3, "checkpoint-every": 3}, tmp_path, kill_at=10)
+    resumes_and_runs_under_torchrun(
+        "mt",
+        cache,
+        {
+            "teachers": "small,wide",
+            "student-layers": 2,
+            "init": "scratch",
+            "epochs": 2,
+            "patience": 5,
+            "batch-size": 8,
+            "lr": 3e-3,
+            "checkpoint-every": 3,
+        },
+        tmp_path,
+        kill_at=10,
+    )

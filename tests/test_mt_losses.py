@@ -31,12 +31,14 @@ def test_mt_distillation_loss_is_eq2_by_hand():
     z2 = torch.tensor([[[0.0, 3.0], [1.0, 1.0], [0.0, 0.0]]])
     mask = torch.tensor([[True, True, False]])
     ce1, ce2 = 0.3, 2.0  # the teachers' per-word cross-entropy against the gold tags
-    got = mt_distillation_loss(s, [z1, z2], [teacher_weight(torch.tensor([ce1])), teacher_weight(torch.tensor([ce2]))],
-                               mask, temperature=t)
+    got = mt_distillation_loss(
+        s, [z1, z2], [teacher_weight(torch.tensor([ce1])), teacher_weight(torch.tensor([ce2]))], mask, temperature=t
+    )
     want = 0.0
     for z, ce in ((z1, ce1), (z2, ce2)):
-        per_word = [_soft_ce(_softmax([v / t for v in z[0, i].tolist()]), [v / t for v in s[0, i].tolist()])
-                    for i in range(2)]
+        per_word = [
+            _soft_ce(_softmax([v / t for v in z[0, i].tolist()]), [v / t for v in s[0, i].tolist()]) for i in range(2)
+        ]
         want += (sum(per_word) / 2) / (1 + ce)
     assert got.shape == (1,) and got.item() == pytest.approx(want, rel=1e-6)
 

@@ -56,8 +56,12 @@ def nested_jsonl(path, n, seed):
     for _ in range(n):
         name, city = rng.choice(["peter", "anna"]), rng.choice(["paris", "rome"])
         if rng.random() < 0.5:
-            rows.append({"words": [name, "visits", "the", city, "eu"],
-                         "entities": [[0, 1, "PER"], [2, 5, "ORG"], [3, 4, "LOC"]]})
+            rows.append(
+                {
+                    "words": [name, "visits", "the", city, "eu"],
+                    "entities": [[0, 1, "PER"], [2, 5, "ORG"], [3, 4, "LOC"]],
+                }
+            )
         else:
             rows.append({"words": [name, "visits", city], "entities": [[0, 1, "PER"], [2, 3, "LOC"]]})
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -66,8 +70,8 @@ def nested_jsonl(path, n, seed):
 
 def test_nested_corpus_through_teacher_cache_student_and_eval(tiny_encoder, tmp_path):
     from click.testing import CliRunner
-
     from conftest import toy_corpus
+
     from seqdistill.cache_schema import CacheReader, verify_cache
     from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
     from seqdistill.pipeline.corpora import derive_label_schema, read_corpus
@@ -81,13 +85,23 @@ def test_nested_corpus_through_teacher_cache_student_and_eval(tiny_encoder, tmp_
     train, dev = nested_jsonl(d / "train.jsonl", 60, 0), nested_jsonl(d / "dev.jsonl", 16, 1)
     schema, (tr, dv) = derive_label_schema([read_corpus(train, "n", "train"), read_corpus(dev, "n", "dev")])
     assert schema.entity_types == ("LOC", "ORG", "PER") and schema.scheme == "IOB2"
-    summary = finetune(tiny_encoder, tr.sentences, dv.sentences, schema, d / "t",
-                       FinetuneConfig(head="bilou-per-type", epochs=6, batch_size=8, lr=1e-3, head_lr=1e-2),
-                       device="cpu", log=lambda *a: None)
+    summary = finetune(
+        tiny_encoder,
+        tr.sentences,
+        dv.sentences,
+        schema,
+        d / "t",
+        FinetuneConfig(head="bilou-per-type", epochs=6, batch_size=8, lr=1e-3, head_lr=1e-2),
+        device="cpu",
+        log=lambda *a: None,
+    )
     assert summary["best_dev_f1"] > 0.5  # scored on every span, the LOC inside the ORG included
 
-    specs = [CorpusSpec("n", train, "train", True), CorpusSpec("n", dev, "dev", True),
-             CorpusSpec("raw", toy_corpus(d / "raw.txt", 10, 2, labelled=False), "unlabelled", False)]
+    specs = [
+        CorpusSpec("n", train, "train", True),
+        CorpusSpec("n", dev, "dev", True),
+        CorpusSpec("raw", toy_corpus(d / "raw.txt", 10, 2, labelled=False), "unlabelled", False),
+    ]
     build_cache(str(d / "cache"), str(d / "t"), specs, BuildConfig(device="cpu", dtype="fp32"), log=lambda *a: None)
     assert verify_cache(str(d / "cache")) == []
     reader = CacheReader(str(d / "cache"))
@@ -110,9 +124,29 @@ def test_nested_corpus_through_teacher_cache_student_and_eval(tiny_encoder, tmp_
         logp = torch.log_softmax(torch.as_tensor(logits[i]), -1).gather(-1, layers.unsqueeze(-1))
         assert nll[i] == pytest.approx(-logp.sum().item(), rel=1e-4)
 
-    r = CliRunner().invoke(train_cli, ["--cache", str(d / "cache"), "--out", str(d / "s"), "--recipe", "rnn",
-                                       "--cell", "sru", "--rnn-layers", "1", "--distill-epochs", "1", "--epochs", "2",
-                                       "--batch-size", "8", "--device", "cpu"])
+    r = CliRunner().invoke(
+        train_cli,
+        [
+            "--cache",
+            str(d / "cache"),
+            "--out",
+            str(d / "s"),
+            "--recipe",
+            "rnn",
+            "--cell",
+            "sru",
+            "--rnn-layers",
+            "1",
+            "--distill-epochs",
+            "1",
+            "--epochs",
+            "2",
+            "--batch-size",
+            "8",
+            "--device",
+            "cpu",
+        ],
+    )
     assert r.exit_code == 0, (r.output, r.exception)
     record = json.loads((d / "s" / "training.json").read_text())["history"][-1]
     assert set(record["dev_per_type_f1"]) == {"LOC", "ORG", "PER"}
@@ -130,12 +164,23 @@ def test_corpus_records_and_overlaps_of_one_type(tmp_path):
     from seqdistill.cache_schema import CorpusInfo
     from seqdistill.pipeline.corpora import CorpusError, derive_label_schema, read_corpus
 
-    old = {"name": "c", "split": "train", "labelled": True, "source": "x", "sha256": "0" * 64, "examples": 1,
-           "words": 2}  # a manifest entry written before nested corpora
+    old = {
+        "name": "c",
+        "split": "train",
+        "labelled": True,
+        "source": "x",
+        "sha256": "0" * 64,
+        "examples": 1,
+        "words": 2,
+    }  # a manifest entry written before nested corpora
     assert CorpusInfo.from_json(old).nested is False and CorpusInfo.from_json({**old, "nested": True}).nested
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"words": ["a", "b"], "entities": []}) + "\n"
-                   + json.dumps({"words": ["a", "b", "c"], "entities": [[0, 2, "X"], [1, 3, "X"]]}) + "\n")
+    bad.write_text(
+        json.dumps({"words": ["a", "b"], "entities": []})
+        + "\n"
+        + json.dumps({"words": ["a", "b", "c"], "entities": [[0, 2, "X"], [1, 3, "X"]]})
+        + "\n"
+    )
     with pytest.raises(CorpusError, match="bad.jsonl:2: two X entities overlap"):  # finetune-teacher reads this way
         derive_label_schema([read_corpus(bad, "b", "train")])
 
@@ -145,8 +190,12 @@ def test_unlabelled_sample_over_several_corpora():
 
     from seqdistill.students.data import sample_unlabelled
 
-    corpora = [NS(name="gold", split="train", labelled=True, examples=50), NS(name="a", split="u", labelled=False, examples=3),
-               NS(name="empty", split="u", labelled=False, examples=0), NS(name="b", split="u", labelled=False, examples=5)]
+    corpora = [
+        NS(name="gold", split="train", labelled=True, examples=50),
+        NS(name="a", split="u", labelled=False, examples=3),
+        NS(name="empty", split="u", labelled=False, examples=0),
+        NS(name="b", split="u", labelled=False, examples=5),
+    ]
     reader = NS(manifest=NS(corpora=corpora))
     select = {("gold", "train"), ("a", "u"), ("empty", "u"), ("b", "u")}
     every = sample_unlabelled(reader, select, 8, seed=0)

@@ -44,8 +44,10 @@ def test_bilou_loss_is_eq1_by_hand():
 def test_sampler_draws_entities_in_log_proportion():
     data = [["A"]] * 900 + [["B"]] * 90 + [["C"]] * 10
     s = LogProportionalSampler(data, num_samples=3000, seed=1)
-    share = {t: math.log1p(n) / (math.log1p(900) + math.log1p(90) + math.log1p(10)) for t, n in
-             (("A", 900), ("B", 90), ("C", 10))}
+    share = {
+        t: math.log1p(n) / (math.log1p(900) + math.log1p(90) + math.log1p(10))
+        for t, n in (("A", 900), ("B", 90), ("C", 10))
+    }
     assert s.share == pytest.approx(share)
     seen = {"A": 0, "B": 0, "C": 0}
     for i in s:

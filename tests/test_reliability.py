@@ -7,7 +7,6 @@ the parent resumes the work in-process. tests/test_build.py kills the real CLI i
 
 import io
 import json
-import multiprocessing
 import os
 import random
 import re
@@ -23,27 +22,27 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
+from conftest import in_child, toy_cache
 from safetensors.torch import load_file
+from test_build import QUIET, _assert_same, _cfg, _cli_build, _contents, corpus_paths, teachers  # noqa: F401
 
 import seqdistill
-from conftest import in_child, toy_cache
-from test_build import QUIET, _assert_same, _cfg, _cli_build, _contents, corpus_paths, teachers  # noqa: F401
-from seqdistill.cache_schema.manifest import seal
 from seqdistill.cache_schema import BuildLock, CacheLockedError, CacheReader, verify_cache
 from seqdistill.cache_schema.lock import LOCK, LockHolder, _pid_namespace
+from seqdistill.cache_schema.manifest import seal
 from seqdistill.cache_schema.storage import FAILPOINT_ENV, FAILPOINT_TRACE_ENV, CacheStore
 from seqdistill.pipeline.build import build_cache
 from seqdistill.students.cli import main as train_cli
 from seqdistill.students.recipes import train as train_student
 from seqdistill.students.recipes.mgkd import MGKDConfig as TrainConfig
 
-
 _in_child = in_child  # (conftest)
 
 
 # -- builds killed anywhere ---------------------------------------------------------------------
-def test_sigkill_at_20_seeded_points_then_resume_equals_an_uninterrupted_build(teachers, corpus_paths, tmp_path,
-                                                                                monkeypatch):
+def test_sigkill_at_20_seeded_points_then_resume_equals_an_uninterrupted_build(
+    teachers, corpus_paths, tmp_path, monkeypatch
+):
     crf_dir, _ = teachers
     trace = tmp_path / "trace"
     monkeypatch.setenv(FAILPOINT_TRACE_ENV, str(trace))
@@ -57,12 +56,23 @@ def test_sigkill_at_20_seeded_points_then_resume_equals_an_uninterrupted_build(t
     for p in points:
         kinds.setdefault(p.split(":")[0], p)
     chosen = sorted(set(random.Random(20261123).sample(points, 20)) | set(kinds.values()), key=points.index)
-    assert {"json", "shard-parquet", "shard-staged", "publish", "shard-data", "shard-marker", "exports-staged",
-            "exports-data", "manifest"} <= set(kinds)
+    assert {
+        "json",
+        "shard-parquet",
+        "shard-staged",
+        "publish",
+        "shard-data",
+        "shard-marker",
+        "exports-staged",
+        "exports-data",
+        "manifest",
+    } <= set(kinds)
     expected = _contents(clean)
     for i, point in enumerate(chosen):
         out = str(tmp_path / f"killed-{i}")
-        code = _in_child(lambda: build_cache(out, crf_dir, corpus_paths, _cfg(), **QUIET), {FAILPOINT_ENV: point})
+        code = _in_child(
+            lambda out=out: build_cache(out, crf_dir, corpus_paths, _cfg(), **QUIET), {FAILPOINT_ENV: point}
+        )
         assert code == -9, point
         assert not os.path.exists(os.path.join(out, "manifest.json")), point
         with pytest.raises(Exception, match="no manifest.json"):
@@ -82,8 +92,18 @@ def cache(tiny_encoder, tmp_path_factory):
     return toy_cache(tiny_encoder, tmp_path_factory.mktemp("reliability"), k=4, shard_size=16)
 
 
-TRAIN = dict(losses=("hard", "seq-ce"), k=4, epochs=2, device="cpu", hidden_size=8, embedding="random", embedding_dim=8,
-             batch_size=8, checkpoint_every=3, patience=10)
+TRAIN = dict(
+    losses=("hard", "seq-ce"),
+    k=4,
+    epochs=2,
+    device="cpu",
+    hidden_size=8,
+    embedding="random",
+    embedding_dim=8,
+    batch_size=8,
+    checkpoint_every=3,
+    patience=10,
+)
 
 
 def _record_batches(monkeypatch):
@@ -91,19 +111,24 @@ def _record_batches(monkeypatch):
 
     seen = []
     real = T.loss_parts
-    monkeypatch.setattr(T, "loss_parts",
-                        lambda model, batch, cfg, dev: seen.append(batch.origin) or real(model, batch, cfg, dev))
+    monkeypatch.setattr(
+        T, "loss_parts", lambda model, batch, cfg, dev: seen.append(batch.origin) or real(model, batch, cfg, dev)
+    )
     return seen
 
 
 def _weights(out):
-    return {k: v for k, v in load_file(str(Path(out) / "checkpoint" / "tensors.safetensors")).items()
-            if k.startswith("model.")}
+    return {
+        k: v
+        for k, v in load_file(str(Path(out) / "checkpoint" / "tensors.safetensors")).items()
+        if k.startswith("model.")
+    }
 
 
 @pytest.mark.parametrize("point, resume_at", [("train-step:7", 6), ("train-step:11", 9), ("checkpoint-swap:9", 6)])
-def test_training_killed_resumes_with_the_same_steps_and_no_example_twice(cache, tmp_path, monkeypatch, point,
-                                                                           resume_at):
+def test_training_killed_resumes_with_the_same_steps_and_no_example_twice(
+    cache, tmp_path, monkeypatch, point, resume_at
+):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the killed child runs on one thread: the same arithmetic everywhere
     try:
@@ -112,8 +137,9 @@ def test_training_killed_resumes_with_the_same_steps_and_no_example_twice(cache,
         full_batches = list(seen)
         assert full["steps"] > 11
         out = tmp_path / "killed"
-        code = _in_child(lambda: train_student(cache, out, TrainConfig(**TRAIN), log=lambda *a: None),
-                         {FAILPOINT_ENV: point})
+        code = _in_child(
+            lambda: train_student(cache, out, TrainConfig(**TRAIN), log=lambda *a: None), {FAILPOINT_ENV: point}
+        )
         assert code == -9
         seen[:] = []
         logs = []
@@ -136,6 +162,7 @@ def _kinds_of_file(root: Path) -> dict[str, str]:
 
     def first(pattern):
         return next(f for f in files if re.search(pattern, f))
+
     return {
         "manifest": "manifest.json",
         "parquet shard": first(r"^layers/tiny/shard-\d+/records\.parquet$"),
@@ -167,13 +194,35 @@ def test_every_kind_of_damaged_file_is_named_by_verify_and_refused_by_training(c
         _damage(copy / rel, how)
         problems = verify_cache(str(copy))
         assert problems and rel in str(problems[0]), (kind, [str(p) for p in problems])
-        r = CliRunner().invoke(train_cli, ["--cache", str(copy), "--out", str(tmp_path / "student"), "--epochs", "1",
-                                           "--hidden-size", "8", "--embedding", "random", "--embedding-dim", "8",
-                                           "--device", "cpu", "--losses", "hard,seq-ce", "--k", "4"])
+        r = CliRunner().invoke(
+            train_cli,
+            [
+                "--cache",
+                str(copy),
+                "--out",
+                str(tmp_path / "student"),
+                "--epochs",
+                "1",
+                "--hidden-size",
+                "8",
+                "--embedding",
+                "random",
+                "--embedding-dim",
+                "8",
+                "--device",
+                "cpu",
+                "--losses",
+                "hard,seq-ce",
+                "--k",
+                "4",
+            ],
+        )
         assert r.exit_code == 1, (kind, r.output, r.exception)
         assert isinstance(r.exception, SystemExit), (kind, r.exception)  # a message, not a traceback
-        assert "Error:" in r.output and (rel in r.output or (kind == "manifest" and "manifest.json" in r.output)), \
-            (kind, r.output)
+        assert "Error:" in r.output and (rel in r.output or (kind == "manifest" and "manifest.json" in r.output)), (
+            kind,
+            r.output,
+        )
 
 
 # -- hostile manifests ---------------------------------------------------------------------------
@@ -192,10 +241,19 @@ def _field(obj, layer, name):
     return next(f for f in lay["fields"] if f["name"] == name)
 
 
-@pytest.mark.parametrize("edit, match", [
-    (lambda o: _field(o, "tiny", "marginals").update(dtype="float32"), r"marginals: holds float16 .* manifest says float32"),
-    (lambda o: _field(o, "tiny", "marginals").update(shape=[7]), r"marginals: holds .* shape \[5\], the manifest says .* \[7\]"),
-])
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (
+            lambda o: _field(o, "tiny", "marginals").update(dtype="float32"),
+            r"marginals: holds float16 .* manifest says float32",
+        ),
+        (
+            lambda o: _field(o, "tiny", "marginals").update(shape=[7]),
+            r"marginals: holds .* shape \[5\], the manifest says .* \[7\]",
+        ),
+    ],
+)
 def test_fields_whose_data_disagree_with_the_manifest_are_refused(cache, tmp_path, edit, match):
     url = _edited(cache, tmp_path, edit)
     assert any("marginals" in str(p) for p in verify_cache(url, checksums=False))
@@ -206,14 +264,22 @@ def test_fields_whose_data_disagree_with_the_manifest_are_refused(cache, tmp_pat
 def test_exports_path_outside_the_cache_is_refused(cache, tmp_path):
     def edit(o):
         next(x for x in o["layers"] if x["name"] == "tiny")["exports"][0]["path"] = "../../etc/passwd"
+
     with pytest.raises(Exception, match="escapes the cache root|outside"):
         CacheReader(_edited(cache, tmp_path, edit))
 
 
 # -- one build at a time -----------------------------------------------------------------------------
 def _lock_file(root, **kw):
-    holder = {"token": "other", "host": socket.gethostname(), "pid": os.getpid(), "started": time.time(),
-              "heartbeat": time.time(), "pidns": _pid_namespace(), **kw}
+    holder = {
+        "token": "other",
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started": time.time(),
+        "heartbeat": time.time(),
+        "pidns": _pid_namespace(),
+        **kw,
+    }
     os.makedirs(root, exist_ok=True)
     Path(root, LOCK).write_text(json.dumps(holder))
 
@@ -231,10 +297,13 @@ def test_a_live_lock_is_refused_with_its_holder_then_waited_for(teachers, corpus
     assert not os.path.exists(os.path.join(out, LOCK))
 
 
-@pytest.mark.parametrize("holder, why", [
-    ({"pid": 0}, "process 0 on this host is gone"),
-    ({"host": "elsewhere", "heartbeat": time.time() - 7200}, "no heartbeat for"),
-])
+@pytest.mark.parametrize(
+    "holder, why",
+    [
+        ({"pid": 0}, "process 0 on this host is gone"),
+        ({"host": "elsewhere", "heartbeat": time.time() - 7200}, "no heartbeat for"),
+    ],
+)
 def test_a_stale_lock_is_broken(teachers, corpus_paths, tmp_path, holder, why):
     crf_dir, _ = teachers
     out = str(tmp_path / "c")
@@ -324,9 +393,12 @@ def test_no_pickle_no_unsafe_torch_load_and_remote_code_only_from_a_flag():
             while depth:
                 depth += {"(": 1, ")": -1}.get(src[i], 0)
                 i += 1
-            assert "weights_only=True" in src[m.end(): i], f"{py}: torch.load without weights_only=True"
-        code = "".join(t.string for t in tokenize.generate_tokens(io.StringIO(src).readline)
-                       if t.type in (tokenize.NAME, tokenize.OP))  # no strings, comments or spaces
+            assert "weights_only=True" in src[m.end() : i], f"{py}: torch.load without weights_only=True"
+        code = "".join(
+            t.string
+            for t in tokenize.generate_tokens(io.StringIO(src).readline)
+            if t.type in (tokenize.NAME, tokenize.OP)
+        )  # no strings, comments or spaces
         assert "trust_remote_code=True" not in code, py
 
 
@@ -337,7 +409,7 @@ def test_a_damaged_manifest_is_named_and_rebuilt_from_the_shard_markers(teachers
     expected = _contents(str(out))
     text = (out / "manifest.json").read_text()
     i = text.index('"sha256": "') + len('"sha256": "')
-    (out / "manifest.json").write_text(text[:i] + ("0" if text[i] != "0" else "1") + text[i + 1:])  # still valid JSON
+    (out / "manifest.json").write_text(text[:i] + ("0" if text[i] != "0" else "1") + text[i + 1 :])  # still valid JSON
     with pytest.raises(Exception, match="manifest.json: its manifest_sha256 does not match its contents"):
         CacheReader(str(out))
     (out / "manifest.json").unlink()  # as the message says
@@ -356,18 +428,71 @@ def test_torchrun_ddp_training_reads_each_example_once_and_matches_one_process(c
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     # 2 ranks x batch 4 against one process x batch 8: the same sentences per update
-    args = ["--cache", cache, "--epochs", "12", "--lr", "0.01", "--hidden-size", "16", "--embedding", "random", "--embedding-dim", "16",
-            "--device", "cpu", "--losses", "hard,seq-ce", "--k", "4", "--batch-size", "4", "--patience", "10"]
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
-                        "127.0.0.1", "--master-port", str(port), "-m", "seqdistill.students.cli",
-                        "--out", str(tmp_path / "ddp"), *args],
-                       capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"})
+    args = [
+        "--cache",
+        cache,
+        "--epochs",
+        "12",
+        "--lr",
+        "0.01",
+        "--hidden-size",
+        "16",
+        "--embedding",
+        "random",
+        "--embedding-dim",
+        "16",
+        "--device",
+        "cpu",
+        "--losses",
+        "hard,seq-ce",
+        "--k",
+        "4",
+        "--batch-size",
+        "4",
+        "--patience",
+        "10",
+    ]
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(port),
+            "-m",
+            "seqdistill.students.cli",
+            "--out",
+            str(tmp_path / "ddp"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"},
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     ddp = json.loads((tmp_path / "ddp" / "training.json").read_text())
-    one = train_student(cache, tmp_path / "one", TrainConfig(losses=("hard", "seq-ce"), k=4, epochs=12, lr=0.01, hidden_size=16,
-                                                            embedding="random", embedding_dim=16, device="cpu",
-                                                            batch_size=8, patience=10), log=lambda *a: None)
+    one = train_student(
+        cache,
+        tmp_path / "one",
+        TrainConfig(
+            losses=("hard", "seq-ce"),
+            k=4,
+            epochs=12,
+            lr=0.01,
+            hidden_size=16,
+            embedding="random",
+            embedding_dim=16,
+            device="cpu",
+            batch_size=8,
+            patience=10,
+        ),
+        log=lambda *a: None,
+    )
     assert ddp["processes"] == 2 and (tmp_path / "ddp" / "model.safetensors").exists()
     # the two ranks' parts of each epoch cover the training rows once; a step lasts while either has a batch
     reader = CacheReader(cache)
@@ -377,19 +502,24 @@ def test_torchrun_ddp_training_reads_each_example_once_and_matches_one_process(c
     for epoch in range(12):
         counts = []
         for rank in range(2):
-            stream = CacheStream(reader, {"examples": ["words"]}, selected, _Ids, StreamConfig(4, 4096, 13),
-                                 rank=rank, world_size=2)
+            stream = CacheStream(
+                reader, {"examples": ["words"]}, selected, _Ids, StreamConfig(4, 4096, 13), rank=rank, world_size=2
+            )
             stream.set_epoch(epoch)
             parts = [b.ids for b in stream]
             counts.append(len(parts))
             seen.append(sorted(i for b in parts for i in b))
         steps += max(counts)
         both = seen[-1] + seen[-2]
-        assert len(both) == len(set(both)) == sum(1 for ex in reader.iter_examples()
-                                                  if (ex["examples"]["corpus"], ex["examples"]["split"]) in selected)
+        assert (
+            len(both)
+            == len(set(both))
+            == sum(
+                1 for ex in reader.iter_examples() if (ex["examples"]["corpus"], ex["examples"]["split"]) in selected
+            )
+        )
     assert ddp["steps"] == steps
     assert abs(ddp["best_dev_f1"] - one["best_dev_f1"]) <= 0.05, (ddp["best_dev_f1"], one["best_dev_f1"])
-
 
 
 class _Ids:

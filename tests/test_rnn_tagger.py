@@ -4,17 +4,27 @@ import pytest
 import torch
 
 from seqdistill.bilou import is_valid
+from seqdistill.cache_schema import LabelSchema
 from seqdistill.students.models import StudentConfig
 from seqdistill.students.rnn_tagger import RNNTagger
 from seqdistill.students.tagger import SubwordBatch
-from seqdistill.cache_schema import LabelSchema
 
 TYPES = ["LOC", "ORG", "PER"]
 
 
 def _model(cell, layers=2, width=12, hidden=6):
-    cfg = StudentConfig(LabelSchema("BILOU", TYPES).to_json(), 40, width, "random", False, hidden, layers, 0.1,
-                        arch="rnn-tagger", extra={"entity_types": TYPES, "cell": cell})
+    cfg = StudentConfig(
+        LabelSchema("BILOU", TYPES).to_json(),
+        40,
+        width,
+        "random",
+        False,
+        hidden,
+        layers,
+        0.1,
+        arch="rnn-tagger",
+        extra={"entity_types": TYPES, "cell": cell},
+    )
     torch.manual_seed(0)
     return RNNTagger(cfg)
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import toy_corpus
+
 from seqdistill.cache_schema import BuildLock, CacheLockedError, LabelSchema, verify_cache
 from seqdistill.cache_schema.storage import CacheStore
 from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
@@ -36,8 +36,11 @@ def s3(tmp_path_factory):
     saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
     os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     endpoint = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while True:
@@ -64,15 +67,33 @@ def s3(tmp_path_factory):
 def sources(tiny_encoder, tmp_path_factory):
     d = tmp_path_factory.mktemp("s3-sources")
     build_teacher(tiny_encoder, LabelSchema("IOB2", ("LOC", "PER")), "crf").save(d / "teacher")
-    specs = [CorpusSpec("toy", toy_corpus(d / "train.txt", 40, 0), "train", True),
-             CorpusSpec("toy", toy_corpus(d / "dev.txt", 12, 1), "dev", True),
-             CorpusSpec("raw", toy_corpus(d / "raw.txt", 20, 2, labelled=False), "unlabelled", False)]
+    specs = [
+        CorpusSpec("toy", toy_corpus(d / "train.txt", 40, 0), "train", True),
+        CorpusSpec("toy", toy_corpus(d / "dev.txt", 12, 1), "dev", True),
+        CorpusSpec("raw", toy_corpus(d / "raw.txt", 20, 2, labelled=False), "unlabelled", False),
+    ]
     return str(d / "teacher"), specs
 
 
 CFG = BuildConfig(device="cpu", k=4, shard_size=16)
-TRAIN = ["--epochs", "2", "--hidden-size", "8", "--embedding", "random", "--embedding-dim", "8", "--device", "cpu",
-         "--losses", "hard,seq-ce", "--k", "4", "--batch-size", "8"]
+TRAIN = [
+    "--epochs",
+    "2",
+    "--hidden-size",
+    "8",
+    "--embedding",
+    "random",
+    "--embedding-dim",
+    "8",
+    "--device",
+    "cpu",
+    "--losses",
+    "hard,seq-ce",
+    "--k",
+    "4",
+    "--batch-size",
+    "8",
+]
 
 
 def test_build_verify_info_and_train_from_s3(s3, sources, tmp_path):
@@ -92,8 +113,9 @@ def test_build_verify_info_and_train_from_s3(s3, sources, tmp_path):
     assert r.exit_code == 0 and {lay["name"] for lay in json.loads(r.output)["layers"]} == {"examples", "tiny"}
 
     mirror = tmp_path / "mirror"
-    r = CliRunner().invoke(train_cli, ["--cache", url, *option, "--local-cache", str(mirror),
-                                       "--out", str(tmp_path / "from-s3"), *TRAIN])
+    r = CliRunner().invoke(
+        train_cli, ["--cache", url, *option, "--local-cache", str(mirror), "--out", str(tmp_path / "from-s3"), *TRAIN]
+    )
     assert r.exit_code == 0, (r.output, r.exception)
     r = CliRunner().invoke(train_cli, ["--cache", local, "--out", str(tmp_path / "from-disk"), *TRAIN])
     assert r.exit_code == 0, r.output
@@ -102,12 +124,16 @@ def test_build_verify_info_and_train_from_s3(s3, sources, tmp_path):
     assert strip[0] == strip[1]  # the same cache, the same run
     # every shard file training read is in the local mirror, checked against the manifest
     manifest = json.loads(store.read_bytes("manifest.json"))
-    listed = {f["path"]: f["sha256"] for layer in manifest["layers"] for shard in layer["shards"] for f in shard["files"]}
+    listed = {
+        f["path"]: f["sha256"] for layer in manifest["layers"] for shard in layer["shards"] for f in shard["files"]
+    }
     mirrored = {str(p.relative_to(mirror)) for p in mirror.rglob("*") if p.is_file()}
     assert {p for p in listed if p.endswith("records.parquet")} <= mirrored
     assert all(CacheStore(str(mirror)).sha256(p) == listed[p] for p in mirrored & set(listed))
 
-    assert build_cache(url, teacher, specs, CFG, teacher_id="tiny", storage_options=opts, **QUIET).status == "up-to-date"
+    assert (
+        build_cache(url, teacher, specs, CFG, teacher_id="tiny", storage_options=opts, **QUIET).status == "up-to-date"
+    )
 
 
 def test_a_damaged_object_is_refused_by_name(s3, sources, tmp_path):
@@ -121,8 +147,20 @@ def test_a_damaged_object_is_refused_by_name(s3, sources, tmp_path):
     data[len(data) // 2] ^= 0x40
     store.fs.pipe_file(store.path(rel), bytes(data))
     assert verify_cache(url, opts)[0].where == rel
-    r = CliRunner().invoke(train_cli, ["--cache", url, "--storage-option", f"endpoint_url={s3}",
-                                       "--local-cache", str(tmp_path / "mirror"), "--out", str(tmp_path / "s"), *TRAIN])
+    r = CliRunner().invoke(
+        train_cli,
+        [
+            "--cache",
+            url,
+            "--storage-option",
+            f"endpoint_url={s3}",
+            "--local-cache",
+            str(tmp_path / "mirror"),
+            "--out",
+            str(tmp_path / "s"),
+            *TRAIN,
+        ],
+    )
     assert r.exit_code == 1 and isinstance(r.exception, SystemExit)
     assert f"{url}/{rel}: corrupt" in r.output, r.output
     assert not list(Path(tmp_path / "mirror").rglob("*.part-*"))

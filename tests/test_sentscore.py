@@ -20,8 +20,18 @@ def tokenizer(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("sent-tok")
     chars = "abcdefghijklmnopqrstuvwxyz"
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"[unused{i}]" for i in range(12)), *chars,
-             *("##" + c for c in chars), *WORDS, "loc"]
+    vocab = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        *(f"[unused{i}]" for i in range(12)),
+        *chars,
+        *("##" + c for c in chars),
+        *WORDS,
+        "loc",
+    ]
     BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True).save_pretrained(d)
     return BertTokenizer.from_pretrained(d)
 
@@ -30,8 +40,19 @@ def _t5(vocab_size):
     from transformers import T5Config, T5ForConditionalGeneration
 
     torch.manual_seed(0)
-    cfg = T5Config(vocab_size=vocab_size, d_model=16, d_ff=32, d_kv=8, num_layers=2, num_decoder_layers=2,
-                   num_heads=2, decoder_start_token_id=0, pad_token_id=0, eos_token_id=3, dropout_rate=0.0)
+    cfg = T5Config(
+        vocab_size=vocab_size,
+        d_model=16,
+        d_ff=32,
+        d_kv=8,
+        num_layers=2,
+        num_decoder_layers=2,
+        num_heads=2,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+        eos_token_id=3,
+        dropout_rate=0.0,
+    )
     return T5ForConditionalGeneration(cfg).eval()
 
 
@@ -39,9 +60,16 @@ def _bert2bert(vocab_size):
     from transformers import BertConfig, EncoderDecoderConfig, EncoderDecoderModel
 
     torch.manual_seed(0)
-    kw = dict(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-              intermediate_size=32, max_position_embeddings=128, hidden_dropout_prob=0.0,
-              attention_probs_dropout_prob=0.0)
+    kw = dict(
+        vocab_size=vocab_size,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=128,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     cfg = EncoderDecoderConfig.from_encoder_decoder_configs(BertConfig(**kw), BertConfig(**kw))
     cfg.decoder_start_token_id, cfg.pad_token_id = 2, 0
     return EncoderDecoderModel(cfg).eval()
@@ -56,8 +84,15 @@ def test_sent_prime_format(tokenizer):
     fmt = SentFormat(tokenizer, sbio_tags(["LOC", "PER"]))
     assert fmt.tags == ("O", "I", "LOC", "PER") and fmt.max_words == 11
     s = tokenizer.convert_tokens_to_ids
-    assert fmt.encode_input(["anna", "visits"]) == [s("[CLS]"), s("[unused0]"), s("anna"), s("[unused1]"),
-                                                  s("visits"), s("[unused2]"), s("[SEP]")]
+    assert fmt.encode_input(["anna", "visits"]) == [
+        s("[CLS]"),
+        s("[unused0]"),
+        s("anna"),
+        s("[unused1]"),
+        s("visits"),
+        s("[unused2]"),
+        s("[SEP]"),
+    ]
     per = tokenizer("PER", add_special_tokens=False)["input_ids"]
     assert len(per) == 3  # p ##e ##r: tags of several tokens are scored whole
     assert fmt.encode_target(["PER", "O"]) == [s("[unused0]"), *per, s("[unused1]"), s("o"), s("[unused2]"), s("[SEP]")]
@@ -76,7 +111,7 @@ def test_greedy_sentscore_equals_one_candidate_at_a_time(tokenizer, make):
     for b, words in enumerate(sents):
         tags, scores = sentscore_one_at_a_time(model, fmt, words)
         assert out.tags[b, 0, : len(words)].tolist() == tags
-        assert (out.tags[b, 0, len(words):] == -1).all()
+        assert (out.tags[b, 0, len(words) :] == -1).all()
         torch.testing.assert_close(out.tag_scores[b, 0, : len(words)], torch.tensor(scores), atol=1e-4, rtol=1e-4)
         assert out.beam_scores[b, 0].item() == pytest.approx(sum(s[t] for s, t in zip(scores, tags)), abs=1e-3)
         decoded = [fmt.tags[t] for t in tags]
@@ -125,8 +160,10 @@ def test_wide_beam_is_exact_against_brute_force(tokenizer):
             every.append((_sequence_log_likelihood(model, fmt, words, list(seq)), seq))
         every.sort(reverse=True)
         n = len(every)  # 4 x 4 - 0 ... the valid ones only
-        got = [(out.beam_scores[b, j].item(), tuple(fmt.tags[t] for t in out.tags[b, j, : len(words)].tolist()))
-               for j in range(min(K, n))]
+        got = [
+            (out.beam_scores[b, j].item(), tuple(fmt.tags[t] for t in out.tags[b, j, : len(words)].tolist()))
+            for j in range(min(K, n))
+        ]
         assert [s for _, s in got] == [s for _, s in every[: len(got)]]
         for (g, _), (e, _) in zip(got, every):
             assert g == pytest.approx(e, abs=1e-3)
@@ -135,8 +172,10 @@ def test_wide_beam_is_exact_against_brute_force(tokenizer):
 
 # -- the teacher: fine-tuning on SenT' targets, and the cache it builds ------------------------
 
-CONLL = "".join(f"{a} B-PER\nvisits O\n{c} B-LOC\n\n" for a, c in
-                [("anna", "paris"), ("peter", "rome"), ("anna", "rome"), ("peter", "paris")] * 4)
+CONLL = "".join(
+    f"{a} B-PER\nvisits O\n{c} B-LOC\n\n"
+    for a, c in [("anna", "paris"), ("peter", "rome"), ("anna", "rome"), ("peter", "paris")] * 4
+)
 
 
 @pytest.fixture(scope="module")
@@ -147,8 +186,16 @@ def encoder_dir(tmp_path_factory, tokenizer):
     d = tmp_path_factory.mktemp("sent-enc")
     tokenizer.save_pretrained(d)
     torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=32, max_position_embeddings=128)).save_pretrained(d)
+    BertModel(
+        BertConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=128,
+        )
+    ).save_pretrained(d)
     return str(d)
 
 
@@ -160,10 +207,32 @@ def test_sentscore_teacher_finetunes_and_builds_a_cache(encoder_dir, tmp_path):
     from seqdistill.teachers import load_teacher
 
     (tmp_path / "train.txt").write_text(CONLL)
-    r = CliRunner().invoke(cache_cli, ["finetune-teacher", "--encoder", encoder_dir, "--train", str(tmp_path / "train.txt"),
-                                       "--dev", str(tmp_path / "train.txt"), "--out", str(tmp_path / "t"),
-                                       "--head", "sentscore", "--epochs", "12", "--patience", "12", "--lr", "1e-2", "--batch-size", "4",
-                                       "--device", "cpu"])
+    r = CliRunner().invoke(
+        cache_cli,
+        [
+            "finetune-teacher",
+            "--encoder",
+            encoder_dir,
+            "--train",
+            str(tmp_path / "train.txt"),
+            "--dev",
+            str(tmp_path / "train.txt"),
+            "--out",
+            str(tmp_path / "t"),
+            "--head",
+            "sentscore",
+            "--epochs",
+            "12",
+            "--patience",
+            "12",
+            "--lr",
+            "1e-2",
+            "--batch-size",
+            "4",
+            "--device",
+            "cpu",
+        ],
+    )
     assert r.exit_code == 0, r.output
     summary = json.loads((tmp_path / "t" / "training.json").read_text())
     assert summary["history"][-1]["loss"] < summary["history"][0]["loss"] / 2
@@ -174,19 +243,36 @@ def test_sentscore_teacher_finetunes_and_builds_a_cache(encoder_dir, tmp_path):
     pieces = teacher.predict([long[:11], long[11:22], long[22:]])
     assert teacher.predict([long])[0] == pieces[0] + pieces[1] + pieces[2]
     ids = torch.tensor([teacher.schema.encode(["PER", "O", "LOC"] * 9)])
-    assert torch.isfinite(teacher.loss([long], ids)) and teacher.gold_nll([long, ["anna"]], torch.cat(
-        [ids, torch.full((1, 27), -1)])).isnan().tolist() == [False, True]
+    assert torch.isfinite(teacher.loss([long], ids)) and teacher.gold_nll(
+        [long, ["anna"]], torch.cat([ids, torch.full((1, 27), -1)])
+    ).isnan().tolist() == [False, True]
 
     (tmp_path / "raw.txt").write_text("anna visits rome\npeter visits paris today\n")
-    r = CliRunner().invoke(cache_cli, ["build", "--out", str(tmp_path / "cache"), "--teacher", str(tmp_path / "t"),
-                                       "--labelled", f"toy={tmp_path / 'train.txt'}",
-                                       "--unlabelled", f"raw={tmp_path / 'raw.txt'}", "--device", "cpu"])
+    r = CliRunner().invoke(
+        cache_cli,
+        [
+            "build",
+            "--out",
+            str(tmp_path / "cache"),
+            "--teacher",
+            str(tmp_path / "t"),
+            "--labelled",
+            f"toy={tmp_path / 'train.txt'}",
+            "--unlabelled",
+            f"raw={tmp_path / 'raw.txt'}",
+            "--device",
+            "cpu",
+        ],
+    )
     assert r.exit_code == 0, r.output
     reader = CacheReader(str(tmp_path / "cache"))
     assert reader.manifest.label_schema.scheme == "sBIO" and reader.manifest.teachers["t"].decoding["k"] == 1
     assert verify_cache(str(tmp_path / "cache")) == []
-    rows = list(reader.iter_examples({"examples": ["words", "tags"], "t": ["kbest_paths", "kbest_scores",
-                                                                         "tag_scores", "gold_nll"]}))
+    rows = list(
+        reader.iter_examples(
+            {"examples": ["words", "tags"], "t": ["kbest_paths", "kbest_scores", "tag_scores", "gold_nll"]}
+        )
+    )
     assert len(rows) == 18
     for row in rows:
         n = len(row["examples"]["words"])
@@ -198,6 +284,7 @@ def test_sentscore_teacher_finetunes_and_builds_a_cache(encoder_dir, tmp_path):
 
 
 # -- the student recipe: eq. 2, few-shot splits, training from the cache -----------------------
+
 
 def test_sentscore_kd_loss_by_hand():
     from seqdistill.students.losses import sentscore_kd_loss
@@ -212,7 +299,9 @@ def test_sentscore_kd_loss_by_hand():
     u2 = torch.tensor([[[0.0, -10.0, float("-inf")]]])
     p = torch.softmax(torch.tensor([0.0, -1.0]), 0)
     expected = math.log(3) + sum(float(pi) * math.log(float(pi) * 3) for pi in p)
-    assert sentscore_kd_loss(logits[:1], tags[:1], u2, mask[:1], torch.tensor([True])).item() == pytest.approx(expected, rel=1e-5)
+    assert sentscore_kd_loss(logits[:1], tags[:1], u2, mask[:1], torch.tensor([True])).item() == pytest.approx(
+        expected, rel=1e-5
+    )
 
 
 def test_few_shot_split(tmp_path):
@@ -243,31 +332,103 @@ def test_sentscore_student_learns_from_the_cache(encoder_dir, tmp_path):
 
     from seqdistill.pipeline.cli import main as cache_cli
     from seqdistill.students.cli import main as train_cli
-    from seqdistill.students.models import load_student
     from seqdistill.students.common import predict_tags
+    from seqdistill.students.models import load_student
 
     (tmp_path / "all.txt").write_text(CONLL * 2)
-    r = CliRunner().invoke(cache_cli, ["few-shot-split", "--corpus", str(tmp_path / "all.txt"), "--out",
-                                       str(tmp_path / "fs"), "--train", "8", "--dev", "4"])
+    r = CliRunner().invoke(
+        cache_cli,
+        [
+            "few-shot-split",
+            "--corpus",
+            str(tmp_path / "all.txt"),
+            "--out",
+            str(tmp_path / "fs"),
+            "--train",
+            "8",
+            "--dev",
+            "4",
+        ],
+    )
     assert r.exit_code == 0, r.output
     fs = tmp_path / "fs"
-    r = CliRunner().invoke(cache_cli, ["finetune-teacher", "--encoder", encoder_dir, "--train", str(fs / "gold_train.txt"),
-                                       "--dev", str(fs / "gold_dev.txt"), "--out", str(tmp_path / "t"), "--head",
-                                       "sentscore", "--epochs", "25", "--patience", "25", "--lr", "1e-2",
-                                       "--batch-size", "4", "--device", "cpu"])
+    r = CliRunner().invoke(
+        cache_cli,
+        [
+            "finetune-teacher",
+            "--encoder",
+            encoder_dir,
+            "--train",
+            str(fs / "gold_train.txt"),
+            "--dev",
+            str(fs / "gold_dev.txt"),
+            "--out",
+            str(tmp_path / "t"),
+            "--head",
+            "sentscore",
+            "--epochs",
+            "25",
+            "--patience",
+            "25",
+            "--lr",
+            "1e-2",
+            "--batch-size",
+            "4",
+            "--device",
+            "cpu",
+        ],
+    )
     assert r.exit_code == 0, r.output
-    r = CliRunner().invoke(cache_cli, ["build", "--out", str(tmp_path / "cache"), "--teacher", str(tmp_path / "t"),
-                                       "--labelled", f"toy={fs / 'gold_train.txt'}@train",
-                                       "--labelled", f"toy={fs / 'gold_dev.txt'}@dev",
-                                       "--unlabelled", f"silver={fs / 'silver.txt'}", "--device", "cpu",
-                                       "--shard-size", "4"])
+    r = CliRunner().invoke(
+        cache_cli,
+        [
+            "build",
+            "--out",
+            str(tmp_path / "cache"),
+            "--teacher",
+            str(tmp_path / "t"),
+            "--labelled",
+            f"toy={fs / 'gold_train.txt'}@train",
+            "--labelled",
+            f"toy={fs / 'gold_dev.txt'}@dev",
+            "--unlabelled",
+            f"silver={fs / 'silver.txt'}",
+            "--device",
+            "cpu",
+            "--shard-size",
+            "4",
+        ],
+    )
     assert r.exit_code == 0, r.output
     for lam in ("1", "0"):
         out = tmp_path / f"s{lam}"
-        r = CliRunner().invoke(train_cli, ["--cache", str(tmp_path / "cache"), "--out", str(out), "--recipe", "sentscore",
-                                           "--lambda-kl", lam, "--embedding", "random", "--embedding-dim", "8",
-                                           "--hidden-size", "16", "--epochs", "15", "--lr", "0.02", "--dropout", "0",
-                                           "--device", "cpu"])
+        r = CliRunner().invoke(
+            train_cli,
+            [
+                "--cache",
+                str(tmp_path / "cache"),
+                "--out",
+                str(out),
+                "--recipe",
+                "sentscore",
+                "--lambda-kl",
+                lam,
+                "--embedding",
+                "random",
+                "--embedding-dim",
+                "8",
+                "--hidden-size",
+                "16",
+                "--epochs",
+                "15",
+                "--lr",
+                "0.02",
+                "--dropout",
+                "0",
+                "--device",
+                "cpu",
+            ],
+        )
         assert r.exit_code == 0, r.output
         summary = json.loads((out / "training.json").read_text())
         assert summary["train"] == ["toy/train", "silver/unlabelled"]
@@ -277,6 +438,18 @@ def test_sentscore_student_learns_from_the_cache(encoder_dir, tmp_path):
     assert predict_tags(model, tok, [["anna", "visits", "rome"]]) == [["PER", "O", "LOC"]]
     from conftest import resumes_and_runs_under_torchrun
 
-    resumes_and_runs_under_torchrun("sentscore", str(tmp_path / "cache"), {
-        "embedding": "random", "embedding-dim": 8, "hidden-size": 8, "epochs": 3, "patience": 5, "batch-size": 4,
-        "checkpoint-every": 2}, tmp_path / "runs", kill_at=5)
+    resumes_and_runs_under_torchrun(
+        "sentscore",
+        str(tmp_path / "cache"),
+        {
+            "embedding": "random",
+            "embedding-dim": 8,
+            "hidden-size": 8,
+            "epochs": 3,
+            "patience": 5,
+            "batch-size": 4,
+            "checkpoint-every": 2,
+        },
+        tmp_path / "runs",
+        kill_at=5,
+    )

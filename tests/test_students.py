@@ -5,25 +5,23 @@ import subprocess
 import sys
 
 import pytest
-from conftest import toy_cache
 import torch
 from click.testing import CliRunner
+from conftest import toy_cache
 from torch.utils.data import DataLoader
 
 from seqdistill.cache_schema import CacheReader
+from seqdistill.students.common import predict_tags
 from seqdistill.students.data import CacheStream, StreamConfig, parse_selection
 from seqdistill.students.models import load_student
-from seqdistill.students.common import predict_tags
 from seqdistill.students.recipes import train as train_student
 from seqdistill.students.recipes.mgkd import MGKDConfig as TrainConfig
-
 
 
 @pytest.fixture(scope="module")
 def cache(tiny_encoder, tmp_path_factory):
     """A cache over toy train/dev/unlabelled corpora whose teacher directory no longer exists."""
     return toy_cache(tiny_encoder, tmp_path_factory.mktemp("stage2"), k=4, shard_size=16)
-
 
 
 class _Ids:
@@ -55,8 +53,18 @@ def test_stream_visits_each_selected_example_once_in_a_seeded_order(cache):
 
 def test_stream_partitions_across_ranks_and_workers(cache):
     reader = CacheReader(cache)
-    parts = [CacheStream(reader, {"examples": ["words"]}, parse_selection(["toy/train", "raw"], reader), _Ids,
-                         StreamConfig(8, 32, 5), rank=r, world_size=2) for r in range(2)]
+    parts = [
+        CacheStream(
+            reader,
+            {"examples": ["words"]},
+            parse_selection(["toy/train", "raw"], reader),
+            _Ids,
+            StreamConfig(8, 32, 5),
+            rank=r,
+            world_size=2,
+        )
+        for r in range(2)
+    ]
     seen = [[i for b in p for i in b.ids] for p in parts]
     assert not set(seen[0]) & set(seen[1]) and len(seen[0]) + len(seen[1]) == 100
     loader = DataLoader(_stream(reader), batch_size=None, num_workers=2)
@@ -94,9 +102,11 @@ def test_stream_reads_only_the_fields_asked_for(cache, monkeypatch):
 
 
 def test_training_never_imports_the_teachers_package():
-    code = ("import sys, seqdistill.students.cli, seqdistill.students.recipes; seqdistill.students.recipes.recipes(); "
-            "bad = [m for m in sys.modules if m.startswith('seqdistill.teachers') or m == 'seqdistill.pipeline.build']; "
-            "assert not bad, bad")
+    code = (
+        "import sys, seqdistill.students.cli, seqdistill.students.recipes; seqdistill.students.recipes.recipes(); "
+        "bad = [m for m in sys.modules if m.startswith('seqdistill.teachers') or m == 'seqdistill.pipeline.build']; "
+        "assert not bad, bad"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
 
@@ -104,10 +114,35 @@ def test_training_never_imports_the_teachers_package():
 def test_mgkd_student_learns_from_a_cache_whose_teacher_is_gone(cache, tmp_path):
     from seqdistill.students.cli import main as train_cli
 
-    r = CliRunner().invoke(train_cli, ["--cache", cache, "--out", str(tmp_path / "s"), "--losses", "hard,seq-ce,fuzzy",
-                                       "--k", "3", "--embedding", "random", "--embedding-dim", "16", "--hidden-size", "16",
-                                       "--epochs", "12", "--lr", "0.02", "--batch-size", "8", "--dropout", "0.1",
-                                       "--device", "cpu"])
+    r = CliRunner().invoke(
+        train_cli,
+        [
+            "--cache",
+            cache,
+            "--out",
+            str(tmp_path / "s"),
+            "--losses",
+            "hard,seq-ce,fuzzy",
+            "--k",
+            "3",
+            "--embedding",
+            "random",
+            "--embedding-dim",
+            "16",
+            "--hidden-size",
+            "16",
+            "--epochs",
+            "12",
+            "--lr",
+            "0.02",
+            "--batch-size",
+            "8",
+            "--dropout",
+            "0.1",
+            "--device",
+            "cpu",
+        ],
+    )
     assert r.exit_code == 0, r.output
     summary = json.loads((tmp_path / "s" / "training.json").read_text())
     assert summary["train"] == ["toy/train", "raw/unlabelled"] and summary["dev"] == ["toy/dev"]
@@ -129,19 +164,35 @@ def test_eval_comparison_says_factors_of_at_least_one():
     from seqdistill.pipeline.evaluate import format_results
 
     def row(name, params, b1, b32, f1):
-        return {"model": name, "kind": "student", "params": params, "params_without_embeddings": params,
-                "precision": f1, "recall": f1, "f1": f1, "macro_f1": f1, "exact_match": 0.0, "per_type": {},
-                "ms_per_sentence_batch1": b1, "ms_per_sentence_batch32": b32}
+        return {
+            "model": name,
+            "kind": "student",
+            "params": params,
+            "params_without_embeddings": params,
+            "precision": f1,
+            "recall": f1,
+            "f1": f1,
+            "macro_f1": f1,
+            "exact_match": 0.0,
+            "per_type": {},
+            "ms_per_sentence_batch1": b1,
+            "ms_per_sentence_batch32": b32,
+        }
 
-    text = format_results([row("base", 100, 10.0, 4.0, 0.9), row("small", 25, 2.0, 8.0, 0.8),
-                           row("big", 400, 40.0, 1.0, 0.95)])
+    text = format_results(
+        [row("base", 100, 10.0, 4.0, 0.9), row("small", 25, 2.0, 8.0, 0.8), row("big", 400, 40.0, 1.0, 0.95)]
+    )
     assert "small vs base: 4.0x fewer parameters, 5.0x faster at batch 1, 2.0x slower at batch 32, F1 -10.00" in text
     assert "big vs base: 4.0x more parameters, 4.0x slower at batch 1, 4.0x faster at batch 32, F1 +5.00" in text
 
 
 def test_teacher_embeddings_frozen_and_svd(cache, tmp_path):
-    summary = train_student(cache, tmp_path / "te", TrainConfig(losses=("hard", "token-pos"), epochs=1, max_steps=2,
-                                                                 device="cpu", hidden_size=8), log=lambda *a: None)
+    summary = train_student(
+        cache,
+        tmp_path / "te",
+        TrainConfig(losses=("hard", "token-pos"), epochs=1, max_steps=2, device="cpu", hidden_size=8),
+        log=lambda *a: None,
+    )
     model, _ = load_student(tmp_path / "te")
     from safetensors.numpy import load
 
@@ -149,8 +200,12 @@ def test_teacher_embeddings_frozen_and_svd(cache, tmp_path):
     weight = load(reader.read_export("tiny", "embeddings.safetensors"))["weight"]
     assert torch.equal(model.embed.weight, torch.from_numpy(weight))  # TE: frozen, unchanged by training
     assert summary["steps"] == 2
-    train_student(cache, tmp_path / "svd", TrainConfig(embedding="svd", embedding_dim=4, k=3, epochs=1, max_steps=1,
-                                                        device="cpu", hidden_size=8), log=lambda *a: None)
+    train_student(
+        cache,
+        tmp_path / "svd",
+        TrainConfig(embedding="svd", embedding_dim=4, k=3, epochs=1, max_steps=1, device="cpu", hidden_size=8),
+        log=lambda *a: None,
+    )
     small, _ = load_student(tmp_path / "svd")
     assert small.embed.weight.shape == (weight.shape[0], 4)
 
@@ -169,9 +224,19 @@ def test_training_resumes_mid_epoch_from_its_checkpoint(cache, tmp_path, monkeyp
 
     seen = []
     real = T.loss_parts
-    monkeypatch.setattr(T, "loss_parts", lambda model, batch, cfg, dev: seen.append(batch.origin) or real(model, batch, cfg, dev))
-    cfg = dict(losses=("hard",), epochs=1, device="cpu", hidden_size=8, embedding="random", embedding_dim=8,
-               batch_size=8, checkpoint_every=2)
+    monkeypatch.setattr(
+        T, "loss_parts", lambda model, batch, cfg, dev: seen.append(batch.origin) or real(model, batch, cfg, dev)
+    )
+    cfg = dict(
+        losses=("hard",),
+        epochs=1,
+        device="cpu",
+        hidden_size=8,
+        embedding="random",
+        embedding_dim=8,
+        batch_size=8,
+        checkpoint_every=2,
+    )
     train_student(cache, tmp_path / "r", TrainConfig(max_steps=5, **cfg), log=lambda *a: None)
     first, seen[:] = list(seen), []
     state = json.loads((tmp_path / "r" / "checkpoint" / "state.json").read_text())["state"]["position"]
@@ -186,6 +251,20 @@ def test_training_resumes_mid_epoch_from_its_checkpoint(cache, tmp_path, monkeyp
 def test_mgkd_resumes_bit_identical_and_trains_under_torchrun(cache, tmp_path):
     from conftest import resumes_and_runs_under_torchrun
 
-    resumes_and_runs_under_torchrun("mgkd", cache, {
-        "losses": "hard,seq-ce", "k": 2, "epochs": 2, "patience": 5, "embedding": "random", "embedding-dim": 8,
-        "hidden-size": 8, "batch-size": 8, "checkpoint-every": 3}, tmp_path, kill_at=17)
+    resumes_and_runs_under_torchrun(
+        "mgkd",
+        cache,
+        {
+            "losses": "hard,seq-ce",
+            "k": 2,
+            "epochs": 2,
+            "patience": 5,
+            "embedding": "random",
+            "embedding-dim": 8,
+            "hidden-size": 8,
+            "batch-size": 8,
+            "checkpoint-every": 3,
+        },
+        tmp_path,
+        kill_at=17,
+    )

@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import toy_cache
+
 from seqdistill.students.sweep import check_runs, expand, load_grid, report
 
 
@@ -37,8 +37,11 @@ def test_grid_expands_to_runs_with_their_options(tmp_path):
     path.write_text(GRID)
     base, axes = load_grid(path)
     runs = expand(base, axes)
-    assert [r["name"] for r in runs][:3] == ["unlabelled-sentences=0,k=1,seed=1", "unlabelled-sentences=0,k=1,seed=2",
-                                             "unlabelled-sentences=0,k=2,seed=1"]
+    assert [r["name"] for r in runs][:3] == [
+        "unlabelled-sentences=0,k=1,seed=1",
+        "unlabelled-sentences=0,k=1,seed=2",
+        "unlabelled-sentences=0,k=2,seed=1",
+    ]
     assert len(runs) == 8 and runs[-1]["params"] == {**base, "unlabelled-sentences": 20, "k": 2, "seed": 2}
     check_runs(runs, "grid.toml")  # every point is a valid mgkd config
     with pytest.raises(ValueError, match=r"grid.toml \(run x\): 'k' is not an option of this recipe"):
@@ -49,10 +52,27 @@ def test_grid_expands_to_runs_with_their_options(tmp_path):
 
 
 def _sweep(cache, grid, out):
-    cmd = [sys.executable, "-m", "seqdistill.students.cli", "sweep", "--cache", cache, "--grid", str(grid),
-           "--out", str(out), "--jobs", "2"]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"})
+    cmd = [
+        sys.executable,
+        "-m",
+        "seqdistill.students.cli",
+        "sweep",
+        "--cache",
+        cache,
+        "--grid",
+        str(grid),
+        "--out",
+        str(out),
+        "--jobs",
+        "2",
+    ]
+    return subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"},
+    )
 
 
 def test_sweep_runs_resumes_and_reports(cache, tmp_path):
@@ -79,14 +99,20 @@ def test_sweep_runs_resumes_and_reports(cache, tmp_path):
     median = sorted(x["ms_per_sentence_batch32"] for x in speed)
     assert rows[0].endswith(f" {speed[0]['params']:,} | {(median[0] + median[1]) / 2:.3f} |")
     # fewer unlabelled sentences, fewer batches: 60 labelled rows (+ 20 sampled) in batches of 32
-    steps = {n: json.loads((out / f"unlabelled-sentences={n},k=1,seed=1" / "training.json").read_text())["steps"]
-             for n in (0, 20)}
+    steps = {
+        n: json.loads((out / f"unlabelled-sentences={n},k=1,seed=1" / "training.json").read_text())["steps"]
+        for n in (0, 20)
+    }
     assert steps == {0: 2, 20: 3}
     from seqdistill.students.sweep import plot
 
     paths = plot(out, teacher_f1=90.0)
-    assert [p.name for p in paths] == ["f1_vs_unlabelled-sentences.png", "f1_vs_k.png", "f1_vs_latency.png",
-                                       "f1_vs_params.png"]
+    assert [p.name for p in paths] == [
+        "f1_vs_unlabelled-sentences.png",
+        "f1_vs_k.png",
+        "f1_vs_latency.png",
+        "f1_vs_params.png",
+    ]
     for p in paths:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
 
@@ -102,8 +128,9 @@ def test_unlabelled_sample_is_seeded_fixed_and_bounded(cache):
         class Rows(list):
             origin = None
 
-        stream = CacheStream(reader, {"examples": ["index"]}, select, Rows,
-                             StreamConfig(8, 4096, seed, unlabelled_sentences=n))
+        stream = CacheStream(
+            reader, {"examples": ["index"]}, select, Rows, StreamConfig(8, 4096, seed, unlabelled_sentences=n)
+        )
         stream.set_epoch(epoch)
         return sorted((r["examples"]["corpus"], r["examples"]["index"]) for b in stream for r in b)
 
@@ -112,6 +139,9 @@ def test_unlabelled_sample_is_seeded_fixed_and_bounded(cache):
     assert rows(15, 1, 3) == a  # the same sample every epoch
     assert rows(15, 2, 0) != a  # another seed, another sample
     assert rows(40, 1, 0) == rows(None, 1, 0)  # all 40
-    with pytest.raises(ValueError, match="--unlabelled-sentences 41: the training selection holds 40 unlabelled "
-                                         r"sentences \(raw/unlabelled\)"):
+    with pytest.raises(
+        ValueError,
+        match="--unlabelled-sentences 41: the training selection holds 40 unlabelled "
+        r"sentences \(raw/unlabelled\)",
+    ):
         rows(41, 1, 0)

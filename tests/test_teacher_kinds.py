@@ -3,8 +3,8 @@ tiny teacher's outputs are the kind's fields, and the cache writer takes them as
 
 import pytest
 import torch
-
 from conftest import toy_corpus
+
 from seqdistill.cache_schema import CacheReader, CacheWriter, LabelSchema, TeacherInfo, verify_cache
 from seqdistill.pipeline.corpora import read_corpus
 from seqdistill.teachers import KINDS, LayerOptions, build_teacher, to_host
@@ -18,13 +18,36 @@ def seq2seq_encoder(tmp_path_factory):
     from transformers import BertConfig, BertModel, BertTokenizer
 
     d = tmp_path_factory.mktemp("kinds-s2s")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"[unused{i}]" for i in range(12)),
-             *"abcdefghijklmnopqrstuvwxyz", *("##" + c for c in "abcdefghijklmnopqrstuvwxyz"),
-             "the", "peter", "anna", "visits", "paris", "rome", "loc", "per"]
+    vocab = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        *(f"[unused{i}]" for i in range(12)),
+        *"abcdefghijklmnopqrstuvwxyz",
+        *("##" + c for c in "abcdefghijklmnopqrstuvwxyz"),
+        "the",
+        "peter",
+        "anna",
+        "visits",
+        "paris",
+        "rome",
+        "loc",
+        "per",
+    ]
     BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True).save_pretrained(d)
     torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=32, max_position_embeddings=128)).save_pretrained(d)
+    BertModel(
+        BertConfig(
+            vocab_size=len(vocab),
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=128,
+        )
+    ).save_pretrained(d)
     return str(d)
 
 
@@ -50,9 +73,15 @@ def test_shard_columns_are_the_declared_fields(name, tiny_encoder, seq2seq_encod
     raw = read_corpus(toy_corpus(tmp_path / "raw.txt", 2, 1, labelled=False), "raw", "unlabelled", labelled=False)
     rows = labelled.example_rows() + raw.example_rows()
 
-    out = teacher.outputs([r["words"] for r in rows], kind.gold_targets(rows, schema), k=options.k,
-                          marginals=options.marginals, hidden_layers=options.hidden_layers,
-                          subwords=options.subwords, precision="fp32")
+    out = teacher.outputs(
+        [r["words"] for r in rows],
+        kind.gold_targets(rows, schema),
+        k=options.k,
+        marginals=options.marginals,
+        hidden_layers=options.hidden_layers,
+        subwords=options.subwords,
+        precision="fp32",
+    )
     host = to_host(out)
     cols = kind.shard_columns(rows, [(host, j) for j in range(len(rows))], options)
     fields = kind.fields(schema, teacher.encoder.config.hidden_size, options)
@@ -62,8 +91,14 @@ def test_shard_columns_are_the_declared_fields(name, tiny_encoder, seq2seq_encod
     writer = CacheWriter(str(tmp_path / "cache"))
     examples = writer.examples_layer(schema, [labelled.info(), raw.info()], 1)
     examples.write_shard(0, {k: [r[k] for r in rows] for k in rows[0]})
-    info = TeacherInfo(name, name, {"weights": "a" * 64, "tokenizer": "b" * 64},
-                       kind.decoding(options, schema.scheme, "fp32"), list(options.hidden_layers), "first")
+    info = TeacherInfo(
+        name,
+        name,
+        {"weights": "a" * 64, "tokenizer": "b" * 64},
+        kind.decoding(options, schema.scheme, "fp32"),
+        list(options.hidden_layers),
+        "first",
+    )
     writer.teacher_layer(info, fields).write_shard(0, cols)
     writer.commit()
     assert verify_cache(str(tmp_path / "cache")) == []

@@ -32,7 +32,7 @@ def test_pooling_matches_hand_computation(tiny_encoder, pooling):
         pooled = seg.pool(out)
     for b, sent in enumerate(words):
         ids, wids = enc["input_ids"][b], enc.word_ids(b)
-        h = _direct(teacher, ids)[len(teacher.words.prefix):]
+        h = _direct(teacher, ids)[len(teacher.words.prefix) :]
         for w in range(len(sent)):
             pos = [i for i, x in enumerate(wids) if x == w]
             want = h[pos[0]] if pooling == "first" else h[pos].mean(0)
@@ -57,7 +57,7 @@ def test_long_sentences_run_in_windows_and_each_word_takes_its_best_window(tiny_
     windows = []
     for s in range(seg.num_segments_per_sentence[0]):
         toks = seg.input_ids[s][seg.attention_mask[s].bool()].tolist()[p:-1]
-        start = next(i for i in range(len(ids)) if ids[i: i + len(toks)] == toks)
+        start = next(i for i in range(len(ids)) if ids[i : i + len(toks)] == toks)
         windows.append((start, start + len(toks)))
     assert windows[0][0] == 0 and windows[-1][1] == len(ids)
     for w in range(len(sent)):
@@ -123,7 +123,8 @@ def test_token_classification_checkpoint_becomes_a_softmax_teacher(tiny_encoder,
 
     labels = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]  # another order than the schema's
     model = AutoModelForTokenClassification.from_pretrained(
-        tiny_encoder, num_labels=5, id2label=dict(enumerate(labels)), label2id={t: i for i, t in enumerate(labels)})
+        tiny_encoder, num_labels=5, id2label=dict(enumerate(labels)), label2id={t: i for i, t in enumerate(labels)}
+    )
     model.save_pretrained(tmp_path / "tc")
     AutoTokenizer.from_pretrained(tiny_encoder).save_pretrained(tmp_path / "tc")
     teacher = load_teacher(tmp_path / "tc")
@@ -178,10 +179,34 @@ def test_finetune_teacher_command_learns_and_saves_a_loadable_teacher(tiny_encod
 
     train = _toy_corpus(tmp_path / "train.txt", 48, 0)
     dev = _toy_corpus(tmp_path / "dev.txt", 12, 1)
-    r = CliRunner().invoke(cache_cli, [
-        "finetune-teacher", "--encoder", tiny_encoder, "--train", str(train), "--dev", str(dev), "--test", str(dev),
-        "--out", str(tmp_path / "teacher"), "--epochs", "6", "--lr", "3e-3", "--head-lr", "3e-2",
-        "--batch-size", "8", "--dropout", "0.1", "--device", "cpu"])
+    r = CliRunner().invoke(
+        cache_cli,
+        [
+            "finetune-teacher",
+            "--encoder",
+            tiny_encoder,
+            "--train",
+            str(train),
+            "--dev",
+            str(dev),
+            "--test",
+            str(dev),
+            "--out",
+            str(tmp_path / "teacher"),
+            "--epochs",
+            "6",
+            "--lr",
+            "3e-3",
+            "--head-lr",
+            "3e-2",
+            "--batch-size",
+            "8",
+            "--dropout",
+            "0.1",
+            "--device",
+            "cpu",
+        ],
+    )
     assert r.exit_code == 0, r.output
     summary = json.loads((tmp_path / "teacher" / "training.json").read_text())
     assert summary["best_dev_f1"] > 0.9 and summary["test"]["f1"] == pytest.approx(summary["best_dev_f1"])
@@ -197,7 +222,9 @@ def test_layerwise_learning_rates(tiny_encoder):
     lrs = sorted(g["lr"] for g in groups)
     assert lrs == [0.25, 0.5, 1.0, 7.0]  # embeddings, block 0, block 1 (+ pooler), head + CRF
     head = next(g for g in groups if g["lr"] == 7.0)
-    assert {id(p) for p in head["params"]} == {id(p) for n, p in teacher.named_parameters() if not n.startswith("encoder.")}
+    assert {id(p) for p in head["params"]} == {
+        id(p) for n, p in teacher.named_parameters() if not n.startswith("encoder.")
+    }
 
 
 @pytest.mark.parametrize("point", ["finetune-step:5", "finetune-step:6", "finetune-step:13"])
@@ -206,28 +233,36 @@ def test_finetune_killed_anywhere_resumes_to_the_same_weights(tiny_encoder, tmp_
     epoch's last batch; 13: in epoch 3) continues with the same command and ends with the weights
     of an uninterrupted run; a checkpoint of another run is refused by name."""
     from safetensors.torch import load_file
-
-    from seqdistill.cache_schema.storage import FAILPOINT_ENV
-    from seqdistill.teachers.finetune import FinetuneConfig, finetune
     from test_reliability import _in_child
 
+    from seqdistill.cache_schema.storage import FAILPOINT_ENV
     from seqdistill.pipeline.corpora import read_corpus
+    from seqdistill.teachers.finetune import FinetuneConfig, finetune
 
     train = read_corpus(str(_toy_corpus(tmp_path / "train.txt", 40, 0)), "train", "train").sentences
     dev = read_corpus(str(_toy_corpus(tmp_path / "dev.txt", 8, 1)), "dev", "dev").sentences
-    cfg = FinetuneConfig(epochs=3, batch_size=8, lr=3e-3, head_lr=3e-2, dropout=0.1, checkpoint_every=4,
-                         patience=5)
+    cfg = FinetuneConfig(epochs=3, batch_size=8, lr=3e-3, head_lr=3e-2, dropout=0.1, checkpoint_every=4, patience=5)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the killed child runs on one thread: the same arithmetic everywhere
     try:
         full = finetune(tiny_encoder, train, dev, SCHEMA, tmp_path / "full", cfg, device="cpu", log=lambda *a: None)
         out = tmp_path / "killed"
-        code = _in_child(lambda: finetune(tiny_encoder, train, dev, SCHEMA, out, cfg, device="cpu",
-                                          log=lambda *a: None), {FAILPOINT_ENV: point})
+        code = _in_child(
+            lambda: finetune(tiny_encoder, train, dev, SCHEMA, out, cfg, device="cpu", log=lambda *a: None),
+            {FAILPOINT_ENV: point},
+        )
         assert code == -9 and (out / "checkpoint").exists()
         with pytest.raises(ValueError, match=r"checkpoint of another run \(lr was 0.003, now 0.001\)"):
-            finetune(tiny_encoder, train, dev, SCHEMA, out, FinetuneConfig(**{**cfg.__dict__, "lr": 1e-3}),
-                     device="cpu", log=lambda *a: None)
+            finetune(
+                tiny_encoder,
+                train,
+                dev,
+                SCHEMA,
+                out,
+                FinetuneConfig(**{**cfg.__dict__, "lr": 1e-3}),
+                device="cpu",
+                log=lambda *a: None,
+            )
         logs = []
         resumed = finetune(tiny_encoder, train, dev, SCHEMA, out, cfg, device="cpu", log=logs.append)
     finally:

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 from click.testing import CliRunner
-
 from conftest import resumes_and_runs_under_torchrun, toy_cache
+
 from seqdistill.students.recipes.token_kd import teacher_probs, token_kd_loss
 
 
@@ -46,9 +46,32 @@ def test_token_kd_student_learns_from_the_cache(cache, tmp_path):
     from seqdistill.students.common import predict_tags
     from seqdistill.students.models import load_student
 
-    r = CliRunner().invoke(train_cli, ["token-kd", "--cache", cache, "--out", str(tmp_path / "s"), "--embedding",
-                                       "random", "--embedding-dim", "16", "--hidden-size", "16", "--epochs", "12",
-                                       "--lr", "0.02", "--batch-size", "8", "--dropout", "0.1", "--device", "cpu"])
+    r = CliRunner().invoke(
+        train_cli,
+        [
+            "token-kd",
+            "--cache",
+            cache,
+            "--out",
+            str(tmp_path / "s"),
+            "--embedding",
+            "random",
+            "--embedding-dim",
+            "16",
+            "--hidden-size",
+            "16",
+            "--epochs",
+            "12",
+            "--lr",
+            "0.02",
+            "--batch-size",
+            "8",
+            "--dropout",
+            "0.1",
+            "--device",
+            "cpu",
+        ],
+    )
     assert r.exit_code == 0, r.output
     summary = json.loads((tmp_path / "s" / "training.json").read_text())
     assert summary["recipe"] == "token-kd" and summary["best_dev_f1"] > 0.9
@@ -59,6 +82,18 @@ def test_token_kd_student_learns_from_the_cache(cache, tmp_path):
 
 
 def test_token_kd_resumes_bit_identical_and_trains_under_torchrun(cache, tmp_path):
-    resumes_and_runs_under_torchrun("token-kd", cache, {
-        "embedding": "random", "embedding-dim": 8, "hidden-size": 8, "epochs": 2, "patience": 5, "batch-size": 8,
-        "checkpoint-every": 3}, tmp_path, kill_at=17)
+    resumes_and_runs_under_torchrun(
+        "token-kd",
+        cache,
+        {
+            "embedding": "random",
+            "embedding-dim": 8,
+            "hidden-size": 8,
+            "epochs": 2,
+            "patience": 5,
+            "batch-size": 8,
+            "checkpoint-every": 3,
+        },
+        tmp_path,
+        kill_at=17,
+    )

@@ -5,16 +5,16 @@ import json
 import math
 
 import pytest
-from conftest import toy_cache
 import torch
 from click.testing import CliRunner
+from conftest import toy_cache
 
 from seqdistill.cache_schema import LabelSchema
 from seqdistill.students import losses as L
+from seqdistill.students.common import predict_tags
+from seqdistill.students.models import StudentConfig, load_student
 from seqdistill.students.recipes import train
 from seqdistill.students.recipes import xtremedistil as XD
-from seqdistill.students.models import StudentConfig, load_student
-from seqdistill.students.common import predict_tags
 from seqdistill.students.tagger import GROUPS, BiLSTMTagger, words_to_subwords
 
 SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
@@ -49,8 +49,19 @@ def test_representation_loss_by_hand():
 
 
 def _model(hidden=4, vocab=50, pooling="first"):
-    cfg = StudentConfig(SCHEMA.to_json(), vocab, 6, "random", False, hidden, 1, 0.0, arch="bilstm-tagger",
-                        projection_dim=7, pooling=pooling)
+    cfg = StudentConfig(
+        SCHEMA.to_json(),
+        vocab,
+        6,
+        "random",
+        False,
+        hidden,
+        1,
+        0.0,
+        arch="bilstm-tagger",
+        projection_dim=7,
+        pooling=pooling,
+    )
     return BiLSTMTagger(cfg)
 
 
@@ -58,11 +69,18 @@ def test_gradual_unfreezing_follows_algorithm_1_top_down():
     stages, gradual = XD.SCHEDULES["d4.2"]
     plan = [g for losses in stages for g in XD.unfreezing_steps(losses, gradual)]
     assert plan == [
-        ("projection",), ("projection", "bilstm"), ("projection", "bilstm", "embeddings"),
-        ("regressor",), ("regressor", "projection"), ("regressor", "projection", "bilstm"),
+        ("projection",),
+        ("projection", "bilstm"),
+        ("projection", "bilstm", "embeddings"),
+        ("regressor",),
+        ("regressor", "projection"),
+        ("regressor", "projection", "bilstm"),
         ("regressor", "projection", "bilstm", "embeddings"),
-        ("softmax",), ("softmax", "projection"), ("softmax", "projection", "bilstm"),
-        ("softmax", "projection", "bilstm", "embeddings")]
+        ("softmax",),
+        ("softmax", "projection"),
+        ("softmax", "projection", "bilstm"),
+        ("softmax", "projection", "bilstm", "embeddings"),
+    ]
     assert XD.unfreezing_steps(("ll", "ce"), False) == [("softmax", "regressor", "projection", "bilstm", "embeddings")]
     model = _model()
     by_group = model.groups()
@@ -96,10 +114,35 @@ def test_cosine_schedule_from_high_to_low():
 def test_xtremedistil_d4_student_learns_from_the_cache(cache, tmp_path):
     from seqdistill.students.cli import main as train_cli
 
-    r = CliRunner().invoke(train_cli, [
-        "--cache", cache, "--out", str(tmp_path / "xd"), "--recipe", "xtremedistil", "--schedule", "d4",
-        "--teacher-layer", "1", "--embedding-dim", "8", "--hidden-size", "12", "--batch-size", "16",
-        "--epochs-per-step", "3", "--lr", "0.02", "--dropout", "0.0", "--device", "cpu"])
+    r = CliRunner().invoke(
+        train_cli,
+        [
+            "--cache",
+            cache,
+            "--out",
+            str(tmp_path / "xd"),
+            "--recipe",
+            "xtremedistil",
+            "--schedule",
+            "d4",
+            "--teacher-layer",
+            "1",
+            "--embedding-dim",
+            "8",
+            "--hidden-size",
+            "12",
+            "--batch-size",
+            "16",
+            "--epochs-per-step",
+            "3",
+            "--lr",
+            "0.02",
+            "--dropout",
+            "0.0",
+            "--device",
+            "cpu",
+        ],
+    )
     assert r.exit_code == 0, r.output
     summary = json.loads((tmp_path / "xd" / "training.json").read_text())
     steps = [(h["stage"], h["groups"][-1]) for h in summary["stages"]]  # one record per unfreezing step
@@ -118,16 +161,26 @@ def test_xtremedistil_d4_student_learns_from_the_cache(cache, tmp_path):
     row = json.loads(r.output)[0]
     assert row["kind"] == "student" and row["f1"] == 1.0 and row["ms_per_sentence_batch32"] > 0
     (tmp_path / "raw.txt").write_text("anna visits paris\n")
-    r = CliRunner().invoke(predict_main, ["--model", str(tmp_path / "xd"), "--input", str(tmp_path / "raw.txt"),
-                                          "--output", str(tmp_path / "out.jsonl"), "--output-format", "jsonl"])
+    r = CliRunner().invoke(
+        predict_main,
+        [
+            "--model",
+            str(tmp_path / "xd"),
+            "--input",
+            str(tmp_path / "raw.txt"),
+            "--output",
+            str(tmp_path / "out.jsonl"),
+            "--output-format",
+            "jsonl",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "out.jsonl").read_text())["tags"] == ["B-PER", "O", "B-LOC"]
 
 
 def test_missing_teacher_layer_lists_the_stored_ones(cache, tmp_path):
     with pytest.raises(Exception, match=r"no hidden layer 5 in the cache; stored layers: 1"):
-        train(cache, tmp_path / "x", XD.XtremeDistilConfig(teacher_layer=5, device="cpu"),
-                              log=lambda *a: None)
+        train(cache, tmp_path / "x", XD.XtremeDistilConfig(teacher_layer=5, device="cpu"), log=lambda *a: None)
     with pytest.raises(Exception, match=r"unknown schedule 'd9'"):
         train(cache, tmp_path / "x", XD.XtremeDistilConfig(schedule="d9"), log=lambda *a: None)
 
@@ -137,9 +190,26 @@ def test_unlabelled_sample_applies_to_the_training_rows_only(cache, tmp_path):
     dev stream (no unlabelled corpora) are unaffected, and the schedule counts the sample."""
     from seqdistill.students.cli import main as train_cli
 
-    args = ["--cache", cache, "--recipe", "xtremedistil", "--schedule", "d4.1", "--teacher-layer", "1",
-            "--embedding-dim", "8", "--hidden-size", "8", "--batch-size", "16", "--epochs-per-step", "1",
-            "--device", "cpu"]
+    args = [
+        "--cache",
+        cache,
+        "--recipe",
+        "xtremedistil",
+        "--schedule",
+        "d4.1",
+        "--teacher-layer",
+        "1",
+        "--embedding-dim",
+        "8",
+        "--hidden-size",
+        "8",
+        "--batch-size",
+        "16",
+        "--epochs-per-step",
+        "1",
+        "--device",
+        "cpu",
+    ]
     r = CliRunner().invoke(train_cli, [*args, "--out", str(tmp_path / "a"), "--unlabelled-sentences", "5"])
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(train_cli, [*args, "--out", str(tmp_path / "b"), "--unlabelled-sentences", "999"])
@@ -150,6 +220,19 @@ def test_xtremedistil_resumes_bit_identical_and_trains_under_torchrun(cache, tmp
     """Killed in stage 2 (d3.1: RL, then LL + CE), mid-epoch; each stage restores its best weights."""
     from conftest import resumes_and_runs_under_torchrun
 
-    resumes_and_runs_under_torchrun("xtremedistil", cache, {
-        "schedule": "d3.1", "teacher-layer": 1, "embedding-dim": 8, "hidden-size": 8, "batch-size": 16,
-        "epochs-per-step": 2, "patience": 5, "checkpoint-every": 4}, tmp_path, kill_at=17)
+    resumes_and_runs_under_torchrun(
+        "xtremedistil",
+        cache,
+        {
+            "schedule": "d3.1",
+            "teacher-layer": 1,
+            "embedding-dim": 8,
+            "hidden-size": 8,
+            "batch-size": 16,
+            "epochs-per-step": 2,
+            "patience": 5,
+            "checkpoint-every": 4,
+        },
+        tmp_path,
+        kill_at=17,
+    )

@@ -14,18 +14,40 @@ from .errors import (
     ShardError,
 )
 from .fields import FieldSpec
-from .lock import BuildLock
 from .labels import LabelSchema, TagError
 from .layout import EXAMPLES_FIELDS, example_id
+from .lock import BuildLock
 from .manifest import EXAMPLES_LAYER, FORMAT_VERSION, CorpusInfo, LayerInfo, Manifest, ShardInfo, TeacherInfo
 from .reader import CacheReader, DenseField, ShardData
 from .verify import Problem, verify_cache
 from .writer import CacheWriter, LayerWriter
 
 __all__ = [
-    "BuildLock", "CacheError", "CacheLockedError", "FieldError", "FingerprintMismatchError", "FormatVersionError", "ManifestError",
-    "ShardError", "FieldSpec", "LabelSchema", "TagError", "EXAMPLES_FIELDS", "example_id",
-    "EXAMPLES_LAYER", "FORMAT_VERSION", "CorpusInfo", "LayerInfo", "Manifest", "ShardInfo",
-    "TeacherInfo", "CacheReader", "DenseField", "ShardData", "Problem", "verify_cache",
-    "CacheWriter", "LayerWriter",
+    "BuildLock",
+    "CacheError",
+    "CacheLockedError",
+    "FieldError",
+    "FingerprintMismatchError",
+    "FormatVersionError",
+    "ManifestError",
+    "ShardError",
+    "FieldSpec",
+    "LabelSchema",
+    "TagError",
+    "EXAMPLES_FIELDS",
+    "example_id",
+    "EXAMPLES_LAYER",
+    "FORMAT_VERSION",
+    "CorpusInfo",
+    "LayerInfo",
+    "Manifest",
+    "ShardInfo",
+    "TeacherInfo",
+    "CacheReader",
+    "DenseField",
+    "ShardData",
+    "Problem",
+    "verify_cache",
+    "CacheWriter",
+    "LayerWriter",
 ]

@@ -90,8 +90,7 @@ class FieldSpec:
                 raise FieldError(f"{where}: {self.dtype} is only stored in zarr; use float32 in parquet")
             if self.level != "example" and is_float:
                 raise FieldError(
-                    f"{where}: per-{self.level} floats go to zarr (storage='zarr'), never to nested "
-                    "parquet lists"
+                    f"{where}: per-{self.level} floats go to zarr (storage='zarr'), never to nested parquet lists"
                 )
             if self.level != "example" and self.shape:
                 raise FieldError(f"{where}: a per-{self.level} parquet field holds one value per unit")

@@ -14,17 +14,22 @@ def cache_summary(manifest: Manifest) -> dict:
         for s in layer.shards:
             for name, b in s.field_bytes.items():
                 per_field[name] = per_field.get(name, 0) + b
-        layers.append({
-            "name": layer.name,
-            "kind": layer.kind,
-            "teacher": layer.teacher,
-            "bytes": sum(s.bytes for s in layer.shards),
-            "fields": [
-                {**f.to_json(), "bytes": per_field.get(f.name, 0),
-                 "bytes_per_word": round(per_field.get(f.name, 0) / words, 2)}
-                for f in layer.fields
-            ],
-        })
+        layers.append(
+            {
+                "name": layer.name,
+                "kind": layer.kind,
+                "teacher": layer.teacher,
+                "bytes": sum(s.bytes for s in layer.shards),
+                "fields": [
+                    {
+                        **f.to_json(),
+                        "bytes": per_field.get(f.name, 0),
+                        "bytes_per_word": round(per_field.get(f.name, 0) / words, 2),
+                    }
+                    for f in layer.fields
+                ],
+            }
+        )
     return {
         "format_version": manifest.format_version,
         "tool_version": manifest.tool_version,
@@ -51,19 +56,25 @@ def format_summary(s: dict) -> str:
     ]
     for c in s["corpora"]:
         kind = "labelled" if c["labelled"] else "unlabelled"
-        lines.append(f"  {c['name'] + '/' + c['split']:<24} {kind:<10} {c['examples']:>9,} examples "
-                     f"{c['words']:>10,} words  sha256 {c['sha256'][:12]}  {c['source']}")
+        lines.append(
+            f"  {c['name'] + '/' + c['split']:<24} {kind:<10} {c['examples']:>9,} examples "
+            f"{c['words']:>10,} words  sha256 {c['sha256'][:12]}  {c['source']}"
+        )
     lines += ["", "teachers:"] if s["teachers"] else []
     for t in s["teachers"]:
         fp = ", ".join(f"{k} {v[:12]}" for k, v in sorted(t["fingerprints"].items()))
-        lines.append(f"  {t['id']}: {t['kind']}, pooling {t['pooling']}, hidden layers "
-                     f"{t['hidden_layers'] or 'none'}, decoding {t['decoding'] or '-'}; {fp}")
+        lines.append(
+            f"  {t['id']}: {t['kind']}, pooling {t['pooling']}, hidden layers "
+            f"{t['hidden_layers'] or 'none'}, decoding {t['decoding'] or '-'}; {fp}"
+        )
     for layer in s["layers"]:
         lines += ["", f"layer {layer['name']} ({layer['kind']}, {_size(layer['bytes'])}):"]
         for f in layer["fields"]:
             shape = "x".join(str(d) for d in f["shape"]) or "scalar"
-            lines.append(f"  {f['name']:<20} {f['level']:<8} {f['dtype']:<9} {shape:<12} {f['storage']:<8}"
-                         f" {f['bytes_per_word']:>10.2f} B/word")
+            lines.append(
+                f"  {f['name']:<20} {f['level']:<8} {f['dtype']:<9} {shape:<12} {f['storage']:<8}"
+                f" {f['bytes_per_word']:>10.2f} B/word"
+            )
     return "\n".join(lines)
 
 

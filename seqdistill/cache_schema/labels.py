@@ -84,6 +84,7 @@ def format_tag(t: Tag, scheme: str) -> str:
 
 # -- validity rules over roles ------------------------------------------------------------------
 
+
 def _start_ok(t: Tag, scheme: str) -> bool:
     if scheme == "IOB1":
         return t.role != "B"
@@ -132,6 +133,7 @@ def check_sequence(tags: list[str], scheme: str) -> tuple[int, str] | None:
 
 # -- spans and conversion -------------------------------------------------------------------------
 
+
 def tags_to_spans(tags: list[str], scheme: str) -> list[tuple[int, int, str]]:
     """Entities of a valid sequence as ``(start, end_exclusive, type)`` spans."""
     parsed = [parse_tag(t, scheme) for t in tags]
@@ -148,9 +150,7 @@ def tags_to_spans(tags: list[str], scheme: str) -> list[tuple[int, int, str]]:
         if t.role == "O":
             close(i)
             continue
-        continues = start is not None and t.role in ("I", "E") and (
-            scheme == "sBIO" or t.type == etype
-        )
+        continues = start is not None and t.role in ("I", "E") and (scheme == "sBIO" or t.type == etype)
         if not continues:
             close(i)
             start, etype = i, t.type

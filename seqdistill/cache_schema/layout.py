@@ -58,9 +58,21 @@ EXAMPLES_FIELDS = (
     FieldSpec("n_words", "example", "int32", description="number of words"),
     FieldSpec("words", "word", "string", description="the words"),
     FieldSpec("tags", "word", "string", nullable=True, description="gold tags; null when unlabelled"),
-    FieldSpec("entity_spans", "example", "int32", ("entities", "bounds"), nullable=True,
-              description="nested corpora: every gold entity as [start, end) word positions (tags then hold "
-                          "the outermost ones); null otherwise"),
-    FieldSpec("entity_types", "example", "string", ("entities",), nullable=True,
-              description="nested corpora: the type of each entity of entity_spans; null otherwise"),
+    FieldSpec(
+        "entity_spans",
+        "example",
+        "int32",
+        ("entities", "bounds"),
+        nullable=True,
+        description="nested corpora: every gold entity as [start, end) word positions (tags then hold "
+        "the outermost ones); null otherwise",
+    ),
+    FieldSpec(
+        "entity_types",
+        "example",
+        "string",
+        ("entities",),
+        nullable=True,
+        description="nested corpora: the type of each entity of entity_spans; null otherwise",
+    ),
 )

@@ -53,8 +53,10 @@ class LockHolder:
 
     def describe(self, now: float) -> str:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started))
-        return (f"pid {self.pid} on host {self.host}, started {started}, last heartbeat "
-                f"{max(0.0, now - self.heartbeat):.0f} s ago")
+        return (
+            f"pid {self.pid} on host {self.host}, started {started}, last heartbeat "
+            f"{max(0.0, now - self.heartbeat):.0f} s ago"
+        )
 
     def is_stale(self, now: float, stale_after: float) -> tuple[bool, str]:
         if self.host == socket.gethostname() and self.pidns == _pid_namespace() and not _pid_alive(self.pid):
@@ -67,8 +69,9 @@ class LockHolder:
 class BuildLock:
     """``with BuildLock(store): ...`` holds the cache's build lock for the block."""
 
-    def __init__(self, store: CacheStore, *, wait: float = 0.0, stale_after: float = STALE_AFTER,
-                 poll: float = 0.5, log=print):
+    def __init__(
+        self, store: CacheStore, *, wait: float = 0.0, stale_after: float = STALE_AFTER, poll: float = 0.5, log=print
+    ):
         self.store, self.wait, self.stale_after, self.poll, self.log = store, wait, stale_after, poll, log
         self.token = uuid.uuid4().hex
         self._stop = threading.Event()
@@ -81,8 +84,9 @@ class BuildLock:
         writer died while writing it on a store without exclusive create) counts as stale."""
         try:
             data = json.loads(self.store.read_bytes(LOCK).decode("utf-8"))
-            return LockHolder(data["token"], data["host"], data["pid"], data["started"], data["heartbeat"],
-                              data.get("pidns", ""))
+            return LockHolder(
+                data["token"], data["host"], data["pid"], data["started"], data["heartbeat"], data.get("pidns", "")
+            )
         except FileNotFoundError:
             return None
         except (ValueError, KeyError, TypeError, UnicodeDecodeError):
@@ -90,8 +94,9 @@ class BuildLock:
 
     def _holder(self, heartbeat: float | None = None) -> bytes:
         now = time.time()
-        me = LockHolder(self.token, socket.gethostname(), os.getpid(), self._started, heartbeat or now,
-                        _pid_namespace())
+        me = LockHolder(
+            self.token, socket.gethostname(), os.getpid(), self._started, heartbeat or now, _pid_namespace()
+        )
         return (json.dumps(asdict(me)) + "\n").encode("utf-8")
 
     def _create(self) -> bool:
@@ -136,13 +141,17 @@ class BuildLock:
                 self._break(holder)
                 continue
             if now >= deadline:
-                hint = ("wait for it to finish, or pass --wait SECONDS to wait for it"
-                        if self.wait == 0 else f"it is still held after {self.wait:.0f} s")
+                hint = (
+                    "wait for it to finish, or pass --wait SECONDS to wait for it"
+                    if self.wait == 0
+                    else f"it is still held after {self.wait:.0f} s"
+                )
                 raise CacheLockedError(
                     f"{self.store.url}: another build is writing this cache ({holder.describe(now)}); {hint}. "
                     f"If that build is dead, its lock is broken automatically (at once on this host, after "
                     f"{self.stale_after:.0f} s without a heartbeat from another host), or remove "
-                    f"{self.store.url}/{LOCK} by hand.")
+                    f"{self.store.url}/{LOCK} by hand."
+                )
             time.sleep(min(self.poll, max(0.0, deadline - now)))
         self._stop.clear()
         self._thread = threading.Thread(target=self._beat, name="seqdistill-lock-heartbeat", daemon=True)
@@ -177,8 +186,10 @@ class BuildLock:
             try:
                 held = self.read()
                 if held is None or held.token != self.token:
-                    self.lost = (f"{self.store.url}: the build lock was taken by another build while this one "
-                                 "held it (this one was thought dead); this build stops before committing")
+                    self.lost = (
+                        f"{self.store.url}: the build lock was taken by another build while this one "
+                        "held it (this one was thought dead); this build stops before committing"
+                    )
                     self.log(f"WARNING: {self.lost}")
                     return
                 self.store.write_json_atomic(LOCK, json.loads(self._holder(heartbeat=time.time())))

@@ -79,8 +79,10 @@ class CorpusInfo:
     def from_json(cls, obj: dict) -> "CorpusInfo":
         where = f"corpus {obj.get('name', '?')!r}"
         optional = {"nested"}  # absent in caches written before nested corpora
-        c = cls(**{k: _require(obj, k, where) for k in cls.__dataclass_fields__ if k not in optional},
-                **{k: obj[k] for k in optional if k in obj})
+        c = cls(
+            **{k: _require(obj, k, where) for k in cls.__dataclass_fields__ if k not in optional},
+            **{k: obj[k] for k in optional if k in obj},
+        )
         check_id(c.name, "corpus name")
         check_id(c.split, "split name")
         return c
@@ -275,21 +277,21 @@ class Manifest:
 
     def layer(self, name: str) -> LayerInfo:
         if name not in self.layers:
-            raise KeyError(
-                f"the cache has no layer {name!r}; its layers are: {', '.join(self.layers)}"
-            )
+            raise KeyError(f"the cache has no layer {name!r}; its layers are: {', '.join(self.layers)}")
         return self.layers[name]
 
     def to_json(self) -> dict:
-        return seal({
-            "format": FORMAT_NAME,
-            "format_version": self.format_version,
-            "tool_version": self.tool_version,
-            "label_schema": self.label_schema.to_json(),
-            "corpora": [c.to_json() for c in self.corpora],
-            "teachers": [t.to_json() for t in self.teachers.values()],
-            "layers": [layer.to_json() for layer in self.layers.values()],
-        })
+        return seal(
+            {
+                "format": FORMAT_NAME,
+                "format_version": self.format_version,
+                "tool_version": self.tool_version,
+                "label_schema": self.label_schema.to_json(),
+                "corpora": [c.to_json() for c in self.corpora],
+                "teachers": [t.to_json() for t in self.teachers.values()],
+                "layers": [layer.to_json() for layer in self.layers.values()],
+            }
+        )
 
     @classmethod
     def from_json(cls, obj: dict) -> "Manifest":
@@ -297,9 +299,11 @@ class Manifest:
             raise ManifestError(f"{MANIFEST} is not a seqdistill cache manifest (no format {FORMAT_NAME!r})")
         check_format_version(obj.get("format_version"), obj.get("tool_version", "?"))
         if CHECKSUM_KEY in obj and obj[CHECKSUM_KEY] != manifest_digest(obj):
-            raise ManifestError(f"{MANIFEST}: its {CHECKSUM_KEY} does not match its contents: the file is corrupt "
-                                f"or was edited; delete it and run the same `distill-cache build` again, which "
-                                f"rewrites it from the shard markers")
+            raise ManifestError(
+                f"{MANIFEST}: its {CHECKSUM_KEY} does not match its contents: the file is corrupt "
+                f"or was edited; delete it and run the same `distill-cache build` again, which "
+                f"rewrites it from the shard markers"
+            )
         try:
             schema = LabelSchema.from_json(_require(obj, "label_schema", "the manifest"))
         except (TagError, KeyError) as e:
@@ -343,9 +347,7 @@ class Manifest:
                     )
         listed = sum(c.examples for c in self.corpora)
         if listed != self.num_examples:
-            raise ManifestError(
-                f"{MANIFEST}: corpora list {listed} examples but the shards hold {self.num_examples}"
-            )
+            raise ManifestError(f"{MANIFEST}: corpora list {listed} examples but the shards hold {self.num_examples}")
 
 
 def check_format_version(version, tool_version: str) -> None:

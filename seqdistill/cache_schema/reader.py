@@ -88,7 +88,7 @@ class DenseField:
         return len(self.offsets) - 1
 
     def __getitem__(self, i: int) -> np.ndarray:
-        return self.values[self.offsets[i]: self.offsets[i + 1]]
+        return self.values[self.offsets[i] : self.offsets[i + 1]]
 
 
 @dataclass
@@ -110,8 +110,7 @@ class ShardData:
         out: dict = {"example_id": self.example_ids[i]}
         for layer, cols in self.columns.items():
             out[layer] = {
-                name: (col[i] if isinstance(col, DenseField) else col[i].as_py())
-                for name, col in cols.items()
+                name: (col[i] if isinstance(col, DenseField) else col[i].as_py()) for name, col in cols.items()
             }
         return out
 
@@ -119,8 +118,14 @@ class ShardData:
 class CacheReader:
     """A committed cache, opened for reading."""
 
-    def __init__(self, url, storage_options: dict | None = None, *, verify: bool = False,
-                 local_cache: str | os.PathLike | None = None):
+    def __init__(
+        self,
+        url,
+        storage_options: dict | None = None,
+        *,
+        verify: bool = False,
+        local_cache: str | os.PathLike | None = None,
+    ):
         """``verify``: check the size and sha256 of every file against the manifest before its
         first read (shards as they are read, exports when asked for), so that a damaged file is
         refused with its name instead of being trained on. Students read with ``verify=True``;
@@ -148,7 +153,9 @@ class CacheReader:
             if f.path in self._verified:
                 continue
             local = self.mirror.path(f.path)
-            if not (os.path.exists(local) and os.path.getsize(local) == f.bytes and self.mirror.sha256(f.path) == f.sha256):
+            if not (
+                os.path.exists(local) and os.path.getsize(local) == f.bytes and self.mirror.sha256(f.path) == f.sha256
+            ):
                 os.makedirs(os.path.dirname(local), exist_ok=True)
                 part = f"{f.path}.part-{os.getpid()}"
                 try:
@@ -156,8 +163,10 @@ class CacheReader:
                     _check_file(self.mirror, FileInfo(part, f.bytes, f.sha256), self.store.url, f.path)
                     os.replace(self.mirror.path(part), local)  # atomic: DataLoader workers may fetch it too
                 except FileNotFoundError:
-                    raise ShardError(f"{self.store.url}/{f.path}: file missing; the cache is damaged: run "
-                                     "`distill-cache verify` and rebuild what it names") from None
+                    raise ShardError(
+                        f"{self.store.url}/{f.path}: file missing; the cache is damaged: run "
+                        "`distill-cache verify` and rebuild what it names"
+                    ) from None
                 finally:
                     if os.path.exists(self.mirror.path(part)):
                         os.unlink(self.mirror.path(part))
@@ -183,7 +192,7 @@ class CacheReader:
     def exports(self, layer: str) -> list[str]:
         """Names of the files a teacher layer exported (relative to its ``exports/``)."""
         prefix = f"layers/{layer}/exports/"
-        return [f.path[len(prefix):] for f in self.manifest.layer(layer).exports]
+        return [f.path[len(prefix) :] for f in self.manifest.layer(layer).exports]
 
     def read_export(self, layer: str, name: str) -> bytes:
         if name not in self.exports(layer):
@@ -222,8 +231,7 @@ class CacheReader:
                     specs.append(layer.field(name))
                 except KeyError:
                     raise CacheError(
-                        f"layer {layer_name!r} has no field {name!r}; it holds: "
-                        f"{', '.join(layer.field_names())}"
+                        f"layer {layer_name!r} has no field {name!r}; it holds: {', '.join(layer.field_names())}"
                     ) from None
             out[layer_name] = specs
         return out
@@ -239,12 +247,14 @@ class CacheReader:
         data = ShardData(index, ids)
         for layer_name, specs in request.items():
             layer = self.manifest.layer(layer_name)
-            data.columns[layer_name] = self._read_layer_shard(self._source(layer.shards[index].files), layer, index,
-                                                              specs, ids)
+            data.columns[layer_name] = self._read_layer_shard(
+                self._source(layer.shards[index].files), layer, index, specs, ids
+            )
         return data
 
-    def iter_shards(self, fields: Mapping[str, Sequence[str]] | None = None,
-                    shards: Sequence[int] | None = None) -> Iterator[ShardData]:
+    def iter_shards(
+        self, fields: Mapping[str, Sequence[str]] | None = None, shards: Sequence[int] | None = None
+    ) -> Iterator[ShardData]:
         for i in range(self.num_shards) if shards is None else shards:
             yield self.read_shard(i, fields)
 
@@ -253,8 +263,9 @@ class CacheReader:
             for i in range(len(shard)):
                 yield shard.row(i)
 
-    def _read_layer_shard(self, store: CacheStore, layer: LayerInfo, index: int, specs: list[FieldSpec],
-                          ids: list[str]) -> dict:
+    def _read_layer_shard(
+        self, store: CacheStore, layer: LayerInfo, index: int, specs: list[FieldSpec], ids: list[str]
+    ) -> dict:
         shard = layer.shards[index]
         out: dict = {}
         tabular = [s.name for s in specs if s.storage == "parquet"]
@@ -277,14 +288,18 @@ class CacheReader:
                     offsets[spec.level] = _read_array(group, f"{OFFSETS_GROUP}/{spec.level}", group_rel)
                 stored = _read_array(group, spec.name, group_rel)
                 if stored.dtype != spec.storage_dtype() or tuple(stored.shape[1:]) != tuple(spec.shape):
-                    raise ShardError(f"{group_rel}/{spec.name}: holds {stored.dtype} of per-{spec.level} shape "
-                                     f"{list(stored.shape[1:])}, the manifest says {spec.dtype} of shape "
-                                     f"{list(spec.shape)}; the cache is inconsistent (run `distill-cache verify`)")
+                    raise ShardError(
+                        f"{group_rel}/{spec.name}: holds {stored.dtype} of per-{spec.level} shape "
+                        f"{list(stored.shape[1:])}, the manifest says {spec.dtype} of shape "
+                        f"{list(spec.shape)}; the cache is inconsistent (run `distill-cache verify`)"
+                    )
                 values = from_storage(stored, spec)
                 off = offsets[spec.level]
                 if len(off) != len(ids) + 1 or off[-1] != len(values):
-                    raise ShardError(f"{group_rel}/{spec.name}: {len(values)} rows do not match its "
-                                     f"offsets; run `distill-cache verify`")
+                    raise ShardError(
+                        f"{group_rel}/{spec.name}: {len(values)} rows do not match its "
+                        f"offsets; run `distill-cache verify`"
+                    )
                 out[spec.name] = DenseField(values, off)
         return out
 
@@ -296,10 +311,15 @@ def _check_file(store: CacheStore, f, url: str, name: str | None = None) -> None
     try:
         size = store.size(f.path)
     except FileNotFoundError:
-        raise ShardError(f"{url}/{name}: file missing; the cache is damaged: run "
-                         "`distill-cache verify` and rebuild what it names") from None
+        raise ShardError(
+            f"{url}/{name}: file missing; the cache is damaged: run `distill-cache verify` and rebuild what it names"
+        ) from None
     if size != f.bytes or store.sha256(f.path) != f.sha256:
-        what = f"{size} bytes, the manifest says {f.bytes}" if size != f.bytes else "its sha256 differs from the manifest's"
+        what = (
+            f"{size} bytes, the manifest says {f.bytes}"
+            if size != f.bytes
+            else "its sha256 differs from the manifest's"
+        )
         raise ShardError(f"{url}/{name}: corrupt ({what}); run `distill-cache verify` and rebuild what it names")
 
 

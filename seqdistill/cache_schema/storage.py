@@ -137,7 +137,7 @@ class CacheStore:
         if not self.fs.exists(p):
             return []
         prefix = self.root.rstrip("/") + "/"
-        return sorted(f[len(prefix):] for f in self.fs.find(p) if f.startswith(prefix))
+        return sorted(f[len(prefix) :] for f in self.fs.find(p) if f.startswith(prefix))
 
     # -- writing --------------------------------------------------------------------------------
     def makedirs(self, rel: str) -> None:

@@ -49,8 +49,13 @@ def verify_cache(url, storage_options: dict | None = None, checksums: bool = Tru
     if all(r is not None for r in ex_rows.values()):
         for c in manifest.corpora:
             if counts[(c.name, c.split)] != c.examples:
-                problems.append(Problem(MANIFEST, f"corpus {c.name!r} split {c.split!r} lists {c.examples} "
-                                                  f"examples; the shards hold {counts[(c.name, c.split)]}"))
+                problems.append(
+                    Problem(
+                        MANIFEST,
+                        f"corpus {c.name!r} split {c.split!r} lists {c.examples} "
+                        f"examples; the shards hold {counts[(c.name, c.split)]}",
+                    )
+                )
     for layer in manifest.layers.values():
         if layer.name == EXAMPLES_LAYER:
             continue
@@ -102,8 +107,12 @@ def _check_table(table: pa.Table, layer: LayerInfo, shard: ShardInfo, problems: 
             problems.append(Problem(rel, f"field {spec.name!r} missing"))
             ok = False
         elif col.type != spec.arrow_type():
-            problems.append(Problem(rel, f"field {spec.name!r} has type {col.type}, the manifest says "
-                                         f"{spec.arrow_type()} ({spec.dtype})"))
+            problems.append(
+                Problem(
+                    rel,
+                    f"field {spec.name!r} has type {col.type}, the manifest says {spec.arrow_type()} ({spec.dtype})",
+                )
+            )
             ok = False
         elif not spec.nullable and table.column(spec.name).null_count:
             problems.append(Problem(rel, f"field {spec.name!r} has nulls but is not nullable"))
@@ -111,8 +120,7 @@ def _check_table(table: pa.Table, layer: LayerInfo, shard: ShardInfo, problems: 
     return ok
 
 
-def _check_examples_shard(store, manifest: Manifest, shard: ShardInfo, problems: list[Problem],
-                          counts: Counter):
+def _check_examples_shard(store, manifest: Manifest, shard: ShardInfo, problems: list[Problem], counts: Counter):
     layer = manifest.examples
     table = _read_records(store, shard, ["example_id", *[f.name for f in layer.fields]], problems)
     if table is None or not _check_table(table, layer, shard, problems):
@@ -141,25 +149,30 @@ def _check_examples_shard(store, manifest: Manifest, shard: ShardInfo, problems:
 
 
 def _check_layer_shard(store, layer: LayerInfo, shard: ShardInfo, ref, problems: list[Problem]) -> None:
-    table = _read_records(store, shard, ["example_id", *[f.name for f in layer.fields if f.storage == "parquet"]],
-                          problems)
+    table = _read_records(
+        store, shard, ["example_id", *[f.name for f in layer.fields if f.storage == "parquet"]], problems
+    )
     if table is None or not _check_table(table, layer, shard, problems):
         return
     if ref is None:
-        problems.append(Problem(f"layer {layer.name!r} shard {shard.index}",
-                                "cannot be aligned: the examples layer's shard is unreadable"))
+        problems.append(
+            Problem(
+                f"layer {layer.name!r} shard {shard.index}",
+                "cannot be aligned: the examples layer's shard is unreadable",
+            )
+        )
         return
     ref_ids, n_words = ref
     if table.column("example_id").to_pylist() != ref_ids:
-        problems.append(Problem(f"{shard.path}/{RECORDS}",
-                                "example ids differ from the examples layer's shard (order or content)"))
+        problems.append(
+            Problem(f"{shard.path}/{RECORDS}", "example ids differ from the examples layer's shard (order or content)")
+        )
     dense = [f for f in layer.fields if f.storage == "zarr"]
     if dense:
         _check_dense(store, shard, dense, n_words, problems)
 
 
-def _check_dense(store, shard: ShardInfo, specs: list[FieldSpec], n_words: np.ndarray,
-                 problems: list[Problem]) -> None:
+def _check_dense(store, shard: ShardInfo, specs: list[FieldSpec], n_words: np.ndarray, problems: list[Problem]) -> None:
     rel = f"{shard.path}/{DENSE}"
     try:
         group = open_zarr_group(store, rel)
@@ -177,8 +190,9 @@ def _check_dense(store, shard: ShardInfo, specs: list[FieldSpec], n_words: np.nd
             problems.append(Problem(f"{rel}/{OFFSETS_GROUP}/{level}", "offsets are not a valid partition"))
             continue
         if level == "word" and not np.array_equal(np.diff(off), n_words):
-            problems.append(Problem(f"{rel}/{OFFSETS_GROUP}/word",
-                                    "word counts differ from the examples layer's 'n_words'"))
+            problems.append(
+                Problem(f"{rel}/{OFFSETS_GROUP}/word", "word counts differ from the examples layer's 'n_words'")
+            )
         offsets[level] = off
     for spec in specs:
         where = f"{rel}/{spec.name}"
@@ -189,11 +203,13 @@ def _check_dense(store, shard: ShardInfo, specs: list[FieldSpec], n_words: np.nd
             problems.append(Problem(where, f"unreadable ({type(e).__name__}: {e})"))
             continue
         if values.dtype != spec.storage_dtype() or arr.attrs.get("dtype") != spec.dtype:
-            problems.append(Problem(where, f"dtype {values.dtype} ({arr.attrs.get('dtype')}), "
-                                           f"the manifest says {spec.dtype}"))
+            problems.append(
+                Problem(where, f"dtype {values.dtype} ({arr.attrs.get('dtype')}), the manifest says {spec.dtype}")
+            )
         if tuple(values.shape[1:]) != tuple(spec.shape):
-            problems.append(Problem(where, f"per-{spec.level} shape {list(values.shape[1:])}, "
-                                           f"the manifest says {list(spec.shape)}"))
+            problems.append(
+                Problem(where, f"per-{spec.level} shape {list(values.shape[1:])}, the manifest says {list(spec.shape)}")
+            )
         off = offsets.get(spec.level)
         if off is not None and off[-1] != values.shape[0]:
             problems.append(Problem(where, f"{values.shape[0]} rows, the offsets say {off[-1]}"))

@@ -31,6 +31,7 @@ from .layout import (
     shard_dir,
     shard_marker,
 )
+from .lock import LOCK
 from .manifest import (
     EXAMPLES_LAYER,
     MANIFEST,
@@ -43,7 +44,6 @@ from .manifest import (
     check_id,
 )
 from .reader import load_manifest, read_parquet_columns
-from .lock import LOCK
 from .storage import TMP_DIR, CacheStore, failpoint, sha256_file
 
 CHUNK_BYTES = 4 << 20  # target uncompressed size of one zarr chunk
@@ -79,9 +79,7 @@ class CacheWriter:
         self.store.remove(f"layers/{layer}")
 
     # -- layers ----------------------------------------------------------------------------------
-    def examples_layer(
-        self, label_schema: LabelSchema, corpora: list[CorpusInfo], num_shards: int
-    ) -> "LayerWriter":
+    def examples_layer(self, label_schema: LabelSchema, corpora: list[CorpusInfo], num_shards: int) -> "LayerWriter":
         """The examples layer for ``corpora`` (already complete when the manifest has them)."""
         header = {
             "layer": LayerInfo(EXAMPLES_LAYER, "examples", list(EXAMPLES_FIELDS)).to_json(False),
@@ -106,8 +104,11 @@ class CacheWriter:
         else:
             pending = self._pending_header(EXAMPLES_LAYER)
             if pending is not None:
-                _compare_corpora([CorpusInfo.from_json(c) for c in pending["corpora"]], corpora,
-                                 "an interrupted build in this directory")
+                _compare_corpora(
+                    [CorpusInfo.from_json(c) for c in pending["corpora"]],
+                    corpora,
+                    "an interrupted build in this directory",
+                )
                 if pending["num_shards"] != num_shards or pending["label_schema"] != header["label_schema"]:
                     raise FingerprintMismatchError(
                         f"an interrupted build in {self.store.url} used other sharding or labels "
@@ -143,9 +144,13 @@ class CacheWriter:
         else:
             pending = self._pending_header(teacher.id)
             if pending is not None:
-                _compare_teacher(TeacherInfo.from_json(pending["teacher"]), teacher,
-                                 LayerInfo.from_json(pending["layer"]), layer,
-                                 "an interrupted build in this cache")
+                _compare_teacher(
+                    TeacherInfo.from_json(pending["teacher"]),
+                    teacher,
+                    LayerInfo.from_json(pending["layer"]),
+                    layer,
+                    "an interrupted build in this cache",
+                )
             else:
                 self.store.write_json_atomic(layer_header(teacher.id), header)
             writer = LayerWriter(self, layer, num_shards)
@@ -226,8 +231,10 @@ class LayerWriter:
         ]
         exports = []
         if self.store.exists(exports_marker(self.name)):
-            exports = [FileInfo.from_json(f, f"layer {self.name!r} exports")
-                       for f in self.store.read_json(exports_marker(self.name))]
+            exports = [
+                FileInfo.from_json(f, f"layer {self.name!r} exports")
+                for f in self.store.read_json(exports_marker(self.name))
+            ]
         return LayerInfo(self.name, self.layer.kind, self.layer.fields, shards, self.layer.teacher, exports)
 
     # -- exports --------------------------------------------------------------------------------
@@ -242,8 +249,10 @@ class LayerWriter:
         rel = exports_dir(self.name)
         with self.store.staging_dir() as tmp:
             build(tmp)
-            files = [FileInfo(f"{rel}/{p}", os.path.getsize(os.path.join(tmp, p)), _sha256_path(os.path.join(tmp, p)))
-                     for p in _walk_files(tmp)]
+            files = [
+                FileInfo(f"{rel}/{p}", os.path.getsize(os.path.join(tmp, p)), _sha256_path(os.path.join(tmp, p)))
+                for p in _walk_files(tmp)
+            ]
             failpoint(f"exports-staged:{self.name}")
             self.store.publish_dir(tmp, rel)
         failpoint(f"exports-data:{self.name}")
@@ -320,7 +329,10 @@ class LayerWriter:
 
 # -- helpers ------------------------------------------------------------------------------------
 
-def _examples_shard_rows(store: CacheStore, index: int, manifest: Manifest | None) -> tuple[list[str], np.ndarray] | None:
+
+def _examples_shard_rows(
+    store: CacheStore, index: int, manifest: Manifest | None
+) -> tuple[list[str], np.ndarray] | None:
     """Example ids and word counts of examples shard ``index``: from the manifest of a committed
     cache (its shard markers need not travel with a copied cache), else from a committed marker."""
     if manifest is not None:
@@ -351,8 +363,9 @@ def _compare_corpora(old: list[CorpusInfo], new: list[CorpusInfo], where: str) -
             )
 
 
-def _compare_teacher(old: TeacherInfo, new: TeacherInfo, old_layer: LayerInfo, new_layer: LayerInfo,
-                     where: str) -> None:
+def _compare_teacher(
+    old: TeacherInfo, new: TeacherInfo, old_layer: LayerInfo, new_layer: LayerInfo, where: str
+) -> None:
     diff = new.fingerprint_difference(old)
     if diff is not None:
         raise FingerprintMismatchError(
@@ -371,8 +384,9 @@ def _compare_teacher(old: TeacherInfo, new: TeacherInfo, old_layer: LayerInfo, n
         )
 
 
-def _write_parquet(tmp: str, ids: list[str], columns: dict, fields: list[FieldSpec], n_words: np.ndarray,
-                   where: str) -> dict[str, int]:
+def _write_parquet(
+    tmp: str, ids: list[str], columns: dict, fields: list[FieldSpec], n_words: np.ndarray, where: str
+) -> dict[str, int]:
     arrays = {"example_id": pa.array(ids, type=pa.string())}
     for f in fields:
         if f.storage != "parquet":
@@ -381,8 +395,9 @@ def _write_parquet(tmp: str, ids: list[str], columns: dict, fields: list[FieldSp
         try:
             arr = pa.array(_plain(values), type=f.arrow_type())
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
-            raise FieldError(f"{where}: field {f.name!r} does not hold {f.dtype} values of shape "
-                             f"{list(f.shape)}: {e}") from None
+            raise FieldError(
+                f"{where}: field {f.name!r} does not hold {f.dtype} values of shape {list(f.shape)}: {e}"
+            ) from None
         if arr.null_count and not f.nullable:
             raise FieldError(f"{where}: field {f.name!r} has nulls but is not nullable")
         _check_word_lengths(arr, f, n_words, where)
@@ -446,8 +461,10 @@ def _write_zarr(tmp: str, columns: dict, fields: list[FieldSpec], n_words: np.nd
         rows = [np.asarray(v) for v in columns[f.name]]
         for i, r in enumerate(rows):
             if r.ndim != 1 + len(f.shape) or tuple(r.shape[1:]) != tuple(f.shape):
-                raise FieldError(f"{where}: field {f.name!r} row {i} has shape {list(r.shape)}, "
-                                 f"expected [{f.level}s, {', '.join(map(str, f.shape))}]".replace(", ]", "]"))
+                raise FieldError(
+                    f"{where}: field {f.name!r} row {i} has shape {list(r.shape)}, "
+                    f"expected [{f.level}s, {', '.join(map(str, f.shape))}]".replace(", ]", "]")
+                )
         counts = np.array([r.shape[0] for r in rows], dtype=np.int64)
         if f.level == "word" and not np.array_equal(counts, n_words):
             i = int(np.argmax(counts != n_words))
@@ -456,8 +473,10 @@ def _write_zarr(tmp: str, columns: dict, fields: list[FieldSpec], n_words: np.nd
             if n_sub is None:
                 n_sub = counts
             elif not np.array_equal(counts, n_sub):
-                raise FieldError(f"{where}: subword field {f.name!r} disagrees with the other subword fields "
-                                 "on the number of subwords per example")
+                raise FieldError(
+                    f"{where}: subword field {f.name!r} disagrees with the other subword fields "
+                    "on the number of subwords per example"
+                )
         if not np.issubdtype(f.numpy_dtype(), np.floating) and any(
             r.size and not np.issubdtype(r.dtype, np.integer) and r.dtype != np.bool_ for r in rows
         ):
@@ -468,9 +487,13 @@ def _write_zarr(tmp: str, columns: dict, fields: list[FieldSpec], n_words: np.nd
         data = to_storage(flat, f)
         row_bytes = max(1, int(np.prod(f.shape, dtype=np.int64)) * data.dtype.itemsize)
         chunk_rows = max(1, min(len(data), CHUNK_BYTES // row_bytes))
-        arr = group.create_array(f.name, shape=data.shape, dtype=data.dtype,
-                                 chunks=(chunk_rows, *f.shape),
-                                 attributes={"level": f.level, "dtype": f.dtype})
+        arr = group.create_array(
+            f.name,
+            shape=data.shape,
+            dtype=data.dtype,
+            chunks=(chunk_rows, *f.shape),
+            attributes={"level": f.level, "dtype": f.dtype},
+        )
         if data.size:
             arr[...] = data
         sizes[f.name] = _dir_bytes(os.path.join(tmp, DENSE, f.name))

@@ -8,5 +8,16 @@ from .onnx_runtime import ExportError
 from .tagger import Span, TaggedSentence, Tagger, latency, load_backend
 from .words import join_words, split_words
 
-__all__ = ["Decoded", "Decoder", "ExportError", "Span", "TaggedSentence", "Tagger", "join_words", "latency",
-           "load_backend", "split_words", "viterbi"]
+__all__ = [
+    "Decoded",
+    "Decoder",
+    "ExportError",
+    "Span",
+    "TaggedSentence",
+    "Tagger",
+    "join_words",
+    "latency",
+    "load_backend",
+    "split_words",
+    "viterbi",
+]

@@ -33,8 +33,9 @@ from ..cache_schema.labels import LabelSchema, spans_to_tags, tags_to_spans
 DECODERS = ("crf", "argmax", "bilou")
 
 
-def viterbi(emissions: np.ndarray, lengths: np.ndarray, transitions: np.ndarray, start: np.ndarray,
-            end: np.ndarray) -> np.ndarray:
+def viterbi(
+    emissions: np.ndarray, lengths: np.ndarray, transitions: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> np.ndarray:
     """Best tag path ``[B, L]`` (-1 past each sentence) of scores
     ``S(y) = start[y_1] + sum_t E[t, y_t] + sum_t A[y_{t-1}, y_t] + end[y_n]`` (paper 000, eq. 1).
 
@@ -75,8 +76,9 @@ def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
     return np.squeeze(m, axis) + np.log(np.sum(np.exp(x - m), axis=axis))
 
 
-def crf_marginals(emissions: np.ndarray, lengths: np.ndarray, transitions: np.ndarray, start: np.ndarray,
-                  end: np.ndarray) -> np.ndarray:
+def crf_marginals(
+    emissions: np.ndarray, lengths: np.ndarray, transitions: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> np.ndarray:
     """p(y_t = y | x) by forward-backward in log space, ``[B, L, T]`` (0 past each sentence);
     as ``seqdistill.crf.marginals``."""
     emissions = emissions.astype(np.float64)
@@ -140,8 +142,9 @@ class Decoder:
     def nested(self) -> bool:
         return self.kind == "bilou"
 
-    def __call__(self, scores: np.ndarray, lengths: np.ndarray, with_scores: bool = False,
-                 with_spans: bool = True) -> list[Decoded]:
+    def __call__(
+        self, scores: np.ndarray, lengths: np.ndarray, with_scores: bool = False, with_spans: bool = True
+    ) -> list[Decoded]:
         """``scores``: ``[B, L, T]`` emissions or logits, or ``[B, L, E, 5]`` BILOU logits. Flat
         models read their spans off the tags only when asked (``with_spans``; always with scores)."""
         lengths = np.asarray(lengths, dtype=np.int64)

@@ -62,17 +62,23 @@ def is_export_dir(d: Path) -> bool:
 def read_export_json(d: Path) -> dict:
     path = d / EXPORT_JSON
     if not path.is_file():
-        raise ExportError(f"{d}: no {EXPORT_JSON}; not an exported directory (make one with "
-                          f"`distill-export --model MODEL_DIR --out {d}`)")
+        raise ExportError(
+            f"{d}: no {EXPORT_JSON}; not an exported directory (make one with "
+            f"`distill-export --model MODEL_DIR --out {d}`)"
+        )
     try:
         meta = json.loads(path.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ExportError(f"{path}: not valid JSON ({e}); export the model again") from None
     if not isinstance(meta, dict) or meta.get("format") != EXPORT_FORMAT:
-        raise ExportError(f"{path}: not a seqdistill export (format {meta.get('format') if isinstance(meta, dict) else None!r})")
+        raise ExportError(
+            f"{path}: not a seqdistill export (format {meta.get('format') if isinstance(meta, dict) else None!r})"
+        )
     if meta.get("format_version", 0) > EXPORT_VERSION:
-        raise ExportError(f"{path}: format version {meta['format_version']} is newer than this seqdistill "
-                          f"reads ({EXPORT_VERSION}); upgrade seqdistill")
+        raise ExportError(
+            f"{path}: format version {meta['format_version']} is newer than this seqdistill "
+            f"reads ({EXPORT_VERSION}); upgrade seqdistill"
+        )
     for key in ("onnx", "onnx_sha256", "inputs", "decoder", "label_schema", "kind", "model"):
         if key not in meta:
             raise ExportError(f"{path}: field {key!r} is missing; export the model again")
@@ -107,8 +113,9 @@ def open_session(path: Path, expected_sha256: str | None, threads: int | None):
     try:
         return ort.InferenceSession(str(path), session_options(threads), providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime raises its own exception types for unreadable graphs
-        raise ExportError(f"{path}: ONNX Runtime cannot load it ({str(e).splitlines()[0][:200]}); "
-                          "export the model again") from None
+        raise ExportError(
+            f"{path}: ONNX Runtime cannot load it ({str(e).splitlines()[0][:200]}); export the model again"
+        ) from None
 
 
 def pool_tokens(token_scores: np.ndarray, slot: np.ndarray, weight: np.ndarray, batch: int, words: int) -> np.ndarray:
@@ -130,10 +137,13 @@ def bag_inputs(tokenizer, words: list[list[str]]) -> dict:
     L = max(len(w) for w in words)
     P = max(len(p) for sent in pieces for p in sent)
     pad_word = [0] * P
-    ids = np.array([[p + [0] * (P - len(p)) for p in sent] + [pad_word] * (L - len(sent)) for sent in pieces],
-                   dtype=np.int64)
-    mask = np.array([[[1.0] * len(p) + [0.0] * (P - len(p)) for p in sent] + [[0.0] * P] * (L - len(sent))
-                     for sent in pieces], dtype=np.float32)
+    ids = np.array(
+        [[p + [0] * (P - len(p)) for p in sent] + [pad_word] * (L - len(sent)) for sent in pieces], dtype=np.int64
+    )
+    mask = np.array(
+        [[[1.0] * len(p) + [0.0] * (P - len(p)) for p in sent] + [[0.0] * P] * (L - len(sent)) for sent in pieces],
+        dtype=np.float32,
+    )
     return {"piece_ids": ids, "piece_mask": mask, "lengths": np.array([len(w) for w in words], dtype=np.int64)}
 
 
@@ -173,8 +183,8 @@ def window_inputs(tokenizer, words: list[list[str]], window: int, cls: int, sep:
         owner = np.full(len(seq), -1, dtype=np.int64)
         owner[firsts] = b * L + np.arange(len(sent))
         for j in range(0, len(seq), w):
-            rows.append([cls, *seq[j: j + w], sep])
-            slots.append([-1, *owner[j: j + w], -1])
+            rows.append([cls, *seq[j : j + w], sep])
+            slots.append([-1, *owner[j : j + w], -1])
     Lt = max(len(r) for r in rows)
     input_ids = np.zeros((len(rows), Lt), dtype=np.int64)
     attention = np.zeros((len(rows), Lt), dtype=np.int64)
@@ -238,8 +248,13 @@ class OnnxModel(Backend):
                 feed = {"input_ids": seg.input_ids.numpy(), "attention_mask": seg.attention_mask.numpy()}
                 slot, weight = seg.token_slot.numpy(), seg.token_weight.numpy()
             else:
-                feed, slot = window_inputs(self.tokenizer, words, int(self.meta["window"]),
-                                           int(self.meta["cls_token_id"]), int(self.meta["sep_token_id"]))
+                feed, slot = window_inputs(
+                    self.tokenizer,
+                    words,
+                    int(self.meta["window"]),
+                    int(self.meta["cls_token_id"]),
+                    int(self.meta["sep_token_id"]),
+                )
                 weight = (slot >= 0).astype(np.float32)
             out = pool_tokens(self.session.run(None, feed)[0], slot, weight, B, W)
         if self.decoder.kind == "bilou":

@@ -73,8 +73,9 @@ class Tagger:
         self.backend = backend
 
     @classmethod
-    def load(cls, path, *, device: str = "cpu", threads: int | None = None, trust_remote_code: bool = False
-             ) -> "Tagger":
+    def load(
+        cls, path, *, device: str = "cpu", threads: int | None = None, trust_remote_code: bool = False
+    ) -> "Tagger":
         """Load any model directory. ``threads``: the ONNX Runtime session's threads, or torch's
         (process-wide) for a torch model; None keeps the runtime's default (all cores)."""
         return cls(load_backend(path, device=device, threads=threads, trust_remote_code=trust_remote_code))
@@ -90,7 +91,11 @@ class Tagger:
 
     @property
     def runtime(self) -> str:
-        return self.backend.runtime if self.backend.quantize == "none" else f"{self.backend.runtime} {self.backend.quantize}"
+        return (
+            self.backend.runtime
+            if self.backend.quantize == "none"
+            else f"{self.backend.runtime} {self.backend.quantize}"
+        )
 
     @property
     def scheme(self) -> str:
@@ -131,8 +136,18 @@ class Tagger:
         decoded = self._decode(words, batch_size, scores, True)
         out = []
         for t, w, o, d in zip(texts, words, offsets, decoded):
-            spans = [Span(etype, s, e, o[s][0], o[e - 1][1], t[o[s][0]: o[e - 1][1]],
-                          None if d.scores is None else d.scores[j]) for j, (s, e, etype) in enumerate(d.spans)]
+            spans = [
+                Span(
+                    etype,
+                    s,
+                    e,
+                    o[s][0],
+                    o[e - 1][1],
+                    t[o[s][0] : o[e - 1][1]],
+                    None if d.scores is None else d.scores[j],
+                )
+                for j, (s, e, etype) in enumerate(d.spans)
+            ]
             out.append(TaggedSentence(t, w, o, d.tags, spans))
         return out
 
@@ -148,13 +163,14 @@ class Tagger:
         """One batch as given (the unit ``latency`` times)."""
         return [d.tags for d in self._decode(sentences, len(sentences) or 1, False, False)]
 
-    def _decode(self, sentences: list[list[str]], batch_size: int, with_scores: bool, with_spans: bool
-                ) -> list[Decoded]:
+    def _decode(
+        self, sentences: list[list[str]], batch_size: int, with_scores: bool, with_spans: bool
+    ) -> list[Decoded]:
         """Decode in batches of similar length; an empty sentence gets no tags."""
         order = sorted((i for i in range(len(sentences)) if sentences[i]), key=lambda i: len(sentences[i]))
         out: list[Decoded | None] = [Decoded([], [], [] if with_scores else None)] * len(sentences)
         for s in range(0, len(order), batch_size):
-            idx = order[s: s + batch_size]
+            idx = order[s : s + batch_size]
             for i, d in zip(idx, self.backend.decode([list(sentences[i]) for i in idx], with_scores, with_spans)):
                 out[i] = d
         return out
@@ -167,7 +183,7 @@ def latency(tagger: Tagger, sentences: list[list[str]], batch_size: int, batches
     tagger.predict_batch(sentences[:batch_size])  # warm-up
     for i in range(batches):
         start = (i * batch_size) % max(1, len(sentences) - batch_size)
-        batch = sentences[start: start + batch_size]
+        batch = sentences[start : start + batch_size]
         t0 = time.perf_counter()
         tagger.predict_batch(batch)
         times.append((time.perf_counter() - t0) * 1000 / len(batch))

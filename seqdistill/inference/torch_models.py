@@ -21,8 +21,9 @@ def parameter_counts(model: torch.nn.Module) -> tuple[int, int]:
     """All parameters, and those outside the word embedding matrix (the largest nn.Embedding or
     nn.EmbeddingBag): paper 003's Table 1 counts both."""
     total = sum(p.numel() for p in model.parameters())
-    embeddings = [m.weight.numel() for m in model.modules()
-                  if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag))]
+    embeddings = [
+        m.weight.numel() for m in model.modules() if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag))
+    ]
     return total, total - max(embeddings, default=0)
 
 
@@ -120,5 +121,6 @@ class TorchTeacher(Backend):
         # a SenTScore teacher decodes itself (the tag-wise beam search of paper 004): tags, no scores
         from ..cache_schema.labels import tags_to_spans
 
-        return [Decoded(tags, tags_to_spans(tags, self.module.schema.scheme), None)
-                for tags in self.module.predict(words)]
+        return [
+            Decoded(tags, tags_to_spans(tags, self.module.schema.scheme), None) for tags in self.module.predict(words)
+        ]

@@ -32,14 +32,22 @@ from dataclasses import dataclass, field
 import torch
 from tqdm import tqdm
 
-from ..cache_schema import CacheWriter, LabelSchema, TeacherInfo
 from .. import distributed
+from ..cache_schema import CacheWriter, LabelSchema, TeacherInfo
 from ..cache_schema.info import cache_summary
 from ..cache_schema.lock import BuildLock, CacheLockedError
-from ..cache_schema.storage import CacheStore
 from ..cache_schema.manifest import check_id
-from ..teachers import (LayerOptions, Teacher, TeacherKind, export_for_students, load_teacher, teacher_fingerprints,
-                        teacher_kind, to_host)
+from ..cache_schema.storage import CacheStore
+from ..teachers import (
+    LayerOptions,
+    Teacher,
+    TeacherKind,
+    export_for_students,
+    load_teacher,
+    teacher_fingerprints,
+    teacher_kind,
+    to_host,
+)
 from .corpora import Corpus, CorpusError, read_corpus
 
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
@@ -137,8 +145,16 @@ def _teacher_meta(teacher_dir: str, trust_remote_code: bool) -> tuple[TeacherKin
     return teacher_kind(t.kind), t.schema, t.pooling
 
 
-def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg: BuildConfig | None = None, *,
-                teacher_id: str | None = None, storage_options: dict | None = None, log=print) -> BuildReport:
+def build_cache(
+    out: str,
+    teacher_dir: str,
+    corpora_specs: list[CorpusSpec],
+    cfg: BuildConfig | None = None,
+    *,
+    teacher_id: str | None = None,
+    storage_options: dict | None = None,
+    log=print,
+) -> BuildReport:
     """Build (or extend, or resume) the cache at ``out`` with the outputs of one teacher."""
     cfg = cfg or BuildConfig()
     if cfg.dtype not in DTYPES:
@@ -159,7 +175,7 @@ def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg
     for c in corpora:
         c.check_labels(schema)
     rows = [row for c in corpora for row in c.example_rows()]
-    shards = [rows[i: i + cfg.shard_size] for i in range(0, len(rows), cfg.shard_size)]
+    shards = [rows[i : i + cfg.shard_size] for i in range(0, len(rows), cfg.shard_size)]
     fingerprints = teacher_fingerprints(teacher_dir)
 
     # One writer at a time (cache_schema/lock.py): rank 0 holds the lock for the whole build, so
@@ -176,19 +192,29 @@ def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg
         hidden_size = _hidden_size(teacher_dir)
         device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
         precision = cfg.precision if device.startswith("cuda") else "fp32"
-        info = TeacherInfo(teacher_id, kind.name, fingerprints, kind.decoding(options, schema.scheme, precision),
-                           list(cfg.hidden_layers), pooling, str(teacher_dir))
+        info = TeacherInfo(
+            teacher_id,
+            kind.name,
+            fingerprints,
+            kind.decoding(options, schema.scheme, precision),
+            list(cfg.hidden_layers),
+            pooling,
+            str(teacher_dir),
+        )
         layer = writer.teacher_layer(info, kind.fields(schema, hidden_size, options))
         mine = [i for i in range(len(shards)) if i % world == rank]
         todo_examples = [i for i in mine if not examples.is_committed(i)]
         todo = [i for i in mine if not layer.is_committed(i)]
         needs_exports = rank == 0 and not layer.has_exports()
         if layer.complete and examples.complete:
-            log(f"{out}: already holds teacher {teacher_id!r} over these corpora with the same fingerprints; "
-                "nothing to do")
+            log(
+                f"{out}: already holds teacher {teacher_id!r} over these corpora with the same fingerprints; "
+                "nothing to do"
+            )
             return BuildReport("up-to-date", len(rows), sum(r["n_words"] for r in rows))
         if any(layer.is_committed(i) for i in range(len(shards))) or (
-                not examples.complete and any(examples.is_committed(i) for i in range(len(shards)))):
+            not examples.complete and any(examples.is_committed(i) for i in range(len(shards)))
+        ):
             status = "resumed"
         else:
             status = "added" if examples.complete else "built"
@@ -203,8 +229,7 @@ def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg
             _run_teacher(teacher, kind, options, schema, shards, todo, layer, cfg, rank)
         t_teacher = time.time() - t_teacher
         distributed.barrier(world)
-        report = BuildReport(status, len(rows), sum(r["n_words"] for r in rows),
-                             time.time() - t0, len(todo), t_teacher)
+        report = BuildReport(status, len(rows), sum(r["n_words"] for r in rows), time.time() - t0, len(todo), t_teacher)
         if rank == 0:
             lock.check()  # another build took the lock meanwhile: do not commit over it
             manifest = writer.commit()
@@ -212,9 +237,11 @@ def build_cache(out: str, teacher_dir: str, corpora_specs: list[CorpusSpec], cfg
             for lay in summary["layers"]:
                 if lay["name"] == teacher_id:
                     report.bytes_per_word = {f["name"]: f["bytes_per_word"] for f in lay["fields"]}
-            log(f"{out}: {report.status}: {report.examples:,} examples, {report.words:,} words in "
+            log(
+                f"{out}: {report.status}: {report.examples:,} examples, {report.words:,} words in "
                 f"{report.seconds:.1f} s ({report.words / max(report.seconds, 1e-9):,.0f} words/s); "
-                f"{summary['bytes'] / 2**20:.1f} MiB")
+                f"{summary['bytes'] / 2**20:.1f} MiB"
+            )
             for name, bpw in report.bytes_per_word.items():
                 log(f"  {name:<22} {bpw:>10.2f} bytes/word")
     distributed.done(world)
@@ -246,7 +273,8 @@ def _build_lock(out: str, storage_options, cfg: BuildConfig, rank: int, world: i
 def _overwrite(writer: CacheWriter, corpora: list[Corpus], teacher_id: str, log) -> None:
     m = writer.manifest
     same_corpora = m is not None and sorted((c.name, c.split, c.sha256) for c in m.corpora) == sorted(
-        (c.name, c.split, c.sha256) for c in corpora)
+        (c.name, c.split, c.sha256) for c in corpora
+    )
     if m is not None and not same_corpora:
         log("--overwrite: the corpora changed; removing the whole cache")
         writer.drop(None)
@@ -284,8 +312,17 @@ def batches_by_length(lengths: list[int], max_words: int) -> list[list[int]]:
     return out
 
 
-def _run_teacher(teacher: Teacher, kind: TeacherKind, options: LayerOptions, schema: LabelSchema, shards,
-                 todo: list[int], layer, cfg: BuildConfig, rank: int) -> None:
+def _run_teacher(
+    teacher: Teacher,
+    kind: TeacherKind,
+    options: LayerOptions,
+    schema: LabelSchema,
+    shards,
+    todo: list[int],
+    layer,
+    cfg: BuildConfig,
+    rank: int,
+) -> None:
     """Compute the teacher's outputs for the shards in ``todo``; a writer thread turns them into
     columns (``kind`` and ``options``) and publishes them."""
     jobs: queue.Queue = queue.Queue(maxsize=cfg.queue_size)
@@ -307,8 +344,13 @@ def _run_teacher(teacher: Teacher, kind: TeacherKind, options: LayerOptions, sch
     thread = threading.Thread(target=write_loop, name="seqdistill-shard-writer", daemon=True)
     thread.start()
     total_words = sum(r["n_words"] for i in todo for r in shards[i])
-    bar = tqdm(total=total_words, unit="word", unit_scale=True, desc=f"teacher {layer.name}"
-               + (f" [rank {rank}]" if rank else ""), smoothing=0.1)
+    bar = tqdm(
+        total=total_words,
+        unit="word",
+        unit_scale=True,
+        desc=f"teacher {layer.name}" + (f" [rank {rank}]" if rank else ""),
+        smoothing=0.1,
+    )
     t0, sentences = time.time(), 0
     try:
         for index in todo:
@@ -317,8 +359,15 @@ def _run_teacher(teacher: Teacher, kind: TeacherKind, options: LayerOptions, sch
             for batch in batches_by_length([r["n_words"] for r in rows], cfg.max_words_per_batch):
                 words = [rows[i]["words"] for i in batch]
                 gold = kind.gold_targets([rows[i] for i in batch], schema)
-                out = teacher.outputs(words, gold, k=cfg.k, marginals=cfg.marginals, hidden_layers=cfg.hidden_layers,
-                                      subwords=cfg.subwords, precision=cfg.precision)
+                out = teacher.outputs(
+                    words,
+                    gold,
+                    k=cfg.k,
+                    marginals=cfg.marginals,
+                    hidden_layers=cfg.hidden_layers,
+                    subwords=cfg.subwords,
+                    precision=cfg.precision,
+                )
                 host = to_host(out)
                 for j, i in enumerate(batch):
                     outputs[i] = (host, j)

@@ -11,9 +11,9 @@ import click
 from .. import __version__
 from ..cache_schema import CacheError, CacheReader, verify_cache
 from ..cache_schema.info import cache_summary, format_summary
+from ..cache_schema.storage import parse_storage_options
 from ..teachers import TeacherError
 from ..teachers.finetune import FinetuneConfig
-from ..cache_schema.storage import parse_storage_options
 from .build import DTYPES, BuildConfig
 from .corpora import FORMATS, CorpusError, derive_label_schema, read_corpus
 
@@ -26,7 +26,10 @@ def _storage_options(values: tuple[str, ...]) -> dict:
 
 
 storage_option = click.option(
-    "--storage-option", "storage_options", multiple=True, metavar="KEY=VALUE",
+    "--storage-option",
+    "storage_options",
+    multiple=True,
+    metavar="KEY=VALUE",
     help="fsspec option for remote caches (e.g. endpoint_url=http://127.0.0.1:5000).",
 )
 
@@ -85,12 +88,18 @@ def verify(cache: str, no_checksums: bool, storage_options: tuple[str, ...]) -> 
 def check_corpus(path: str, fmt: str, scheme: str | None, unlabelled: bool, word_column: int, tag_column: int) -> None:
     """Read a corpus file as build would, and report its size, scheme and entity types."""
     try:
-        corpus = read_corpus(path, "corpus", format=fmt, labelled=not unlabelled, scheme=scheme,
-                             word_column=word_column, tag_column=tag_column)
+        corpus = read_corpus(
+            path,
+            "corpus",
+            format=fmt,
+            labelled=not unlabelled,
+            scheme=scheme,
+            word_column=word_column,
+            tag_column=tag_column,
+        )
     except CorpusError as e:
         raise click.ClickException(str(e)) from None
-    click.echo(f"{path}: {len(corpus.sentences):,} sentences, {corpus.num_words:,} words, "
-               f"sha256 {corpus.sha256[:12]}")
+    click.echo(f"{path}: {len(corpus.sentences):,} sentences, {corpus.num_words:,} words, sha256 {corpus.sha256[:12]}")
     if corpus.labelled:
         from ..cache_schema import LabelSchema
 
@@ -102,33 +111,87 @@ def check_corpus(path: str, fmt: str, scheme: str | None, unlabelled: bool, word
 
 @main.command()
 @click.option("--out", required=True, help="Cache directory or fsspec URL (s3://bucket/cache).")
-@click.option("--teacher", "teacher_dir", required=True, help="Teacher directory (from finetune-teacher, or a "
-              "Hugging Face token-classification checkpoint).")
+@click.option(
+    "--teacher",
+    "teacher_dir",
+    required=True,
+    help="Teacher directory (from finetune-teacher, or a Hugging Face token-classification checkpoint).",
+)
 @click.option("--teacher-id", default=None, help="Name of the teacher's layer (default: the directory name).")
 @click.option("--labelled", multiple=True, metavar="NAME=PATH[@SPLIT]", help="Labelled corpus (split default: train).")
-@click.option("--unlabelled", multiple=True, metavar="NAME=PATH[@SPLIT]", help="Unlabelled corpus (split default: unlabelled).")
-@click.option("--kbest", "k", type=int, default=None,
-              help="Paths kept per sentence: CRF teachers' k-best (default 10), SenTScore's beam (default 1).")
+@click.option(
+    "--unlabelled", multiple=True, metavar="NAME=PATH[@SPLIT]", help="Unlabelled corpus (split default: unlabelled)."
+)
+@click.option(
+    "--kbest",
+    "k",
+    type=int,
+    default=None,
+    help="Paths kept per sentence: CRF teachers' k-best (default 10), SenTScore's beam (default 1).",
+)
 @click.option("--no-marginals", is_flag=True, help="CRF teachers: do not store marginals.")
 @click.option("--hidden-layers", default="", help="Comma-separated encoder layers to store (0 = embeddings), e.g. 6,7.")
 @click.option("--subwords", is_flag=True, help="Also store subword-level fields (for students sharing the tokenizer).")
-@click.option("--dtype", type=click.Choice(list(DTYPES)), default=BuildConfig.dtype, show_default=True,
-              help="Storage dtype of dense float fields.")
-@click.option("--max-words-per-batch", type=int, default=BuildConfig.max_words_per_batch, show_default=True,
-              help="Padded words per batch (batch size x longest sentence).")
+@click.option(
+    "--dtype",
+    type=click.Choice(list(DTYPES)),
+    default=BuildConfig.dtype,
+    show_default=True,
+    help="Storage dtype of dense float fields.",
+)
+@click.option(
+    "--max-words-per-batch",
+    type=int,
+    default=BuildConfig.max_words_per_batch,
+    show_default=True,
+    help="Padded words per batch (batch size x longest sentence).",
+)
 @click.option("--shard-size", type=int, default=BuildConfig.shard_size, show_default=True, help="Sentences per shard.")
 @click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if available).")
-@click.option("--precision", type=click.Choice(["bf16", "fp16", "fp32"]), default="bf16", show_default=True,
-              help="Autocast on GPU (CPU always runs fp32).")
-@click.option("--export-layers", type=int, default=0, help="Also export the first N encoder blocks for transformer students.")
-@click.option("--overwrite", is_flag=True, help="Replace this teacher's layer (or the whole cache if the corpora changed).")
+@click.option(
+    "--precision",
+    type=click.Choice(["bf16", "fp16", "fp32"]),
+    default="bf16",
+    show_default=True,
+    help="Autocast on GPU (CPU always runs fp32).",
+)
+@click.option(
+    "--export-layers", type=int, default=0, help="Also export the first N encoder blocks for transformer students."
+)
+@click.option(
+    "--overwrite", is_flag=True, help="Replace this teacher's layer (or the whole cache if the corpora changed)."
+)
 @click.option("--trust-remote-code", is_flag=True, help="Allow the teacher's own Python code to run (off by default).")
-@click.option("--wait", type=float, default=0.0, show_default=True, metavar="SECONDS",
-              help="If another build holds the cache's lock, wait this long for it (0: fail at once).")
+@click.option(
+    "--wait",
+    type=float,
+    default=0.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="If another build holds the cache's lock, wait this long for it (0: fail at once).",
+)
 @storage_option
-def build(out, teacher_dir, teacher_id, labelled, unlabelled, k, no_marginals, hidden_layers, subwords, dtype,
-          max_words_per_batch, shard_size, device, precision, export_layers, overwrite, trust_remote_code,
-          wait, storage_options) -> None:
+def build(
+    out,
+    teacher_dir,
+    teacher_id,
+    labelled,
+    unlabelled,
+    k,
+    no_marginals,
+    hidden_layers,
+    subwords,
+    dtype,
+    max_words_per_batch,
+    shard_size,
+    device,
+    precision,
+    export_layers,
+    overwrite,
+    trust_remote_code,
+    wait,
+    storage_options,
+) -> None:
     """Run a teacher over labelled and unlabelled corpora and write its layer of the cache.
 
     The first build writes the examples layer and the teacher's layer; building again with another
@@ -144,41 +207,82 @@ def build(out, teacher_dir, teacher_id, labelled, unlabelled, k, no_marginals, h
     try:
         layers = tuple(int(x) for x in hidden_layers.split(",") if x.strip())
     except ValueError:
-        raise click.BadParameter(f"{hidden_layers!r} is not a comma-separated list of integers",
-                                 param_hint="--hidden-layers") from None
-    cfg = BuildConfig(k=k, marginals=not no_marginals, hidden_layers=layers, subwords=subwords, dtype=dtype,
-                      max_words_per_batch=max_words_per_batch, shard_size=shard_size, device=device,
-                      precision=precision, export_layers=export_layers, overwrite=overwrite,
-                      trust_remote_code=trust_remote_code, wait=wait)
+        raise click.BadParameter(
+            f"{hidden_layers!r} is not a comma-separated list of integers", param_hint="--hidden-layers"
+        ) from None
+    cfg = BuildConfig(
+        k=k,
+        marginals=not no_marginals,
+        hidden_layers=layers,
+        subwords=subwords,
+        dtype=dtype,
+        max_words_per_batch=max_words_per_batch,
+        shard_size=shard_size,
+        device=device,
+        precision=precision,
+        export_layers=export_layers,
+        overwrite=overwrite,
+        trust_remote_code=trust_remote_code,
+        wait=wait,
+    )
     try:
         specs = [CorpusSpec.parse(x, True) for x in labelled] + [CorpusSpec.parse(x, False) for x in unlabelled]
-        build_cache(out, teacher_dir, specs, cfg, teacher_id=teacher_id,
-                    storage_options=_storage_options(storage_options), log=click.echo)
+        build_cache(
+            out,
+            teacher_dir,
+            specs,
+            cfg,
+            teacher_id=teacher_id,
+            storage_options=_storage_options(storage_options),
+            log=click.echo,
+        )
     except (BuildError, CorpusError, CacheError, TeacherError) as e:
         raise click.ClickException(str(e)) from None
 
 
 @main.command("finetune-teacher")
-@click.option("--encoder", "encoders", required=True, multiple=True,
-              help="Pretrained encoder: a local Hugging Face directory or a hub name (repeat with --co-finetune).")
-@click.option("--co-finetune", is_flag=True,
-              help="Fine-tune every --encoder together under one shared head (paper 002, §2.1); teacher i is "
-                   "saved to OUT/<last part of encoder i's path>.")
+@click.option(
+    "--encoder",
+    "encoders",
+    required=True,
+    multiple=True,
+    help="Pretrained encoder: a local Hugging Face directory or a hub name (repeat with --co-finetune).",
+)
+@click.option(
+    "--co-finetune",
+    is_flag=True,
+    help="Fine-tune every --encoder together under one shared head (paper 002, §2.1); teacher i is "
+    "saved to OUT/<last part of encoder i's path>.",
+)
 @click.option("--train", "train_path", required=True, help="Labelled training corpus (CoNLL, JSONL).")
 @click.option("--dev", "dev_path", required=True, help="Labelled dev corpus, for early stopping on F1.")
 @click.option("--test", "test_path", default=None, help="Labelled test corpus: scored with the best epoch at the end.")
 @click.option("--out", "out_dir", required=True, help="Directory for the fine-tuned teacher.")
-@click.option("--head", type=click.Choice(["crf", "softmax", "sentscore", "bilou-per-type"]), default="crf",
-              show_default=True,
-              help="crf, softmax: an encoder with a tagging head. sentscore: a sequence-to-sequence model (or an "
-                   "encoder warm-started as encoder and decoder) trained on SenT' targets, tags in sBIO (paper 004). "
-                   "bilou-per-type: one BILOU head of 5 outputs per entity type (paper 003).")
+@click.option(
+    "--head",
+    type=click.Choice(["crf", "softmax", "sentscore", "bilou-per-type"]),
+    default="crf",
+    show_default=True,
+    help="crf, softmax: an encoder with a tagging head. sentscore: a sequence-to-sequence model (or an "
+    "encoder warm-started as encoder and decoder) trained on SenT' targets, tags in sBIO (paper 004). "
+    "bilou-per-type: one BILOU head of 5 outputs per entity type (paper 003).",
+)
 @click.option("--scheme", default=None, help="Tag scheme to train in (default: that of --train).")
 @click.option("--epochs", type=int, default=None, help="Most epochs [crf, softmax: 10; sentscore: 20].")
 @click.option("--batch-size", type=int, default=FinetuneConfig.batch_size, show_default=True)
-@click.option("--lr", type=float, default=None,
-              help="Encoder top-block learning rate [crf, softmax: 1e-5]; sentscore: the one rate [1e-3].")
-@click.option("--head-lr", type=float, default=FinetuneConfig.head_lr, show_default=True, help="Linear head and CRF learning rate.")
+@click.option(
+    "--lr",
+    type=float,
+    default=None,
+    help="Encoder top-block learning rate [crf, softmax: 1e-5]; sentscore: the one rate [1e-3].",
+)
+@click.option(
+    "--head-lr",
+    type=float,
+    default=FinetuneConfig.head_lr,
+    show_default=True,
+    help="Linear head and CRF learning rate.",
+)
 @click.option("--layer-decay", type=float, default=FinetuneConfig.layer_decay, show_default=True)
 @click.option("--dropout", type=float, default=FinetuneConfig.dropout, show_default=True)
 @click.option("--patience", type=int, default=None, help="Epochs without dev F1 gain [crf, softmax: 3; sentscore: 5].")
@@ -186,13 +290,39 @@ def build(out, teacher_dir, teacher_id, labelled, unlabelled, k, no_marginals, h
 @click.option("--max-length", type=int, default=None, help="Subwords per window (default: the encoder's maximum).")
 @click.option("--max-train-sentences", type=int, default=None, help="Train on a random subset of this size.")
 @click.option("--seed", type=int, default=FinetuneConfig.seed, show_default=True)
-@click.option("--checkpoint-every", type=int, default=FinetuneConfig.checkpoint_every, show_default=True,
-              help="Optimiser steps between checkpoints in OUT/checkpoint (also at every epoch end; 0: epoch ends only).")
+@click.option(
+    "--checkpoint-every",
+    type=int,
+    default=FinetuneConfig.checkpoint_every,
+    show_default=True,
+    help="Optimiser steps between checkpoints in OUT/checkpoint (also at every epoch end; 0: epoch ends only).",
+)
 @click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if available).")
 @click.option("--trust-remote-code", is_flag=True, help="Allow the encoder's own Python code to run (off by default).")
-def finetune_teacher(encoders, co_finetune, train_path, dev_path, test_path, out_dir, head, scheme, epochs, batch_size, lr, head_lr,
-                     layer_decay, dropout, patience, pooling, max_length, max_train_sentences, seed, checkpoint_every,
-                     device, trust_remote_code) -> None:
+def finetune_teacher(
+    encoders,
+    co_finetune,
+    train_path,
+    dev_path,
+    test_path,
+    out_dir,
+    head,
+    scheme,
+    epochs,
+    batch_size,
+    lr,
+    head_lr,
+    layer_decay,
+    dropout,
+    patience,
+    pooling,
+    max_length,
+    max_train_sentences,
+    seed,
+    checkpoint_every,
+    device,
+    trust_remote_code,
+) -> None:
     """Fine-tune a teacher (encoder + linear + CRF, or softmax) on a labelled corpus.
 
     Paper 000's recipe by default: layer-wise learning-rate decay 0.9 from the top block down,
@@ -217,8 +347,10 @@ def finetune_teacher(encoders, co_finetune, train_path, dev_path, test_path, out
     # SenT' targets are sBIO tags: corpora in other schemes are converted
     target = "sBIO" if head == "sentscore" else scheme
     try:
-        corpora = [read_corpus(train_path, "train", "train", scheme=scheme),
-                   read_corpus(dev_path, "dev", "dev", scheme=scheme)]
+        corpora = [
+            read_corpus(train_path, "train", "train", scheme=scheme),
+            read_corpus(dev_path, "dev", "dev", scheme=scheme),
+        ]
         if test_path:
             corpora.append(read_corpus(test_path, "test", "test", scheme=scheme))
         schema, corpora = derive_label_schema(corpora, target)
@@ -227,12 +359,23 @@ def finetune_teacher(encoders, co_finetune, train_path, dev_path, test_path, out
     except CorpusError as e:
         raise click.ClickException(str(e)) from None
     given = {k: v for k, v in dict(epochs=epochs, lr=lr, patience=patience).items() if v is not None}
-    cfg = FinetuneConfig.for_head(head, batch_size=batch_size, head_lr=head_lr, layer_decay=layer_decay,
-                                  dropout=dropout, pooling=pooling, max_length=max_length,
-                                  max_train_sentences=max_train_sentences, seed=seed,
-                                  checkpoint_every=checkpoint_every, **given)
-    click.echo(f"label schema: {schema.scheme} over {', '.join(schema.entity_types)}; "
-               f"{len(corpora[0].sentences):,} training sentences")
+    cfg = FinetuneConfig.for_head(
+        head,
+        batch_size=batch_size,
+        head_lr=head_lr,
+        layer_decay=layer_decay,
+        dropout=dropout,
+        pooling=pooling,
+        max_length=max_length,
+        max_train_sentences=max_train_sentences,
+        seed=seed,
+        checkpoint_every=checkpoint_every,
+        **given,
+    )
+    click.echo(
+        f"label schema: {schema.scheme} over {', '.join(schema.entity_types)}; "
+        f"{len(corpora[0].sentences):,} training sentences"
+    )
     try:
         summary = _finetune(encoders, co_finetune, corpora, schema, out_dir, cfg, trust_remote_code, device)
     except ValueError as e:
@@ -243,12 +386,16 @@ def finetune_teacher(encoders, co_finetune, train_path, dev_path, test_path, out
         for d in saved:
             best = load_teacher(d, trust_remote_code=trust_remote_code, device=device or _default_device())
             tests[d] = scores = evaluate(best, corpora[2].sentences)
-            click.echo(f"test ({d}): P {100 * scores['precision']:.2f}  R {100 * scores['recall']:.2f}  "
-                       f"F1 {100 * scores['f1']:.2f}")
+            click.echo(
+                f"test ({d}): P {100 * scores['precision']:.2f}  R {100 * scores['recall']:.2f}  "
+                f"F1 {100 * scores['f1']:.2f}"
+            )
         summary["test"] = tests[saved[0]] if not co_finetune else tests
         (Path(out_dir) / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
-    click.echo(f"best dev F1 {100 * summary['best_dev_f1']:.2f} at epoch {summary['best_epoch']}; "
-               f"teacher{'s' if len(saved) > 1 else ''} in {', '.join(saved)}")
+    click.echo(
+        f"best dev F1 {100 * summary['best_dev_f1']:.2f} at epoch {summary['best_epoch']}; "
+        f"teacher{'s' if len(saved) > 1 else ''} in {', '.join(saved)}"
+    )
 
 
 def _finetune(encoders, co_finetune: bool, corpora, schema, out_dir, cfg, trust_remote_code: bool, device) -> dict:
@@ -257,20 +404,48 @@ def _finetune(encoders, co_finetune: bool, corpora, schema, out_dir, cfg, trust_
 
     train, dev = corpora[0].sentences, corpora[1].sentences
     if co_finetune:
-        return cofinetune(list(encoders), train, dev, schema, out_dir, cfg, trust_remote_code=trust_remote_code,
-                          device=device, log=click.echo)
-    return finetune(encoders[0], train, dev, schema, out_dir, cfg, trust_remote_code=trust_remote_code,
-                    device=device, log=click.echo)
+        return cofinetune(
+            list(encoders),
+            train,
+            dev,
+            schema,
+            out_dir,
+            cfg,
+            trust_remote_code=trust_remote_code,
+            device=device,
+            log=click.echo,
+        )
+    return finetune(
+        encoders[0],
+        train,
+        dev,
+        schema,
+        out_dir,
+        cfg,
+        trust_remote_code=trust_remote_code,
+        device=device,
+        log=click.echo,
+    )
 
 
 @main.command("few-shot-split")
 @click.option("--corpus", "corpus_path", required=True, help="Labelled corpus (CoNLL, JSONL).")
-@click.option("--out", "out_dir", required=True, help="Directory for gold_train.txt, gold_dev.txt, silver.txt "
-                                                      "(and gold_test.txt).")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    help="Directory for gold_train.txt, gold_dev.txt, silver.txt (and gold_test.txt).",
+)
 @click.option("--train", "n_train", type=int, required=True, help="Gold training sentences (paper 004: 100 or 300).")
 @click.option("--dev", "n_dev", type=int, required=True, help="Gold dev sentences (paper 004: 50 or 150).")
-@click.option("--test", "n_test", type=int, default=0, show_default=True,
-              help="Also hold out this many sentences as gold_test.txt (a corpus without a test split).")
+@click.option(
+    "--test",
+    "n_test",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Also hold out this many sentences as gold_test.txt (a corpus without a test split).",
+)
 @click.option("--seed", type=int, default=13, show_default=True)
 def few_shot_split_cmd(corpus_path, out_dir, n_train, n_dev, n_test, seed) -> None:
     """Draw a small gold train/dev split; the rest of the corpus becomes silver text (labels hidden)."""

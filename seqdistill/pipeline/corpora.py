@@ -31,8 +31,8 @@ from pathlib import Path
 import fsspec
 
 from ..cache_schema import CorpusInfo, LabelSchema, example_id
-from ..cache_schema.labels import TagError, canonical_scheme, check_sequence, convert_tags, detect_scheme
 from ..cache_schema.errors import ManifestError
+from ..cache_schema.labels import TagError, canonical_scheme, check_sequence, convert_tags, detect_scheme
 from ..cache_schema.manifest import check_id
 
 FORMATS = ("auto", "conll", "jsonl", "text")
@@ -102,8 +102,16 @@ class Corpus:
         return sum(len(s.words) for s in self.sentences)
 
     def info(self) -> CorpusInfo:
-        return CorpusInfo(self.name, self.split, self.labelled, self.path, self.sha256,
-                          len(self.sentences), self.num_words, self.nested)
+        return CorpusInfo(
+            self.name,
+            self.split,
+            self.labelled,
+            self.path,
+            self.sha256,
+            len(self.sentences),
+            self.num_words,
+            self.nested,
+        )
 
     def example_rows(self) -> list[dict]:
         """One record per sentence with the examples layer's fields and ``example_id``."""
@@ -129,8 +137,9 @@ class Corpus:
             return self
         out = []
         for s in self.sentences:
-            out.append(Sentence(s.words, convert_tags(s.tags, self.scheme, scheme), s.doc_id, s.line, s.tag_lines,
-                                s.entities))
+            out.append(
+                Sentence(s.words, convert_tags(s.tags, self.scheme, scheme), s.doc_id, s.line, s.tag_lines, s.entities)
+            )
         return Corpus(self.name, self.split, self.path, self.sha256, out, scheme)
 
     def with_flat_tags(self, scheme: str) -> "Corpus":
@@ -140,8 +149,17 @@ class Corpus:
         from ..bilou import flatten_spans
         from ..cache_schema.labels import spans_to_tags
 
-        out = [Sentence(s.words, spans_to_tags(flatten_spans(s.entities or []), len(s.words), scheme), s.doc_id,
-                        s.line, None, s.entities) for s in self.sentences]
+        out = [
+            Sentence(
+                s.words,
+                spans_to_tags(flatten_spans(s.entities or []), len(s.words), scheme),
+                s.doc_id,
+                s.line,
+                None,
+                s.entities,
+            )
+            for s in self.sentences
+        ]
         return Corpus(self.name, self.split, self.path, self.sha256, out, scheme)
 
     def check_labels(self, schema: LabelSchema) -> None:
@@ -150,16 +168,27 @@ class Corpus:
         for s in self.sentences:
             for _, _, t in s.entities or ():
                 if t not in types:
-                    raise CorpusError(self.path, s.line, f"entity type {t!r} is not in the label schema's types "
-                                                         f"{sorted(types)}")
+                    raise CorpusError(
+                        self.path, s.line, f"entity type {t!r} is not in the label schema's types {sorted(types)}"
+                    )
             for i, t in enumerate(s.tags or ()):
                 if t not in known:
-                    raise CorpusError(self.path, s.line_of(i),
-                                      f"tag {t!r} is not in the label schema {list(schema.tags)}")
+                    raise CorpusError(
+                        self.path, s.line_of(i), f"tag {t!r} is not in the label schema {list(schema.tags)}"
+                    )
 
 
-def read_corpus(path, name: str, split: str = "train", *, format: str = "auto", labelled: bool = True,
-                scheme: str | None = None, word_column: int = 0, tag_column: int = -1) -> Corpus:
+def read_corpus(
+    path,
+    name: str,
+    split: str = "train",
+    *,
+    format: str = "auto",
+    labelled: bool = True,
+    scheme: str | None = None,
+    word_column: int = 0,
+    tag_column: int = -1,
+) -> Corpus:
     """Read a corpus file in any supported format. ``labelled=False`` drops tags if present."""
     path = str(path)
     for value, what in ((name, "corpus name"), (split, "split name")):
@@ -184,13 +213,20 @@ def read_corpus(path, name: str, split: str = "train", *, format: str = "auto", 
     spanned = [s for s in sentences if s.entities is not None]
     if spanned and len(spanned) != len(sentences):
         missing = next(s for s in sentences if s.entities is None)
-        raise CorpusError(path, missing.line, "this sentence has no 'entities' while others have; a nested "
-                                              "corpus gives them for every sentence (an empty list for none)")
+        raise CorpusError(
+            path,
+            missing.line,
+            "this sentence has no 'entities' while others have; a nested "
+            "corpus gives them for every sentence (an empty list for none)",
+        )
     tagged = [s for s in sentences if s.tags is not None]
     if tagged and len(tagged) != len(sentences):
         missing = next(s for s in sentences if s.tags is None)
-        raise CorpusError(path, missing.line, "this sentence has no tags while others have; a corpus "
-                                              "is labelled throughout or not at all")
+        raise CorpusError(
+            path,
+            missing.line,
+            "this sentence has no tags while others have; a corpus is labelled throughout or not at all",
+        )
     if tagged:
         corpus.scheme = _check_scheme(tagged, path, scheme)
     return corpus
@@ -206,8 +242,9 @@ def derive_label_schema(corpora: list[Corpus], scheme: str | None = None) -> tup
     """
     labelled = [c for c in corpora if c.labelled or c.nested]
     if not labelled:
-        raise CorpusError(corpora[0].path if corpora else "?", None,
-                          "no labelled corpus: a label schema needs at least one")
+        raise CorpusError(
+            corpora[0].path if corpora else "?", None, "no labelled corpus: a label schema needs at least one"
+        )
     try:
         target = canonical_scheme(scheme) if scheme else (labelled[0].scheme or "IOB2")
     except TagError as e:
@@ -223,6 +260,7 @@ def derive_label_schema(corpora: list[Corpus], scheme: str | None = None) -> tup
 
 
 # -- internals ----------------------------------------------------------------------------------
+
 
 def _read_bytes(path: str) -> bytes:
     if path == "-":  # standard input (distill-predict --input -)
@@ -243,8 +281,12 @@ def _decode_lines(raw: bytes, path: str) -> list[str]:
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise CorpusError(path, i, f"bytes that are not UTF-8 at column {e.start + 1}; "
-                                       "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+            raise CorpusError(
+                path,
+                i,
+                f"bytes that are not UTF-8 at column {e.start + 1}; "
+                "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+            ) from None
         out.append(text.rstrip("\r"))
     return out if raw else []
 
@@ -273,8 +315,15 @@ def _parse_conll(lines: list[str], path: str, word_column: int, tag_column: int 
 
     def flush() -> None:
         if words:
-            sentences.append(Sentence(list(words), list(tags) if tag_column is not None else None,
-                                      str(doc) if has_docs else None, tag_lines[0], list(tag_lines)))
+            sentences.append(
+                Sentence(
+                    list(words),
+                    list(tags) if tag_column is not None else None,
+                    str(doc) if has_docs else None,
+                    tag_lines[0],
+                    list(tag_lines),
+                )
+            )
         words.clear(), tags.clear(), tag_lines.clear()
 
     for n, line in enumerate(lines, 1):
@@ -294,8 +343,12 @@ def _parse_conll(lines: list[str], path: str, word_column: int, tag_column: int 
             if tag_column is not None and width < 2:
                 raise CorpusError(path, n, "one column only: there is no tag column (read it as unlabelled?)")
         elif len(cols) != width:
-            raise CorpusError(path, n, f"{len(cols)} columns where earlier lines have {width} "
-                                       "(if this is raw text, a sentence per line, read it as unlabelled)")
+            raise CorpusError(
+                path,
+                n,
+                f"{len(cols)} columns where earlier lines have {width} "
+                "(if this is raw text, a sentence per line, read it as unlabelled)",
+            )
         words.append(cols[word_column])
         tag_lines.append(n)
         if tag_column is not None:
@@ -340,13 +393,22 @@ def _entities(value, n_words: int, path: str, line: int) -> list[tuple[int, int,
         raise CorpusError(path, line, "'entities' must be a list of [start, end, type]")
     out = []
     for e in value:
-        if not (isinstance(e, list) and len(e) == 3 and all(isinstance(x, int) and not isinstance(x, bool)
-                                                             for x in e[:2]) and isinstance(e[2], str) and e[2]):
+        if not (
+            isinstance(e, list)
+            and len(e) == 3
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in e[:2])
+            and isinstance(e[2], str)
+            and e[2]
+        ):
             raise CorpusError(path, line, f"entity {e!r} is not [start, end, type] (two integers and a name)")
         start, end, etype = e
         if not 0 <= start < end <= n_words:
-            raise CorpusError(path, line, f"entity {e!r} does not fit the sentence's {n_words} words "
-                                          "(start inclusive, end exclusive, counted from 0)")
+            raise CorpusError(
+                path,
+                line,
+                f"entity {e!r} does not fit the sentence's {n_words} words "
+                "(start inclusive, end exclusive, counted from 0)",
+            )
         out.append((start, end, etype))
     return out
 

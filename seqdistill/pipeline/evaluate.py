@@ -17,7 +17,6 @@ from ..inference import Tagger, latency
 from ..metrics import span_scores, span_set_scores
 from .corpora import FORMATS, CorpusError, read_corpus
 
-
 DEFAULT_THREADS = 1  # decision: small models run fastest on one thread (docs/BENCHMARKS.md); 0 = all cores
 
 
@@ -31,8 +30,15 @@ def score_tagger(tagger: Tagger, corpus) -> dict:
     return span_scores(gold, tagger.predict(words), tagger.scheme)
 
 
-def evaluate_taggers(model_dirs: list[str], data: str, *, fmt: str = "auto", with_latency: bool = True,
-                     device: str = "cpu", threads: int | None = DEFAULT_THREADS) -> list[dict]:
+def evaluate_taggers(
+    model_dirs: list[str],
+    data: str,
+    *,
+    fmt: str = "auto",
+    with_latency: bool = True,
+    device: str = "cpu",
+    threads: int | None = DEFAULT_THREADS,
+) -> list[dict]:
     """Scores (seqeval CoNLL micro P/R/F1, per type, macro F1, exact match), size and latency of
     torch students, teachers and exported directories alike, each on ``threads`` threads (0 or
     None: the runtime's default, all cores)."""
@@ -43,9 +49,16 @@ def evaluate_taggers(model_dirs: list[str], data: str, *, fmt: str = "auto", wit
     results = []
     for d in model_dirs:
         tagger = Tagger.load(d, device=device, threads=threads or None)
-        row = {"model": str(d), "kind": tagger.kind, "runtime": tagger.runtime, "params": tagger.params,
-               "params_without_embeddings": tagger.params_without_embeddings, "nested": corpus.nested,
-               "threads": threads or "all", **score_tagger(tagger, corpus)}
+        row = {
+            "model": str(d),
+            "kind": tagger.kind,
+            "runtime": tagger.runtime,
+            "params": tagger.params,
+            "params_without_embeddings": tagger.params_without_embeddings,
+            "nested": corpus.nested,
+            "threads": threads or "all",
+            **score_tagger(tagger, corpus),
+        }
         if with_latency:
             row["ms_per_sentence_batch1"] = latency(tagger, words, 1, 50)
             row["ms_per_sentence_batch32"] = latency(tagger, words, 32, 10)
@@ -59,23 +72,29 @@ def _ratio(base: float, other: float, smaller: str, larger: str) -> str:
 
 
 def format_results(rows: list[dict]) -> str:
-    lines = ["| model | kind | runtime | params | w/o emb. | P | R | F1 | macro F1 | exact | ms/sent b1 | ms/sent b32 |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| model | kind | runtime | params | w/o emb. | P | R | F1 | macro F1 | exact | ms/sent b1 | ms/sent b32 |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         lat = [f"{r[k]:.2f}" if k in r else "-" for k in ("ms_per_sentence_batch1", "ms_per_sentence_batch32")]
-        lines.append(f"| {r['model']} | {r['kind']} | {r.get('runtime', 'torch')} | {r['params']:,} | {r['params_without_embeddings']:,} | "
-                     f"{100 * r['precision']:.2f} | "
-                     f"{100 * r['recall']:.2f} | {100 * r['f1']:.2f} | {100 * r['macro_f1']:.2f} | "
-                     f"{100 * r['exact_match']:.1f} | {lat[0]} | {lat[1]} |")
+        lines.append(
+            f"| {r['model']} | {r['kind']} | {r.get('runtime', 'torch')} | {r['params']:,} | {r['params_without_embeddings']:,} | "
+            f"{100 * r['precision']:.2f} | "
+            f"{100 * r['recall']:.2f} | {100 * r['f1']:.2f} | {100 * r['macro_f1']:.2f} | "
+            f"{100 * r['exact_match']:.1f} | {lat[0]} | {lat[1]} |"
+        )
     if len(rows) > 1 and "ms_per_sentence_batch32" in rows[0]:
         base = rows[0]
         for r in rows[1:]:
-            lines.append(f"\n{r['model']} vs {base['model']}: "
-                         f"{_ratio(base['params'], r['params'], 'fewer parameters', 'more parameters')}, "
-                         f"{_ratio(base['ms_per_sentence_batch1'], r['ms_per_sentence_batch1'], 'faster', 'slower')}"
-                         f" at batch 1, "
-                         f"{_ratio(base['ms_per_sentence_batch32'], r['ms_per_sentence_batch32'], 'faster', 'slower')}"
-                         f" at batch 32, F1 {100 * (r['f1'] - base['f1']):+.2f}")
+            lines.append(
+                f"\n{r['model']} vs {base['model']}: "
+                f"{_ratio(base['params'], r['params'], 'fewer parameters', 'more parameters')}, "
+                f"{_ratio(base['ms_per_sentence_batch1'], r['ms_per_sentence_batch1'], 'faster', 'slower')}"
+                f" at batch 1, "
+                f"{_ratio(base['ms_per_sentence_batch32'], r['ms_per_sentence_batch32'], 'faster', 'slower')}"
+                f" at batch 32, F1 {100 * (r['f1'] - base['f1']):+.2f}"
+            )
     for r in rows:
         types = ", ".join(f"{t} {100 * v['f1']:.1f}" for t, v in sorted(r["per_type"].items()))
         lines.append(f"\n{r['model']} per type F1: {types}")
@@ -83,13 +102,23 @@ def format_results(rows: list[dict]) -> str:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--model", "models", multiple=True, required=True,
-              help="Teacher, student or exported (distill-export) directory (repeatable).")
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    required=True,
+    help="Teacher, student or exported (distill-export) directory (repeatable).",
+)
 @click.option("--data", required=True, help="Labelled corpus to score on (CoNLL or JSONL).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
 @click.option("--no-latency", is_flag=True, help="Skip the latency measurement.")
-@click.option("--threads", type=int, default=DEFAULT_THREADS, show_default=True,
-              help="Threads of each model (torch or ONNX Runtime); 0: all cores. One suits small models.")
+@click.option(
+    "--threads",
+    type=int,
+    default=DEFAULT_THREADS,
+    show_default=True,
+    help="Threads of each model (torch or ONNX Runtime); 0: all cores. One suits small models.",
+)
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 def eval_main(models, data, fmt, no_latency, threads, device, as_json) -> None:
@@ -97,8 +126,9 @@ def eval_main(models, data, fmt, no_latency, threads, device, as_json) -> None:
     P/R/F1, per-type F1, macro F1, exact-sentence match, parameters, and ms/sentence at batch 1
     and 32 (tokenization and decoding included; with the ratios against the first model)."""
     try:
-        rows = evaluate_taggers(list(models), data, fmt=fmt, with_latency=not no_latency, device=device,
-                                threads=threads)
+        rows = evaluate_taggers(
+            list(models), data, fmt=fmt, with_latency=not no_latency, device=device, threads=threads
+        )
     except (CorpusError, FileNotFoundError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     if as_json:
@@ -110,13 +140,22 @@ def eval_main(models, data, fmt, no_latency, threads, device, as_json) -> None:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--model", required=True, help="Teacher, student or exported (distill-export) directory.")
-@click.option("--input", "input_path", required=True,
-              help="CoNLL, JSONL or raw text (a sentence per line, split into words by seqdistill.inference.words' "
-                   "rule); - reads standard input.")
+@click.option(
+    "--input",
+    "input_path",
+    required=True,
+    help="CoNLL, JSONL or raw text (a sentence per line, split into words by seqdistill.inference.words' "
+    "rule); - reads standard input.",
+)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
 @click.option("--output", "output_path", default=None, help="Where to write the tags (default: standard output).")
-@click.option("--output-format", type=click.Choice(["conll", "jsonl"]), default="conll", show_default=True,
-              help="jsonl: one object per sentence with its text, words, character offsets, tags and spans.")
+@click.option(
+    "--output-format",
+    type=click.Choice(["conll", "jsonl"]),
+    default="conll",
+    show_default=True,
+    help="jsonl: one object per sentence with its text, words, character offsets, tags and spans.",
+)
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @click.option("--threads", type=int, default=DEFAULT_THREADS, show_default=True, help="0: all cores.")
 @click.option("--device", default="cpu", show_default=True)
@@ -127,8 +166,11 @@ def predict_main(model, input_path, fmt, output_path, output_format, batch_size,
         tagger = Tagger.load(model, device=device, threads=threads or None)
     except (CorpusError, FileNotFoundError, ValueError) as e:
         raise click.ClickException(str(e)) from None
-    tagged = tagger([s.text if s.text is not None else s.words for s in corpus.sentences], batch_size=batch_size,
-                    scores=output_format == "jsonl")
+    tagged = tagger(
+        [s.text if s.text is not None else s.words for s in corpus.sentences],
+        batch_size=batch_size,
+        scores=output_format == "jsonl",
+    )
     f = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout
     try:
         for s in tagged:
@@ -140,4 +182,6 @@ def predict_main(model, input_path, fmt, output_path, output_format, batch_size,
         if output_path:
             f.close()
     if output_path:
-        click.echo(f"{len(tagged):,} sentences tagged by {tagger.kind} {tagger.name} ({tagger.runtime}) -> {output_path}")
+        click.echo(
+            f"{len(tagged):,} sentences tagged by {tagger.kind} {tagger.name} ({tagger.runtime}) -> {output_path}"
+        )

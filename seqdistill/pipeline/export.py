@@ -37,9 +37,19 @@ import torch
 from torch import Tensor, nn
 
 from .. import __version__
-from ..inference.onnx_runtime import (DECODE_FILE, EXPORT_FORMAT, EXPORT_JSON, EXPORT_VERSION, ONNX_FILE,
-                                      ExportError, bag_inputs, is_export_dir, sha256_file, subword_inputs,
-                                      window_inputs)
+from ..inference.onnx_runtime import (
+    DECODE_FILE,
+    EXPORT_FORMAT,
+    EXPORT_JSON,
+    EXPORT_VERSION,
+    ONNX_FILE,
+    ExportError,
+    bag_inputs,
+    is_export_dir,
+    sha256_file,
+    subword_inputs,
+    window_inputs,
+)
 from ..inference.tagger import Tagger
 from ..inference.torch_models import TorchStudent, TorchTeacher, is_student_dir
 from ..students.sru import sru_recurrence
@@ -68,8 +78,12 @@ class PaddedBiLSTM(nn.Module):
         for layer in range(lstm.num_layers):
             pair = nn.ModuleList()
             for suffix in ("", "_reverse"):
-                one = nn.LSTM(lstm.input_size if layer == 0 else 2 * lstm.hidden_size, lstm.hidden_size,
-                              batch_first=True, bias=lstm.bias)
+                one = nn.LSTM(
+                    lstm.input_size if layer == 0 else 2 * lstm.hidden_size,
+                    lstm.hidden_size,
+                    batch_first=True,
+                    bias=lstm.bias,
+                )
                 for name in ("weight_ih", "weight_hh") + (("bias_ih", "bias_hh") if lstm.bias else ()):
                     getattr(one, f"{name}_l0").data.copy_(getattr(lstm, f"{name}_l{layer}{suffix}").data)
                 pair.append(one)
@@ -93,8 +107,9 @@ class SRUScan(torch.autograd.Function):
     def forward(ctx, xs, fs, rs, highway, keep, v_f, v_r):
         zero = torch.zeros_like(v_f)
         u = torch.stack([xs, fs, rs], 2).transpose(0, 1)  # [N, T, 3, H]
-        return sru_recurrence(u, highway.transpose(0, 1), keep[..., 0].transpose(0, 1), v_f, v_r, zero,
-                              zero).transpose(0, 1)
+        return sru_recurrence(u, highway.transpose(0, 1), keep[..., 0].transpose(0, 1), v_f, v_r, zero, zero).transpose(
+            0, 1
+        )
 
     @staticmethod
     def symbolic(g, xs, fs, rs, highway, keep, v_f, v_r):
@@ -109,11 +124,21 @@ def sru_scan_body(v_f: str, v_r: str):
     from onnx import TensorProto, helper
 
     n = helper.make_node
-    nodes = [n("Mul", [v_f, "c"], ["fc"]), n("Add", ["f_in", "fc"], ["f_pre"]), n("Sigmoid", ["f_pre"], ["f"]),
-             n("Mul", [v_r, "c"], ["rc"]), n("Add", ["r_in", "rc"], ["r_pre"]), n("Sigmoid", ["r_pre"], ["r"]),
-             n("Sub", ["c", "x"], ["cx"]), n("Mul", ["f", "cx"], ["fcx"]), n("Add", ["x", "fcx"], ["c_new"]),
-             n("Sub", ["c_new", "hw"], ["ch"]), n("Mul", ["r", "ch"], ["rch"]), n("Add", ["hw", "rch"], ["h"]),
-             n("Where", ["keep", "c_new", "c"], ["c_out"])]
+    nodes = [
+        n("Mul", [v_f, "c"], ["fc"]),
+        n("Add", ["f_in", "fc"], ["f_pre"]),
+        n("Sigmoid", ["f_pre"], ["f"]),
+        n("Mul", [v_r, "c"], ["rc"]),
+        n("Add", ["r_in", "rc"], ["r_pre"]),
+        n("Sigmoid", ["r_pre"], ["r"]),
+        n("Sub", ["c", "x"], ["cx"]),
+        n("Mul", ["f", "cx"], ["fcx"]),
+        n("Add", ["x", "fcx"], ["c_new"]),
+        n("Sub", ["c_new", "hw"], ["ch"]),
+        n("Mul", ["r", "ch"], ["rch"]),
+        n("Add", ["hw", "rch"], ["h"]),
+        n("Where", ["keep", "c_new", "c"], ["c_out"]),
+    ]
     f32 = TensorProto.FLOAT
     inputs = [helper.make_tensor_value_info(name, f32, None) for name in ("c", "x", "f_in", "r_in", "hw")]
     inputs.append(helper.make_tensor_value_info("keep", TensorProto.BOOL, None))
@@ -138,10 +163,23 @@ def replace_sru_scans(path: Path) -> None:
         xs, fs, rs, hw, keep, v_f, v_r = node.input
         step_shape, c0 = f"sru{i}_step_shape", f"sru{i}_c0"
         nodes.append(helper.make_node("Shape", [xs], [step_shape], start=1))
-        nodes.append(helper.make_node("ConstantOfShape", [step_shape], [c0],
-                                      value=helper.make_tensor("zero", onnx.TensorProto.FLOAT, [1], [0.0])))
-        nodes.append(helper.make_node("Scan", [c0, xs, fs, rs, hw, keep], [f"sru{i}_c_last", node.output[0]],
-                                      body=sru_scan_body(v_f, v_r), num_scan_inputs=5))
+        nodes.append(
+            helper.make_node(
+                "ConstantOfShape",
+                [step_shape],
+                [c0],
+                value=helper.make_tensor("zero", onnx.TensorProto.FLOAT, [1], [0.0]),
+            )
+        )
+        nodes.append(
+            helper.make_node(
+                "Scan",
+                [c0, xs, fs, rs, hw, keep],
+                [f"sru{i}_c_last", node.output[0]],
+                body=sru_scan_body(v_f, v_r),
+                num_scan_inputs=5,
+            )
+        )
         replaced.add(node.output[0])
     graph.ClearField("node")
     graph.node.extend(nodes)
@@ -170,13 +208,21 @@ class ExportSRU(nn.Module):
         hx = layer.highway(x)
         u = torch.cat([u[:, :, 0], u[:, :, 1].flip(1)])  # [2B, T, 3, H]
         both_mask = torch.cat([mask, mask.flip(1)])
-        params = {k: torch.stack([getattr(layer.fwd, k), getattr(layer.bwd, k)]).repeat_interleave(B, 0)
-                  for k in ("v_f", "v_r", "b_f", "b_r")}
+        params = {
+            k: torch.stack([getattr(layer.fwd, k), getattr(layer.bwd, k)]).repeat_interleave(B, 0)
+            for k in ("v_f", "v_r", "b_f", "b_r")
+        }
         fs = u[:, :, 1] + params["b_f"].unsqueeze(1)
         rs = u[:, :, 2] + params["b_r"].unsqueeze(1)
-        h = SRUScan.apply(u[:, :, 0].transpose(0, 1), fs.transpose(0, 1), rs.transpose(0, 1),
-                     torch.cat([hx, hx.flip(1)]).transpose(0, 1), both_mask.transpose(0, 1).unsqueeze(-1),
-                     params["v_f"], params["v_r"]).transpose(0, 1)
+        h = SRUScan.apply(
+            u[:, :, 0].transpose(0, 1),
+            fs.transpose(0, 1),
+            rs.transpose(0, 1),
+            torch.cat([hx, hx.flip(1)]).transpose(0, 1),
+            both_mask.transpose(0, 1).unsqueeze(-1),
+            params["v_f"],
+            params["v_r"],
+        ).transpose(0, 1)
         h = h * both_mask.unsqueeze(-1).to(h.dtype)
         return torch.cat([h[:B], h[B:].flip(1)], -1)
 
@@ -250,12 +296,25 @@ class SegmentsGraph(nn.Module):
 
 
 EXAMPLE = [["the", "quick", "brown", "fox", "jumps"], ["over", "the"], ["dog"]]  # traced shapes; any words do
-AXES = {"bags": {"piece_ids": ["batch", "words", "pieces"], "piece_mask": ["batch", "words", "pieces"],
-                 "lengths": ["batch"], "scores": ["batch", "words"]},
-        "subwords": {"ids": ["batch", "subwords"], "lengths": ["batch"], "pool": ["batch", "words", "subwords"],
-                     "scores": ["batch", "words"]},
-        "segments": {"input_ids": ["segments", "tokens"], "attention_mask": ["segments", "tokens"],
-                     "scores": ["segments", "tokens"]}}
+AXES = {
+    "bags": {
+        "piece_ids": ["batch", "words", "pieces"],
+        "piece_mask": ["batch", "words", "pieces"],
+        "lengths": ["batch"],
+        "scores": ["batch", "words"],
+    },
+    "subwords": {
+        "ids": ["batch", "subwords"],
+        "lengths": ["batch"],
+        "pool": ["batch", "words", "subwords"],
+        "scores": ["batch", "words"],
+    },
+    "segments": {
+        "input_ids": ["segments", "tokens"],
+        "attention_mask": ["segments", "tokens"],
+        "scores": ["segments", "tokens"],
+    },
+}
 
 
 def _student_graph(backend: TorchStudent) -> tuple[nn.Module, str, dict, dict]:
@@ -278,13 +337,19 @@ def _student_graph(backend: TorchStudent) -> tuple[nn.Module, str, dict, dict]:
 def _teacher_graph(backend: TorchTeacher) -> tuple[nn.Module, str, dict, dict]:
     teacher = backend.module
     if backend.what == "sentscore":
-        raise ExportError(f"{teacher.source_dir}: a SenTScore teacher is an encoder-decoder read by beam search, "
-                          "not a tagger graph; distil it into a student (`distill-train --recipe sentscore`) "
-                          "and export the student")
+        raise ExportError(
+            f"{teacher.source_dir}: a SenTScore teacher is an encoder-decoder read by beam search, "
+            "not a tagger graph; distil it into a student (`distill-train --recipe sentscore`) "
+            "and export the student"
+        )
     seg = teacher.words(EXAMPLE)
     feed = {"input_ids": seg.input_ids.numpy(), "attention_mask": seg.attention_mask.numpy()}
-    return (SegmentsGraph(teacher.encoder, teacher.classifier), "segments", feed,
-            {"framing": "teacher", "max_length": teacher.max_length, "pooling": teacher.pooling})
+    return (
+        SegmentsGraph(teacher.encoder, teacher.classifier),
+        "segments",
+        feed,
+        {"framing": "teacher", "max_length": teacher.max_length, "pooling": teacher.pooling},
+    )
 
 
 def _fingerprint(d: Path, backend) -> dict:
@@ -317,31 +382,57 @@ def export_model(model_dir, out_dir, *, quantize: str = "none", trust_remote_cod
         fp32 = tmp / ("model.fp32.onnx" if quantize == "int8" else ONNX_FILE)
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation and tracer notes
-            torch.onnx.export(graph.eval(), tuple(torch.from_numpy(v) for v in feed.values()), str(fp32),
-                              dynamo=False, opset_version=OPSET, input_names=list(feed), output_names=["scores"],
-                              dynamic_axes={k: dict(enumerate(v)) for k, v in axes.items()},
-                              custom_opsets={"seqdistill": 1} if sru else None)
+            torch.onnx.export(
+                graph.eval(),
+                tuple(torch.from_numpy(v) for v in feed.values()),
+                str(fp32),
+                dynamo=False,
+                opset_version=OPSET,
+                input_names=list(feed),
+                output_names=["scores"],
+                dynamic_axes={k: dict(enumerate(v)) for k, v in axes.items()},
+                custom_opsets={"seqdistill": 1} if sru else None,
+            )
         if sru:
             replace_sru_scans(fp32)
         if quantize == "int8":
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
-            quantize_dynamic(str(fp32), str(tmp / ONNX_FILE), weight_type=QuantType.QInt8,
-                             op_types_to_quantize=["MatMul", "Gemm", "LSTM"])
+            quantize_dynamic(
+                str(fp32),
+                str(tmp / ONNX_FILE),
+                weight_type=QuantType.QInt8,
+                op_types_to_quantize=["MatMul", "Gemm", "LSTM"],
+            )
             fp32.unlink()
         decoder = backend.decoder
         if decoder.transitions is not None:
             from safetensors.numpy import save_file
 
-            save_file(dict(zip(("transitions", "start", "end"), (np.ascontiguousarray(a) for a in decoder.transitions))),
-                      str(tmp / DECODE_FILE))
+            save_file(
+                dict(zip(("transitions", "start", "end"), (np.ascontiguousarray(a) for a in decoder.transitions))),
+                str(tmp / DECODE_FILE),
+            )
         backend.tokenizer.save_pretrained(tmp / "tokenizer")
-        meta = {"format": EXPORT_FORMAT, "format_version": EXPORT_VERSION, "tool_version": __version__,
-                "kind": backend.kind, "model": backend.what, "source": {"path": str(src), **_fingerprint(src, backend)},
-                "inputs": inputs, "decoder": decoder.kind, "label_schema": decoder.schema.to_json(),
-                "entity_types": list(decoder.entity_types), "quantize": quantize, "opset": OPSET,
-                "params": backend.params, "params_without_embeddings": backend.params_without_embeddings,
-                "onnx": ONNX_FILE, "onnx_sha256": sha256_file(tmp / ONNX_FILE), **fields}
+        meta = {
+            "format": EXPORT_FORMAT,
+            "format_version": EXPORT_VERSION,
+            "tool_version": __version__,
+            "kind": backend.kind,
+            "model": backend.what,
+            "source": {"path": str(src), **_fingerprint(src, backend)},
+            "inputs": inputs,
+            "decoder": decoder.kind,
+            "label_schema": decoder.schema.to_json(),
+            "entity_types": list(decoder.entity_types),
+            "quantize": quantize,
+            "opset": OPSET,
+            "params": backend.params,
+            "params_without_embeddings": backend.params_without_embeddings,
+            "onnx": ONNX_FILE,
+            "onnx_sha256": sha256_file(tmp / ONNX_FILE),
+            **fields,
+        }
         (tmp / EXPORT_JSON).write_text(json.dumps(meta, indent=1) + "\n")
         if out.exists():
             out.rmdir()
@@ -355,8 +446,8 @@ def export_model(model_dir, out_dir, *, quantize: str = "none", trust_remote_cod
 def check_export(model_dir, export_dir, data: str, *, fmt: str = "auto") -> tuple[float, float]:
     """Micro F1 of the torch model and of its export on a labelled corpus (every span of a
     nested corpus)."""
-    from .evaluate import score_tagger
     from .corpora import read_corpus
+    from .evaluate import score_tagger
 
     corpus = read_corpus(data, "check", "test", format=fmt)
     return (score_tagger(Tagger.load(model_dir), corpus)["f1"], score_tagger(Tagger.load(export_dir), corpus)["f1"])
@@ -365,12 +456,26 @@ def check_export(model_dir, export_dir, data: str, *, fmt: str = "auto") -> tupl
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--model", "model_dir", required=True, help="Student or teacher directory.")
 @click.option("--out", "out_dir", required=True, help="New directory for the export.")
-@click.option("--quantize", type=click.Choice(QUANTIZE), default="none", show_default=True,
-              help="int8: dynamic quantization of the MatMul, Gemm and LSTM weights (ONNX Runtime).")
-@click.option("--check", "check_data", default=None,
-              help="Labelled corpus (CoNLL or JSONL): score the export against the torch model on it.")
-@click.option("--max-f1-drop", type=float, default=0.5, show_default=True,
-              help="With --check: the most F1 points the export may lose; beyond it, exit 1.")
+@click.option(
+    "--quantize",
+    type=click.Choice(QUANTIZE),
+    default="none",
+    show_default=True,
+    help="int8: dynamic quantization of the MatMul, Gemm and LSTM weights (ONNX Runtime).",
+)
+@click.option(
+    "--check",
+    "check_data",
+    default=None,
+    help="Labelled corpus (CoNLL or JSONL): score the export against the torch model on it.",
+)
+@click.option(
+    "--max-f1-drop",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help="With --check: the most F1 points the export may lose; beyond it, exit 1.",
+)
 @click.option("--trust-remote-code", is_flag=True, help="Allow a teacher's own code from its directory.")
 def main(model_dir, out_dir, quantize, check_data, max_f1_drop, trust_remote_code) -> None:
     """Export a student or teacher to a self-contained ONNX directory (graph, tokenizer, label
@@ -381,16 +486,22 @@ def main(model_dir, out_dir, quantize, check_data, max_f1_drop, trust_remote_cod
     try:
         out = export_model(model_dir, out_dir, quantize=quantize, trust_remote_code=trust_remote_code)
         meta = json.loads((out / EXPORT_JSON).read_text())
-        click.echo(f"{meta['kind']} {meta['model']} -> {out} (ONNX, {quantize}, decoder {meta['decoder']}, "
-                   f"{(out / ONNX_FILE).stat().st_size / 2**20:.1f} MiB)")
+        click.echo(
+            f"{meta['kind']} {meta['model']} -> {out} (ONNX, {quantize}, decoder {meta['decoder']}, "
+            f"{(out / ONNX_FILE).stat().st_size / 2**20:.1f} MiB)"
+        )
         if check_data:
             torch_f1, export_f1 = check_export(model_dir, out, check_data)
             drop = 100 * (torch_f1 - export_f1)
-            click.echo(f"F1 on {check_data}: torch {100 * torch_f1:.2f}, export {100 * export_f1:.2f} "
-                       f"(drop {drop:+.2f}, allowed {max_f1_drop:.2f})")
+            click.echo(
+                f"F1 on {check_data}: torch {100 * torch_f1:.2f}, export {100 * export_f1:.2f} "
+                f"(drop {drop:+.2f}, allowed {max_f1_drop:.2f})"
+            )
             if drop > max_f1_drop:
-                raise click.ClickException(f"the export loses {drop:.2f} F1 points on {check_data}, more than "
-                                           f"--max-f1-drop {max_f1_drop}: ship the fp32 export (--quantize none) "
-                                           f"or allow a larger drop; {out} is kept for inspection")
+                raise click.ClickException(
+                    f"the export loses {drop:.2f} F1 points on {check_data}, more than "
+                    f"--max-f1-drop {max_f1_drop}: ship the fp32 export (--quantize none) "
+                    f"or allow a larger drop; {out} is kept for inspection"
+                )
     except (CorpusError, ExportError, FileNotFoundError, ValueError) as e:
         raise click.ClickException(str(e)) from None

@@ -17,25 +17,33 @@ from pathlib import Path
 from .corpora import CorpusError, read_corpus
 
 
-def few_shot_split(corpus_path: str, out_dir, n_train: int, n_dev: int, seed: int = 13,
-                   n_test: int = 0) -> dict[str, str]:
+def few_shot_split(
+    corpus_path: str, out_dir, n_train: int, n_dev: int, seed: int = 13, n_test: int = 0
+) -> dict[str, str]:
     """Write ``gold_train.txt``, ``gold_dev.txt`` (CoNLL, ``word tag`` lines), ``silver.txt``
     (raw text) and, with ``n_test``, ``gold_test.txt`` under ``out_dir``; return their paths."""
     corpus = read_corpus(corpus_path, "corpus", "train")
     if corpus.nested:
-        raise CorpusError(corpus_path, None, "a few-shot split writes flat CoNLL files; nested entities (JSONL "
-                                             "'entities') are not supported here")
+        raise CorpusError(
+            corpus_path,
+            None,
+            "a few-shot split writes flat CoNLL files; nested entities (JSONL 'entities') are not supported here",
+        )
     if not corpus.labelled:
         raise CorpusError(corpus_path, None, "a few-shot split needs a labelled corpus")
     n = len(corpus.sentences)
     if n_train < 1 or n_dev < 1 or n_test < 0 or n_train + n_dev + n_test >= n:
-        raise CorpusError(corpus_path, None, f"cannot draw {n_train} train + {n_dev} dev + {n_test} test sentences "
-                                             f"from {n} and leave silver data: choose smaller sizes")
+        raise CorpusError(
+            corpus_path,
+            None,
+            f"cannot draw {n_train} train + {n_dev} dev + {n_test} test sentences "
+            f"from {n} and leave silver data: choose smaller sizes",
+        )
     order = list(range(n))
     random.Random(seed).shuffle(order)
     test = order[:n_test]  # drawn first, so the test set does not move with the train/dev sizes
     rest = order[n_test:]
-    train, dev, silver = rest[:n_train], rest[n_train: n_train + n_dev], sorted(rest[n_train + n_dev:])
+    train, dev, silver = rest[:n_train], rest[n_train : n_train + n_dev], sorted(rest[n_train + n_dev :])
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"gold_train": out / "gold_train.txt", "gold_dev": out / "gold_dev.txt", "silver": out / "silver.txt"}

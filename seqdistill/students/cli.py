@@ -22,22 +22,37 @@ def _recipe_command(recipe) -> click.Command:
     (``config.option``), so help and defaults come from the dataclass."""
     params = [
         click.Option(["--cache"], help="Cache directory or fsspec URL (from `distill-cache build`)."),
-        click.Option(["--out", "out_dir"], help="Directory for the student (and its checkpoint, records, "
-                                                "config.toml)."),
-        click.Option(["--config", "config_path"], metavar="TOML",
-                     help="Options from a TOML file (the same keys; OUT/config.toml reproduces a run); options "
-                          "given here override it."),
-        click.Option(["--storage-option", "storage_options"], multiple=True, metavar="KEY=VALUE",
-                     help="fsspec option for a cache on object storage (e.g. endpoint_url=http://127.0.0.1:5000)."),
-        click.Option(["--local-cache"], metavar="DIR",
-                     help="Cache on object storage: keep checked copies of the shard files read here (default: a "
-                          "temporary directory for this run, so later epochs read locally)."),
+        click.Option(
+            ["--out", "out_dir"], help="Directory for the student (and its checkpoint, records, config.toml)."
+        ),
+        click.Option(
+            ["--config", "config_path"],
+            metavar="TOML",
+            help="Options from a TOML file (the same keys; OUT/config.toml reproduces a run); options "
+            "given here override it.",
+        ),
+        click.Option(
+            ["--storage-option", "storage_options"],
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="fsspec option for a cache on object storage (e.g. endpoint_url=http://127.0.0.1:5000).",
+        ),
+        click.Option(
+            ["--local-cache"],
+            metavar="DIR",
+            help="Cache on object storage: keep checked copies of the shard files read here (default: a "
+            "temporary directory for this run, so later epochs read locally).",
+        ),
     ]
     for f in dataclasses.fields(recipe.config):
         params.append(_field_option(recipe.config, f))
-    return _RecipeCommand(recipe.name, params=params, callback=lambda **o: _run(recipe, o),
-                          help=recipe.help + "\n\nNo teacher is ever loaded: the student learns from the cache alone.",
-                          context_settings=CONTEXT)
+    return _RecipeCommand(
+        recipe.name,
+        params=params,
+        callback=lambda **o: _run(recipe, o),
+        help=recipe.help + "\n\nNo teacher is ever loaded: the student learns from the cache alone.",
+        context_settings=CONTEXT,
+    )
 
 
 def _field_option(cls, f) -> click.Option:
@@ -51,9 +66,14 @@ def _field_option(cls, f) -> click.Option:
         return click.Option([f"{name}/{off}", f.name], default=default, **kw)
     if base is tuple:
         shown = ",".join(map(str, default))
-        return click.Option([name, f.name], multiple=True, default=(), show_default=shown or False,
-                            help=kw["help"] + (f" [choices: {', '.join(meta['choices'])}]" if meta.get("choices") else ""),
-                            metavar=meta.get("metavar") or "A,B")
+        return click.Option(
+            [name, f.name],
+            multiple=True,
+            default=(),
+            show_default=shown or False,
+            help=kw["help"] + (f" [choices: {', '.join(meta['choices'])}]" if meta.get("choices") else ""),
+            metavar=meta.get("metavar") or "A,B",
+        )
     kind = click.Choice(meta["choices"]) if meta.get("choices") else {int: int, float: float}.get(base, str)
     return click.Option([name, f.name], type=kind, default=default, **kw)
 
@@ -65,13 +85,21 @@ class _RecipeCommand(click.Command):
         try:
             return super().parse_args(ctx, args)
         except click.NoSuchOption as e:
-            owners = [r.name for r in recipes().values()
-                      if any(f.name.replace("_", "-") == e.option_name.lstrip("-").removeprefix("no-")
-                             for f in dataclasses.fields(r.config))]
+            owners = [
+                r.name
+                for r in recipes().values()
+                if any(
+                    f.name.replace("_", "-") == e.option_name.lstrip("-").removeprefix("no-")
+                    for f in dataclasses.fields(r.config)
+                )
+            ]
             if owners:
-                raise click.UsageError(f"{e.option_name} is an option of the {', '.join(owners)} recipe"
-                                       f"{'s' if len(owners) > 1 else ''}, not of {self.name}; "
-                                       f"see distill-train {self.name} --help", ctx) from None
+                raise click.UsageError(
+                    f"{e.option_name} is an option of the {', '.join(owners)} recipe"
+                    f"{'s' if len(owners) > 1 else ''}, not of {self.name}; "
+                    f"see distill-train {self.name} --help",
+                    ctx,
+                ) from None
             raise
 
 
@@ -85,8 +113,10 @@ def _run(recipe, o: dict) -> None:
         except ValueError as e:
             raise click.ClickException(str(e)) from None
         if values.pop("recipe", recipe.name) != recipe.name:
-            raise click.UsageError(f"{o['config_path']} is a config of another recipe; run it with "
-                                   f"`distill-train --config {o['config_path']}`")
+            raise click.UsageError(
+                f"{o['config_path']} is a config of another recipe; run it with "
+                f"`distill-train --config {o['config_path']}`"
+            )
     cache = o["cache"] or values.pop("cache", None)
     out_dir = o["out_dir"] or values.pop("out", None)
     values.pop("cache", None), values.pop("out", None)
@@ -101,14 +131,18 @@ def _run(recipe, o: dict) -> None:
         raise click.UsageError(str(e)) from None
     with tempfile.TemporaryDirectory(prefix="seqdistill-mirror-") as tmp:
         try:
-            reader = CacheReader(cache, parse_storage_options(o["storage_options"]), verify=True,
-                                 local_cache=o["local_cache"] or tmp)
+            reader = CacheReader(
+                cache, parse_storage_options(o["storage_options"]), verify=True, local_cache=o["local_cache"] or tmp
+            )
             summary = recipe.train(reader, out_dir, cfg, log=click.echo)
         except (CacheError, ValueError) as e:
             raise click.ClickException(str(e)) from None
     best = summary["best_dev_f1"]
-    click.echo((f"best epoch {summary['best_epoch']}, " if summary.get("best_epoch") is not None else "")
-               + (f"dev F1 {100 * best:.2f}; " if best is not None else "") + f"student in {out_dir}")
+    click.echo(
+        (f"best epoch {summary['best_epoch']}, " if summary.get("best_epoch") is not None else "")
+        + (f"dev F1 {100 * best:.2f}; " if best is not None else "")
+        + f"student in {out_dir}"
+    )
 
 
 @click.command("sweep", context_settings=CONTEXT)
@@ -116,8 +150,12 @@ def _run(recipe, o: dict) -> None:
 @click.option("--grid", "grid_path", required=True, help="TOML grid: [base] options and [grid] axes (see sweep.py).")
 @click.option("--out", "out_dir", required=True, help="Directory for the runs (one subdirectory each).")
 @click.option("--jobs", type=int, default=1, show_default=True, help="Runs at once (processes).")
-@click.option("--speed/--no-speed", default=True, show_default=True,
-              help="After training, measure each student's parameters and latency (one at a time).")
+@click.option(
+    "--speed/--no-speed",
+    default=True,
+    show_default=True,
+    help="After training, measure each student's parameters and latency (one at a time).",
+)
 def sweep_cmd(cache, grid_path, out_dir, jobs, speed) -> None:
     """Run every point of a grid of distill-train options over one cache; finished runs are skipped,
     so the same command resumes a killed sweep. `distill-train report OUT` tabulates it."""
@@ -134,8 +172,12 @@ def sweep_cmd(cache, grid_path, out_dir, jobs, speed) -> None:
 
 @click.command("report", context_settings=CONTEXT)
 @click.argument("out_dir")
-@click.option("--plots", is_flag=True, help="Also write OUT/f1_vs_<axis>.png for every numeric axis, and "
-                                           "f1_vs_latency.png, f1_vs_params.png (matplotlib).")
+@click.option(
+    "--plots",
+    is_flag=True,
+    help="Also write OUT/f1_vs_<axis>.png for every numeric axis, and "
+    "f1_vs_latency.png, f1_vs_params.png (matplotlib).",
+)
 @click.option("--teacher-f1", type=float, default=None, help="Draw the teacher's F1 as a dashed line.")
 def report_cmd(out_dir, plots, teacher_f1) -> None:
     """A Markdown table of a sweep: dev F1 as mean ± std over seeds, one row per grid point."""
@@ -161,7 +203,7 @@ def _choose(args: list[str]) -> tuple[str, list[str]]:
     if named:
         i = named[0]
         name = args[i].split("=", 1)[1] if "=" in args[i] else (args[i + 1] if i + 1 < len(args) else "")
-        rest = args[:i] + args[i + (1 if "=" in args[i] else 2):]
+        rest = args[:i] + args[i + (1 if "=" in args[i] else 2) :]
         if rest and rest[0] in recipes():
             raise click.UsageError(f"the recipe is named twice ({rest[0]} and --recipe {name}): name it once")
         return name, rest
@@ -189,12 +231,14 @@ class _DistillTrain(click.Command):
         args = sys.argv[1:] if args is None else list(args)
         commands = {"sweep": sweep_cmd, "report": report_cmd}
         if args and args[0] in commands:
-            return commands[args[0]].main(args[1:], prog_name=f"distill-train {args[0]}",
-                                          standalone_mode=standalone_mode, **extra)
+            return commands[args[0]].main(
+                args[1:], prog_name=f"distill-train {args[0]}", standalone_mode=standalone_mode, **extra
+            )
         if not args or args[0] in ("-h", "--help", "--version"):
             text = f"seqdistill {__version__}" if args and args[0] == "--version" else _overview()
             return click.Command("distill-train", callback=lambda: click.echo(text)).main(
-                [], prog_name="distill-train", standalone_mode=standalone_mode, **extra)
+                [], prog_name="distill-train", standalone_mode=standalone_mode, **extra
+            )
         try:
             name, rest = _choose(args)
             known = recipes()
@@ -205,8 +249,9 @@ class _DistillTrain(click.Command):
                 raise
             e.show()
             sys.exit(e.exit_code)
-        return _recipe_command(known[name]).main(rest, prog_name=f"distill-train {name}",
-                                                 standalone_mode=standalone_mode, **extra)
+        return _recipe_command(known[name]).main(
+            rest, prog_name=f"distill-train {name}", standalone_mode=standalone_mode, **extra
+        )
 
 
 main = _DistillTrain("distill-train")
@@ -217,18 +262,25 @@ def entry(argv: list[str] | None = None) -> None:
 
 
 def _overview() -> str:
-    lines = ["Usage: distill-train RECIPE --cache CACHE --out DIR [OPTIONS]",
-             "       distill-train --config RUN.toml [OPTIONS]",
-             "       distill-train sweep|report ...", "",
-             "Train a small, fast student from a soft-label cache; no teacher is ever loaded.", "",
-             "Recipes (distill-train RECIPE --help for each one's options):"]
+    lines = [
+        "Usage: distill-train RECIPE --cache CACHE --out DIR [OPTIONS]",
+        "       distill-train --config RUN.toml [OPTIONS]",
+        "       distill-train sweep|report ...",
+        "",
+        "Train a small, fast student from a soft-label cache; no teacher is ever loaded.",
+        "",
+        "Recipes (distill-train RECIPE --help for each one's options):",
+    ]
     for r in recipes().values():
         lines.append(f"  {r.name:13} {r.help}")
-    lines += ["", "Examples:",
-              "  distill-train mgkd --cache runs/cache --losses hard,seq-ce,fuzzy --k 5 --out runs/mgkd",
-              "  distill-train xtremedistil --cache runs/cache --schedule d4 --teacher-layer 4 --out runs/xd",
-              "  distill-train token-kd --cache runs/cache --temperature 2 --out runs/kd",
-              "  distill-train --config runs/mgkd/config.toml"]
+    lines += [
+        "",
+        "Examples:",
+        "  distill-train mgkd --cache runs/cache --losses hard,seq-ce,fuzzy --k 5 --out runs/mgkd",
+        "  distill-train xtremedistil --cache runs/cache --schedule d4 --teacher-layer 4 --out runs/xd",
+        "  distill-train token-kd --cache runs/cache --temperature 2 --out runs/kd",
+        "  distill-train --config runs/mgkd/config.toml",
+    ]
     return "\n".join(lines)
 
 

@@ -12,8 +12,8 @@ from safetensors.torch import load as load_safetensors
 
 from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader
 from ..metrics import span_scores
-from .data import parse_selection
 from .base import EMBEDDINGS, StudentConfig, init_embeddings
+from .data import parse_selection
 from .tagger import BiLSTMTagger
 
 
@@ -38,19 +38,36 @@ def teacher_exports(reader: CacheReader, teacher: str):
     return tokenizer, weight
 
 
-def new_tagger(reader: CacheReader, teacher: str, cfg, device, *, projection_dim: int | str = "lstm",
-               pooling: str = "first", extra: dict | None = None):
+def new_tagger(
+    reader: CacheReader,
+    teacher: str,
+    cfg,
+    device,
+    *,
+    projection_dim: int | str = "lstm",
+    pooling: str = "first",
+    extra: dict | None = None,
+):
     """A BiLSTM tagger (``tagger.py``) sized by ``cfg`` (embedding, embedding_dim, hidden_size,
     dropout), its embeddings filled from the teacher's exports, on its device; with the
     teacher's tokenizer. ``projection_dim``: a width, ``"lstm"`` (twice the LSTM's units) or
     ``"teacher"`` (the teacher's embedding width)."""
     tokenizer, weight = teacher_exports(reader, teacher)
     dim = weight.shape[1] if cfg.embedding == "teacher" else cfg.embedding_dim
-    scfg = StudentConfig(reader.manifest.label_schema.to_json(), weight.shape[0], dim, cfg.embedding, False,
-                         cfg.hidden_size, 1, cfg.dropout, arch="bilstm-tagger",
-                         projection_dim={"lstm": 2 * cfg.hidden_size, "teacher": weight.shape[1]}.get(
-                             projection_dim, projection_dim), pooling=pooling,
-                         extra={"teacher": teacher, **(extra or {})})
+    scfg = StudentConfig(
+        reader.manifest.label_schema.to_json(),
+        weight.shape[0],
+        dim,
+        cfg.embedding,
+        False,
+        cfg.hidden_size,
+        1,
+        cfg.dropout,
+        arch="bilstm-tagger",
+        projection_dim={"lstm": 2 * cfg.hidden_size, "teacher": weight.shape[1]}.get(projection_dim, projection_dim),
+        pooling=pooling,
+        extra={"teacher": teacher, **(extra or {})},
+    )
     model = BiLSTMTagger(scfg)
     check_embedding_dim(cfg.embedding, dim, weight)
     init_embeddings(model, weight)
@@ -82,8 +99,11 @@ def default_splits(reader: CacheReader, cfg) -> tuple[list[str], list[str]]:
     """Training and dev corpora: ``cfg.train`` and ``cfg.dev`` when named, else every */train (and,
     with ``cfg.unlabelled``, every unlabelled corpus) and every */dev or */valid."""
     corpora = reader.manifest.corpora
-    train = list(cfg.train) or [f"{c.name}/{c.split}" for c in corpora
-                                if (c.labelled and c.split == "train") or (not c.labelled and cfg.unlabelled)]
+    train = list(cfg.train) or [
+        f"{c.name}/{c.split}"
+        for c in corpora
+        if (c.labelled and c.split == "train") or (not c.labelled and cfg.unlabelled)
+    ]
     dev = list(cfg.dev) or [f"{c.name}/{c.split}" for c in corpora if c.labelled and c.split in ("dev", "valid")]
     if not train:
         raise CacheError("nothing to train on: no */train corpus in the cache; name one with --train")
@@ -93,9 +113,11 @@ def default_splits(reader: CacheReader, cfg) -> tuple[list[str], list[str]]:
 def check_embedding_dim(embedding: str, dim: int, weight) -> None:
     """Refuse, before training, an SVD width the teacher's embedding matrix cannot give."""
     if embedding == "svd" and not 0 < dim <= min(weight.shape):
-        raise ValueError(f"--embedding-dim {dim}: the teacher's embedding matrix is "
-                         f"{tuple(weight.shape)}, so an SVD reduction can keep 1 to {min(weight.shape)} dimensions; "
-                         f"choose one of those (or --embedding teacher for all {weight.shape[1]})")
+        raise ValueError(
+            f"--embedding-dim {dim}: the teacher's embedding matrix is "
+            f"{tuple(weight.shape)}, so an SVD reduction can keep 1 to {min(weight.shape)} dimensions; "
+            f"choose one of those (or --embedding teacher for all {weight.shape[1]})"
+        )
 
 
 def dev_f1(model, tokenizer, words: list[list[str]], tags: list[list[str]], scheme: str) -> float:
@@ -104,13 +126,15 @@ def dev_f1(model, tokenizer, words: list[list[str]], tags: list[list[str]], sche
 
 
 @torch.no_grad()
-def predict_tags(model: torch.nn.Module, tokenizer, sentences: list[list[str]], batch_size: int = 128) -> list[list[str]]:
+def predict_tags(
+    model: torch.nn.Module, tokenizer, sentences: list[list[str]], batch_size: int = 128
+) -> list[list[str]]:
     model.eval()
     schema = model.config.schema
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     preds: dict[int, list[str]] = {}
     for s in range(0, len(order), batch_size):
-        idx = order[s: s + batch_size]
+        idx = order[s : s + batch_size]
         inputs = model.inputs(tokenizer, [sentences[i] for i in idx]).to(model.device)
         ids = model.decode(inputs)
         for j, i in enumerate(idx):
@@ -134,8 +158,9 @@ def read_split(reader: CacheReader, names: list[str]) -> tuple[list[list[str]], 
     return words, tags
 
 
-def read_spans(reader: CacheReader, names: list[str], *, skip_unlabelled: bool = False
-               ) -> tuple[list[list[str]], list[list[tuple[int, int, str]]]]:
+def read_spans(
+    reader: CacheReader, names: list[str], *, skip_unlabelled: bool = False
+) -> tuple[list[list[str]], list[list[tuple[int, int, str]]]]:
     """Words and gold ``(start, end, type)`` spans of the selected corpora, in cache order: a
     nested corpus's every entity (``entity_spans``/``entity_types``), else the spans of the flat
     tags. Unlabelled rows raise, or are left out with ``skip_unlabelled``."""

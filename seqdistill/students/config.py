@@ -34,24 +34,34 @@ class RunConfig:
     """Settings every recipe has: what to train on and stop on, the stream, the run's seed,
     device, checkpoints and reports."""
 
-    train: tuple[str, ...] = option((), "CORPUS[/SPLIT] to train on, comma-separated (default: every */train, "
-                                        "plus the unlabelled corpora).")
+    train: tuple[str, ...] = option(
+        (), "CORPUS[/SPLIT] to train on, comma-separated (default: every */train, plus the unlabelled corpora)."
+    )
     unlabelled: bool = option(True, "Add the cache's unlabelled corpora to the default training set (DA).")
-    unlabelled_sentences: int | None = option(None, "Train on a seeded sample of N of the unlabelled sentences "
-                                                    "(the same every epoch; default: all).", metavar="N")
-    dev: tuple[str, ...] = option((), "CORPUS[/SPLIT] to stop early on, comma-separated (default: every */dev, "
-                                      "*/valid).")
+    unlabelled_sentences: int | None = option(
+        None,
+        "Train on a seeded sample of N of the unlabelled sentences (the same every epoch; default: all).",
+        metavar="N",
+    )
+    dev: tuple[str, ...] = option(
+        (), "CORPUS[/SPLIT] to stop early on, comma-separated (default: every */dev, */valid)."
+    )
     buffer_size: int = option(4096, "Examples shuffled and bucketed by length together.")
-    max_steps: int | None = option(None, "Stop after N optimiser updates in all (resumable: the same command "
-                                         "without it goes on).", metavar="N")
-    resume: bool = option(True, "Continue from OUT/checkpoint when it holds this run (--restart: discard it "
-                                "and start afresh).")
+    max_steps: int | None = option(
+        None, "Stop after N optimiser updates in all (resumable: the same command without it goes on).", metavar="N"
+    )
+    resume: bool = option(
+        True, "Continue from OUT/checkpoint when it holds this run (--restart: discard it and start afresh)."
+    )
     checkpoint_every: int = option(200, "Optimiser updates between checkpoints (also at every epoch end).")
     num_workers: int = option(0, "DataLoader worker processes reading the cache.")
     seed: int = option(13, "Seed of the weights, the batch order and the dropout masks.")
     device: str | None = option(None, "cpu, cuda, cuda:1 ... (default: cuda if available).")
-    report_to: tuple[str, ...] = option((), "Also log the epoch records to: tensorboard (OUT/tensorboard; the "
-                                            "tensorboard extra).", choices=("tensorboard",))
+    report_to: tuple[str, ...] = option(
+        (),
+        "Also log the epoch records to: tensorboard (OUT/tensorboard; the tensorboard extra).",
+        choices=("tensorboard",),
+    )
 
 
 RUN_FIELDS = {f.name for f in dataclasses.fields(RunConfig)}
@@ -109,8 +119,10 @@ def make_config(cls, values: dict, where: str):
     for key, value in values.items():
         name = key.replace("-", "_")
         if name not in names:
-            raise ValueError(f"{where}: {key!r} is not an option of this recipe; its options: "
-                             f"{', '.join(sorted(n.replace('_', '-') for n in names))}")
+            raise ValueError(
+                f"{where}: {key!r} is not an option of this recipe; its options: "
+                f"{', '.join(sorted(n.replace('_', '-') for n in names))}"
+            )
         kwargs[name] = convert(cls, name, value, where)
     return cls(**kwargs)
 
@@ -134,5 +146,4 @@ def config_toml(recipe: str, cache: str, out_dir: str, cfg) -> str:
         v = getattr(cfg, f.name)
         if v is not None:
             values[f.name.replace("_", "-")] = list(v) if isinstance(v, tuple) else v
-    return ("# seqdistill run config: `distill-train --config THIS_FILE` runs it again\n"
-            + tomli_w.dumps(values))
+    return "# seqdistill run config: `distill-train --config THIS_FILE` runs it again\n" + tomli_w.dumps(values)

@@ -38,20 +38,30 @@ class StreamConfig:
 def stream_config(cfg, shuffle: bool = True, sample: bool = True) -> StreamConfig:
     """The stream settings of a recipe's config (``batch_size``, ``buffer_size``, ``seed`` and,
     for a training stream (``sample``), ``unlabelled_sentences``)."""
-    return StreamConfig(cfg.batch_size, cfg.buffer_size, cfg.seed, shuffle,
-                        getattr(cfg, "unlabelled_sentences", None) if sample else None)
+    return StreamConfig(
+        cfg.batch_size,
+        cfg.buffer_size,
+        cfg.seed,
+        shuffle,
+        getattr(cfg, "unlabelled_sentences", None) if sample else None,
+    )
 
 
-def sample_unlabelled(reader: CacheReader, select: set[tuple[str, str]], n: int, seed: int) -> dict[tuple[str, str], set[int]]:
+def sample_unlabelled(
+    reader: CacheReader, select: set[tuple[str, str]], n: int, seed: int
+) -> dict[tuple[str, str], set[int]]:
     """A seeded sample of ``n`` of the unlabelled rows of ``select``, the same every epoch (the
     amount-of-unlabelled-data axis of paper 000, Fig. 5): ``{(corpus, split): row indices}``.
     Decision: uniform over all selected unlabelled rows, in cache order, seeded by the run's seed."""
-    pools = [(c.name, c.split, c.examples) for c in reader.manifest.corpora
-             if not c.labelled and (c.name, c.split) in select]
+    pools = [
+        (c.name, c.split, c.examples) for c in reader.manifest.corpora if not c.labelled and (c.name, c.split) in select
+    ]
     total = sum(k for _, _, k in pools)
     if n < 0 or n > total:
-        raise ValueError(f"--unlabelled-sentences {n}: the training selection holds {total:,} unlabelled sentences "
-                         f"({', '.join(f'{c}/{s}' for c, s, _ in pools) or 'none'}); ask for 0 to {total:,}")
+        raise ValueError(
+            f"--unlabelled-sentences {n}: the training selection holds {total:,} unlabelled sentences "
+            f"({', '.join(f'{c}/{s}' for c, s, _ in pools) or 'none'}); ask for 0 to {total:,}"
+        )
     keep: dict[tuple[str, str], set[int]] = {(c, s): set() for c, s, _ in pools}
     pools = [p for p in pools if p[2]]
     starts = list(itertools.accumulate([0] + [k for _, _, k in pools[:-1]]))
@@ -79,12 +89,21 @@ class CacheStream(IterableDataset):
     """Batches of example dicts (``row["examples"]["words"]``, ``row[teacher][field]``), each
     batch passed through ``collate`` (in the DataLoader worker)."""
 
-    def __init__(self, reader: CacheReader, fields: dict[str, list[str]], select: set[tuple[str, str]],
-                 collate: Callable[[list[dict]], object], cfg: StreamConfig | None = None,
-                 rank: int = 0, world_size: int = 1):
+    def __init__(
+        self,
+        reader: CacheReader,
+        fields: dict[str, list[str]],
+        select: set[tuple[str, str]],
+        collate: Callable[[list[dict]], object],
+        cfg: StreamConfig | None = None,
+        rank: int = 0,
+        world_size: int = 1,
+    ):
         self.reader, self.collate, self.cfg = reader, collate, cfg or StreamConfig()
-        self.fields = {EXAMPLES_LAYER: sorted(set(fields.get(EXAMPLES_LAYER, [])) | {"corpus", "split", "n_words"}),
-                       **{k: v for k, v in fields.items() if k != EXAMPLES_LAYER}}
+        self.fields = {
+            EXAMPLES_LAYER: sorted(set(fields.get(EXAMPLES_LAYER, [])) | {"corpus", "split", "n_words"}),
+            **{k: v for k, v in fields.items() if k != EXAMPLES_LAYER},
+        }
         self.keep = None  # (corpus, split) -> row indices kept, for the unlabelled corpora when sampled
         if self.cfg.unlabelled_sentences is not None:
             self.keep = sample_unlabelled(reader, select, self.cfg.unlabelled_sentences, self.cfg.seed)
@@ -134,8 +153,9 @@ class CacheStream(IterableDataset):
             row_index = data.get(EXAMPLES_LAYER, "index").to_pylist() if self.keep is not None else None
             for i in range(len(data)):
                 pair = (corpus[i], split[i])
-                if pair in self.select and (row_index is None or pair not in self.keep
-                                            or row_index[i] in self.keep[pair]):
+                if pair in self.select and (
+                    row_index is None or pair not in self.keep or row_index[i] in self.keep[pair]
+                ):
                     buffer.append(data.row(i))
                     if len(buffer) >= self.cfg.buffer_size:
                         yield from self._flush(buffer, rng)
@@ -148,7 +168,7 @@ class CacheStream(IterableDataset):
             rng.shuffle(buffer)
         buffer.sort(key=lambda r: r[EXAMPLES_LAYER]["n_words"])
         bs = self.cfg.batch_size
-        batches = [buffer[i: i + bs] for i in range(0, len(buffer), bs)]
+        batches = [buffer[i : i + bs] for i in range(0, len(buffer), bs)]
         if self.cfg.shuffle:
             rng.shuffle(batches)
         yield from batches

@@ -114,18 +114,38 @@ class Context:
     world: int = 1
     log: Callable = print
 
-    def stream(self, fields: dict[str, list[str]], names: Iterable[str] | set, collate, *, shuffle: bool = True,
-               sample: bool = True, whole: bool = False, batch_size: int | None = None) -> CacheStream:
+    def stream(
+        self,
+        fields: dict[str, list[str]],
+        names: Iterable[str] | set,
+        collate,
+        *,
+        shuffle: bool = True,
+        sample: bool = True,
+        whole: bool = False,
+        batch_size: int | None = None,
+    ) -> CacheStream:
         """A stream of this process's part of the rows of ``names`` (corpus[/split] names or
         (corpus, split) pairs; ``whole``: all of them on every process, for a validation loss),
         with the run's batch size, buffer, seed and, for a training stream (``sample``), its sample
         of the unlabelled rows."""
         cfg = self.cfg
         select = names if isinstance(names, set) else parse_selection(list(names), self.reader)
-        return CacheStream(self.reader, fields, select, collate,
-                           StreamConfig(batch_size or cfg.batch_size, cfg.buffer_size, cfg.seed, shuffle,
-                                        cfg.unlabelled_sentences if sample else None),
-                           rank=0 if whole else self.rank, world_size=1 if whole else self.world)
+        return CacheStream(
+            self.reader,
+            fields,
+            select,
+            collate,
+            StreamConfig(
+                batch_size or cfg.batch_size,
+                cfg.buffer_size,
+                cfg.seed,
+                shuffle,
+                cfg.unlabelled_sentences if sample else None,
+            ),
+            rank=0 if whole else self.rank,
+            world_size=1 if whole else self.world,
+        )
 
 
 class ListBatches:
@@ -134,8 +154,14 @@ class ListBatches:
     every world-th batch), each batch ``collate(indices)`` with its ``origin``; resumable with
     :meth:`skip`."""
 
-    def __init__(self, order: Callable[[int], list[int]], collate: Callable[[list[int]], object], batch_size: int,
-                 rank: int = 0, world_size: int = 1):
+    def __init__(
+        self,
+        order: Callable[[int], list[int]],
+        collate: Callable[[list[int]], object],
+        batch_size: int,
+        rank: int = 0,
+        world_size: int = 1,
+    ):
         self.order, self.collate, self.batch_size = order, collate, batch_size
         self.rank, self.world_size, self.epoch, self._skip = rank, world_size, 0, {}
 
@@ -147,7 +173,9 @@ class ListBatches:
 
     def __iter__(self):
         order = self.order(self.epoch)
-        mine = [order[s: s + self.batch_size] for s in range(0, len(order), self.batch_size)][self.rank::self.world_size]
+        mine = [order[s : s + self.batch_size] for s in range(0, len(order), self.batch_size)][
+            self.rank :: self.world_size
+        ]
         for n, idx in enumerate(mine):
             if n >= self._skip.get(self.rank, 0):
                 out = self.collate(idx)
@@ -180,23 +208,29 @@ def cache_identity(reader: CacheReader) -> str:
     """A digest of what a cache holds, whatever its path (a mirror or a copy is the same cache):
     its corpora (with their sources' sha256) and its teachers' fingerprints."""
     m = reader.manifest
-    what = {"corpora": [(c.name, c.split, c.sha256, c.examples) for c in m.corpora],
-            "teachers": {name: t.fingerprints for name, t in sorted(m.teachers.items())}}
+    what = {
+        "corpora": [(c.name, c.split, c.sha256, c.examples) for c in m.corpora],
+        "teachers": {name: t.fingerprints for name, t in sorted(m.teachers.items())},
+    }
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _check_identity(out_dir: Path, saved: dict, now: dict) -> None:
     for key in ("recipe", "cache"):
         if saved.get(key) != now[key]:
-            raise ValueError(f"{out_dir / CHECKPOINT} is the checkpoint of another run ({key} was {saved.get(key)!r}, "
-                             f"now {now[key]!r}): run its own command to resume it, or start afresh with --restart "
-                             "(or another --out)")
+            raise ValueError(
+                f"{out_dir / CHECKPOINT} is the checkpoint of another run ({key} was {saved.get(key)!r}, "
+                f"now {now[key]!r}): run its own command to resume it, or start afresh with --restart "
+                "(or another --out)"
+            )
     a, b = saved.get("config", {}), now["config"]
     for k in sorted(set(a) | set(b)):
         if a.get(k) != b.get(k):
-            raise ValueError(f"{out_dir / CHECKPOINT} is the checkpoint of another run ({k} was {a.get(k)!r}, now "
-                             f"{b.get(k)!r}): run the same command to resume it, or start afresh with --restart "
-                             "(or another --out)")
+            raise ValueError(
+                f"{out_dir / CHECKPOINT} is the checkpoint of another run ({k} was {a.get(k)!r}, now "
+                f"{b.get(k)!r}): run the same command to resume it, or start afresh with --restart "
+                "(or another --out)"
+            )
 
 
 class _Records:
@@ -213,8 +247,9 @@ class _Records:
             try:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError:
-                raise ValueError("--report-to tensorboard needs the tensorboard package: "
-                                 "pip install 'seqdistill[tensorboard]'") from None
+                raise ValueError(
+                    "--report-to tensorboard needs the tensorboard package: pip install 'seqdistill[tensorboard]'"
+                ) from None
             self.writer = SummaryWriter(str(out_dir / "tensorboard"))
 
     def write(self, record: dict) -> None:
@@ -270,14 +305,36 @@ class _Run:
     """One call of :func:`train`: its position (what a checkpoint holds) and the loop."""
 
     def __init__(self, recipe: str, reader: CacheReader, out_dir: Path, cfg, rank: int, world: int, log):
-        self.recipe, self.reader, self.out_dir, self.cfg, self.rank, self.world = recipe, reader, out_dir, cfg, rank, world
+        self.recipe, self.reader, self.out_dir, self.cfg, self.rank, self.world = (
+            recipe,
+            reader,
+            out_dir,
+            cfg,
+            rank,
+            world,
+        )
         self.lead, self.log = rank == 0, log
         self.workers = max(1, getattr(cfg, "num_workers", 0))
         self.identity = identity(recipe, cfg, reader)
         self.best_weights = _Weights({})
-        self.pos = {"stage": 0, "epoch": 0, "step": 0, "stage_step": 0, "consumed": {}, "sums": {}, "n": 0,
-                    "best": None, "best_epoch": 0, "best_record": None, "plateau": None, "fresh_stage": True,
-                    "history": [], "stages": [], "finished": False, "seconds": 0.0}
+        self.pos = {
+            "stage": 0,
+            "epoch": 0,
+            "step": 0,
+            "stage_step": 0,
+            "consumed": {},
+            "sums": {},
+            "n": 0,
+            "best": None,
+            "best_epoch": 0,
+            "best_record": None,
+            "plateau": None,
+            "fresh_stage": True,
+            "history": [],
+            "stages": [],
+            "finished": False,
+            "seconds": 0.0,
+        }
 
     # -- checkpoints --------------------------------------------------------------------------------
     def resume(self, modules: dict) -> dict | None:
@@ -301,13 +358,18 @@ class _Run:
         self.pos.update(position)
         if self.world > 1:
             parts = self.world * self.workers
-            counts = distributed.sum_across([self.pos["consumed"].get(str(p), 0) for p in range(parts)],
-                                            self.world, self.device)
+            counts = distributed.sum_across(
+                [self.pos["consumed"].get(str(p), 0) for p in range(parts)], self.world, self.device
+            )
             self.pos["consumed"] = {str(p): int(c) for p, c in enumerate(counts.tolist()) if c}
         if self.lead:
             self.pos["seconds"] = round(time.time() - self.t_start, 1)
-            save_checkpoint(self.out_dir, {**modules, "best": self.best_weights}, optim,
-                            {"identity": self.identity, "position": self.pos, "step": self.pos["step"]})
+            save_checkpoint(
+                self.out_dir,
+                {**modules, "best": self.best_weights},
+                optim,
+                {"identity": self.identity, "position": self.pos, "step": self.pos["step"]},
+            )
 
     # -- the loop -------------------------------------------------------------------------------------
     def go(self, plan: Plan) -> dict:
@@ -321,8 +383,10 @@ class _Run:
             self.log(f"{self.out_dir} holds this finished run: nothing to train (--restart trains it again)")
             return json.loads((self.out_dir / "training.json").read_text())
         if optimizer_state is not None:
-            self.log(f"resuming from {self.out_dir / CHECKPOINT}: {plan.stages[pos['stage']].name} epoch "
-                     f"{pos['epoch'] + 1}, step {pos['step']}")
+            self.log(
+                f"resuming from {self.out_dir / CHECKPOINT}: {plan.stages[pos['stage']].name} epoch "
+                f"{pos['epoch'] + 1}, step {pos['step']}"
+            )
         self.log(plan.describe)
         self.records = _Records(self.out_dir, pos["history"], tuple(getattr(cfg, "report_to", ()) or ()), self.lead)
         self.t_start = time.time() - pos["seconds"]
@@ -331,8 +395,19 @@ class _Run:
             for si in range(pos["stage"], len(plan.stages)):
                 if si != pos["stage"] or pos["fresh_stage"]:
                     optimizer_state = None
-                    pos.update(stage=si, epoch=0, stage_step=0, consumed={}, sums={}, n=0, best=None, best_epoch=0,
-                               best_record=None, plateau=None, fresh_stage=False)
+                    pos.update(
+                        stage=si,
+                        epoch=0,
+                        stage_step=0,
+                        consumed={},
+                        sums={},
+                        n=0,
+                        best=None,
+                        best_epoch=0,
+                        best_record=None,
+                        plateau=None,
+                        fresh_stage=False,
+                    )
                 capped = self.run_stage(plan, si, modules, optimizer_state)
                 if capped:
                     break
@@ -340,11 +415,21 @@ class _Run:
             self.records.close()
         last = plan.stages[-1]
         kept = pos["stages"][-1] if pos["stages"] and not capped else pos["best_record"]
-        summary = {"recipe": self.recipe, "config": asdict(cfg), "best_epoch": kept.get("best_epoch", kept["epoch"]) if kept else None,
-                   "best_dev_f1": kept.get("dev_f1") if kept else None, f"best_{last.metric}": kept.get(last.metric)
-                   if kept else None, "history": pos["history"], "stages": pos["stages"], "steps": pos["step"],
-                   "train": plan.train, "dev": plan.dev, "processes": self.world, "finished": not capped,
-                   **plan.summary}
+        summary = {
+            "recipe": self.recipe,
+            "config": asdict(cfg),
+            "best_epoch": kept.get("best_epoch", kept["epoch"]) if kept else None,
+            "best_dev_f1": kept.get("dev_f1") if kept else None,
+            f"best_{last.metric}": kept.get(last.metric) if kept else None,
+            "history": pos["history"],
+            "stages": pos["stages"],
+            "steps": pos["step"],
+            "train": plan.train,
+            "dev": plan.dev,
+            "processes": self.world,
+            "finished": not capped,
+            **plan.summary,
+        }
         if self.lead:
             if not capped and last.keep != "save":
                 save_student(model, plan.tokenizer, self.out_dir)
@@ -358,8 +443,11 @@ class _Run:
         cfg, pos, stage, model = self.cfg, self.pos, plan.stages[si], plan.model
         params = [p for p in stage.params() if p.requires_grad]
         self.optim = optim = stage.optimizer(params)
-        plateau = (torch.optim.lr_scheduler.ReduceLROnPlateau(optim, mode=stage.mode, **stage.plateau)
-                   if stage.plateau else None)
+        plateau = (
+            torch.optim.lr_scheduler.ReduceLROnPlateau(optim, mode=stage.mode, **stage.plateau)
+            if stage.plateau
+            else None
+        )
         if optimizer_state is not None:
             optim.load_state_dict(optimizer_state)
             if plateau and pos["plateau"]:
@@ -376,7 +464,9 @@ class _Run:
             sums, n = dict(pos["sums"]), pos["n"]
             for m in modules.values():
                 m.train()
-            source = batches(stage.batches, cfg.num_workers) if isinstance(stage.batches, CacheStream) else stage.batches
+            source = (
+                batches(stage.batches, cfg.num_workers) if isinstance(stage.batches, CacheStream) else stage.batches
+            )
             bar = tqdm(source, desc=f"{stage.name} {epoch + 1}", unit="batch", leave=False, disable=not self.lead)
             capped = False
             batches_left = iter(bar)
@@ -410,15 +500,29 @@ class _Run:
                 if capped:
                     break
                 if cfg.checkpoint_every and pos["step"] % cfg.checkpoint_every == 0:
-                    self.checkpoint(modules, optim, epoch=epoch, consumed={str(k): v for k, v in consumed.items()},
-                                    sums=sums, n=n, plateau=plateau.state_dict() if plateau else None)
+                    self.checkpoint(
+                        modules,
+                        optim,
+                        epoch=epoch,
+                        consumed={str(k): v for k, v in consumed.items()},
+                        sums=sums,
+                        n=n,
+                        plateau=plateau.state_dict() if plateau else None,
+                    )
             record = self.end_epoch(plan, stage, epoch, sums, n, optim, capped)
             if plateau is not None and not capped:
                 plateau.step(record[stage.metric])
             stop = epoch + 1 - pos["best_epoch"] >= stage.patience
             if capped:  # resumable mid-epoch: the same command without --max-steps goes on from here
-                self.checkpoint(modules, optim, epoch=epoch, consumed={str(k): v for k, v in consumed.items()},
-                                sums=sums, n=n, plateau=plateau.state_dict() if plateau else None)
+                self.checkpoint(
+                    modules,
+                    optim,
+                    epoch=epoch,
+                    consumed={str(k): v for k, v in consumed.items()},
+                    sums=sums,
+                    n=n,
+                    plateau=plateau.state_dict() if plateau else None,
+                )
                 return True
             if stop or epoch + 1 == stage.epochs:
                 if stage.keep == "restore":
@@ -426,11 +530,19 @@ class _Run:
                 pos["stages"].append({**pos["best_record"], "best_epoch": pos["best_epoch"], "epochs": epoch + 1})
                 if stop:
                     self.log(f"{stage.name}: no better {stage.metric} for {stage.patience} epochs: stopping")
-                self.checkpoint(modules, optim, stage=si + 1, epoch=0, consumed={}, sums={}, n=0, fresh_stage=True,
-                                plateau=None)
+                self.checkpoint(
+                    modules, optim, stage=si + 1, epoch=0, consumed={}, sums={}, n=0, fresh_stage=True, plateau=None
+                )
                 return False
-            self.checkpoint(modules, optim, epoch=epoch + 1, consumed={}, sums={}, n=0,
-                            plateau=plateau.state_dict() if plateau else None)
+            self.checkpoint(
+                modules,
+                optim,
+                epoch=epoch + 1,
+                consumed={},
+                sums={},
+                n=0,
+                plateau=plateau.state_dict() if plateau else None,
+            )
         return False
 
     def end_epoch(self, plan: Plan, stage: Stage, epoch: int, sums: dict, n: int, optim, capped: bool) -> dict:
@@ -440,10 +552,17 @@ class _Run:
             keys = distributed.names_across(set(sums), self.world, self.device)
             totals = distributed.sum_across([sums.get(k, 0.0) for k in keys] + [n], self.world, self.device).tolist()
             sums, n = dict(zip(keys, totals[:-1])), int(totals[-1])
-        record = {"stage": stage.name, "epoch": epoch + 1, "step": pos["step"],
-                  **{("loss" if k == "loss" else f"loss_{k}"): v / max(n, 1) for k, v in sums.items()},
-                  **stage.evaluate(), **stage.info, "lr": optim.param_groups[0]["lr"],
-                  "seconds": round(time.time() - self.t_start, 1), **({"capped": True} if capped else {})}
+        record = {
+            "stage": stage.name,
+            "epoch": epoch + 1,
+            "step": pos["step"],
+            **{("loss" if k == "loss" else f"loss_{k}"): v / max(n, 1) for k, v in sums.items()},
+            **stage.evaluate(),
+            **stage.info,
+            "lr": optim.param_groups[0]["lr"],
+            "seconds": round(time.time() - self.t_start, 1),
+            **({"capped": True} if capped else {}),
+        }
         value = record[stage.metric]
         improved = pos["best"] is None or stage.better(value, pos["best"])
         if improved:
@@ -454,8 +573,11 @@ class _Run:
                 self.best_weights.load_state_dict(plan.model.state_dict())
         pos["history"].append(record)
         self.records.write(record)
-        self.log(f"{stage.name} epoch {epoch + 1}: " + "  ".join(
-            f"{k} {v:.4f}" for k, v in record.items() if k.startswith("loss") and isinstance(v, float))
-            + "  " + _metric_text(stage.metric, value)
-            + (("  (best, saved)" if stage.keep == "save" else "  (best)") if improved else ""))
+        self.log(
+            f"{stage.name} epoch {epoch + 1}: "
+            + "  ".join(f"{k} {v:.4f}" for k, v in record.items() if k.startswith("loss") and isinstance(v, float))
+            + "  "
+            + _metric_text(stage.metric, value)
+            + (("  (best, saved)" if stage.keep == "save" else "  (best)") if improved else "")
+        )
         return record

@@ -25,18 +25,32 @@ def hard_loss(emissions: Tensor, mask: Tensor, tags: Tensor, transitions: Tensor
     """L_hard = -log P^s(y_hard | x) (eq. 7): gold tags on labelled rows, the teacher's top-1 path
     on unlabelled ones (§3.2)."""
     return log_partition(emissions, mask, transitions, start, end) - path_score(
-        emissions, mask, tags, transitions, start, end)
+        emissions, mask, tags, transitions, start, end
+    )
 
 
-def student_path_log_probs(emissions: Tensor, mask: Tensor, paths: Tensor, transitions: Tensor, start: Tensor,
-                           end: Tensor, log_z: Tensor | None = None) -> Tensor:
+def student_path_log_probs(
+    emissions: Tensor,
+    mask: Tensor,
+    paths: Tensor,
+    transitions: Tensor,
+    start: Tensor,
+    end: Tensor,
+    log_z: Tensor | None = None,
+) -> Tensor:
     """log p_j^s = S_s(y_j) - log Z_s of the teacher's k-best paths ``[B, K, L]`` under the student
     CRF (eq. 4-5). Beams that are padding (a path of -1 at position 0) get -inf."""
     B, K, L = paths.shape
     if log_z is None:
         log_z = log_partition(emissions, mask, transitions, start, end)
-    flat = path_score(emissions.repeat_interleave(K, 0), mask.repeat_interleave(K, 0), paths.reshape(B * K, L),
-                      transitions, start, end).view(B, K)
+    flat = path_score(
+        emissions.repeat_interleave(K, 0),
+        mask.repeat_interleave(K, 0),
+        paths.reshape(B * K, L),
+        transitions,
+        start,
+        end,
+    ).view(B, K)
     valid = paths[:, :, 0] >= 0
     return torch.where(valid, flat - log_z.unsqueeze(1), torch.full_like(flat, float("-inf")))
 
@@ -58,7 +72,7 @@ def seq_ce_loss(teacher_log_probs: Tensor, student_log_probs: Tensor) -> Tensor:
 def seq_fuzzy_loss(teacher_log_probs: Tensor, student_log_probs: Tensor) -> Tensor:
     """Fuzzy (coarse-grained) loss, the binary cross entropy of the top-K mass (eq. 6):
 
-        L_Seq-fuzzy = - p_sum^t log p_sum^s - (1 - p_sum^t) log(1 - p_sum^s)"""
+    L_Seq-fuzzy = - p_sum^t log p_sum^s - (1 - p_sum^t) log(1 - p_sum^s)"""
     p_sum_t = teacher_log_probs.exp().sum(1).clamp(max=1.0)
     log_sum_s = torch.logsumexp(student_log_probs, dim=1)
     return -p_sum_t * log_sum_s - (1 - p_sum_t) * _log1mexp(log_sum_s)
@@ -72,7 +86,7 @@ def token_kl_loss(student_logits: Tensor, teacher_probs: Tensor, mask: Tensor, t
     log_s = torch.log_softmax(student_logits / temperature, dim=-1)
     p_t = teacher_probs.clamp(min=0)
     kl = (p_t * (torch.log(p_t.clamp(min=1e-12)) - log_s)).sum(-1)
-    return (kl * mask.to(kl.dtype)).sum(1) * temperature ** 2
+    return (kl * mask.to(kl.dtype)).sum(1) * temperature**2
 
 
 def teacher_softmax(teacher_emissions: Tensor, temperature: float = 1.0) -> Tensor:
@@ -133,8 +147,15 @@ def representation_loss(projection: Tensor, teacher_hidden: Tensor, mask: Tensor
 # --- SenTScore KD (paper 004 §4.2) ---
 
 
-def sentscore_kd_loss(logits: Tensor, tags: Tensor, teacher_scores: Tensor, mask: Tensor, kd_mask: Tensor,
-                      lambda_kl: float = 1.0, temperature: float = 10.0) -> Tensor:
+def sentscore_kd_loss(
+    logits: Tensor,
+    tags: Tensor,
+    teacher_scores: Tensor,
+    mask: Tensor,
+    kd_mask: Tensor,
+    lambda_kl: float = 1.0,
+    temperature: float = 10.0,
+) -> Tensor:
     """Eq. 2 per sentence, summed over its words:
 
         - sum_k (y*_i)_k log (q_i)_k + lambda_KL KL(p*_i || q_i),   p*_i = softmax(u*_i / tau)

@@ -24,8 +24,16 @@ from .rnn_tagger import RNNTagger
 from .tagger import BiLSTMTagger
 from .transformer import TransformerTagger
 
-__all__ = ["EMBEDDINGS", "StudentConfig", "init_embeddings", "save_student", "BiLSTMCRF", "student_architectures",
-           "load_student"]
+__all__ = [
+    "EMBEDDINGS",
+    "StudentConfig",
+    "init_embeddings",
+    "save_student",
+    "BiLSTMCRF",
+    "student_architectures",
+    "load_student",
+]
+
 
 class BiLSTMCRF(nn.Module):
     def __init__(self, config: StudentConfig):
@@ -35,8 +43,9 @@ class BiLSTMCRF(nn.Module):
         self.embed = nn.EmbeddingBag(config.vocab_size, config.embedding_dim, mode="mean")
         self.embed.weight.requires_grad_(not (config.embedding == "teacher" and config.freeze_embeddings))
         self.dropout = nn.Dropout(config.dropout)
-        self.lstm = nn.LSTM(config.embedding_dim, config.hidden_size, num_layers=config.num_layers,
-                            bidirectional=True, batch_first=True)
+        self.lstm = nn.LSTM(
+            config.embedding_dim, config.hidden_size, num_layers=config.num_layers, bidirectional=True, batch_first=True
+        )
         self.out = nn.Linear(2 * config.hidden_size, schema.num_tags)
         self.crf = CRF.from_schema(schema)
 
@@ -65,8 +74,12 @@ class BiLSTMCRF(nn.Module):
 
 def student_architectures() -> dict[str, type[nn.Module]]:
     """``StudentConfig.arch`` -> model class."""
-    return {"bilstm-crf": BiLSTMCRF, "bilstm-tagger": BiLSTMTagger, "transformer": TransformerTagger,
-            "rnn-tagger": RNNTagger}
+    return {
+        "bilstm-crf": BiLSTMCRF,
+        "bilstm-tagger": BiLSTMTagger,
+        "transformer": TransformerTagger,
+        "rnn-tagger": RNNTagger,
+    }
 
 
 def load_student(directory, device: str | None = None):

@@ -26,8 +26,13 @@ def teacher_weight(gold_ce: Tensor | None, labelled: Tensor | None = None) -> Te
     return w if labelled is None else torch.where(labelled, w, torch.ones_like(w))
 
 
-def mt_distillation_loss(student_logits: Tensor, teacher_logits: list[Tensor], weights: list[Tensor | None],
-                         mask: Tensor, temperature: float = 1.0) -> Tensor:
+def mt_distillation_loss(
+    student_logits: Tensor,
+    teacher_logits: list[Tensor],
+    weights: list[Tensor | None],
+    mask: Tensor,
+    temperature: float = 1.0,
+) -> Tensor:
     """L_MT-Dis = Σ_i CE(y_i/t, y_s/t) / (1 + CE(y, y_i)) (eq. 2), per sentence ``[B]``.
 
     CE(y_i/t, y_s/t) = -Σ_c softmax(z_i/t)_c · log softmax(z_s/t)_c for each word, averaged over
@@ -46,8 +51,9 @@ def mt_distillation_loss(student_logits: Tensor, teacher_logits: list[Tensor], w
     return total
 
 
-def ensemble_distillation_loss(student_logits: Tensor, teacher_logits: list[Tensor], mask: Tensor,
-                               temperature: float = 1.0) -> Tensor:
+def ensemble_distillation_loss(
+    student_logits: Tensor, teacher_logits: list[Tensor], mask: Tensor, temperature: float = 1.0
+) -> Tensor:
     """The uniform-ensemble baseline: CE of the student against the mean of the teachers' soft
     labels, per sentence ``[B]``."""
     log_q = F.log_softmax(student_logits / temperature, dim=-1)
@@ -65,7 +71,8 @@ class MTHiddenLoss(nn.Module):
     def __init__(self, student_dim: int, teacher_dims: list[int], student_layers: int):
         super().__init__()
         self.maps = nn.ModuleList(
-            nn.ModuleList(nn.Linear(d, student_dim, bias=False) for _ in range(student_layers)) for d in teacher_dims)
+            nn.ModuleList(nn.Linear(d, student_dim, bias=False) for _ in range(student_layers)) for d in teacher_dims
+        )
 
     def forward(self, student_hidden: list[Tensor], teacher_hidden: list[list[Tensor]], mask: Tensor) -> Tensor:
         m = mask.to(student_hidden[0].dtype)

@@ -62,8 +62,7 @@ class RNNTagger(nn.Module):
         self.embed = nn.Embedding(config.vocab_size, width)
         self.embed.weight.requires_grad_(not (config.embedding == "teacher" and config.freeze_embeddings))
         self.conv = nn.ModuleList([ConvLayer(width, width), ConvLayer(width, width // 2)])
-        self.rnn = recurrent_stack(config.extra.get("cell", "sru++"), width // 2, config.hidden_size,
-                                   config.num_layers)
+        self.rnn = recurrent_stack(config.extra.get("cell", "sru++"), width // 2, config.hidden_size, config.num_layers)
         self.dropout = nn.Dropout(config.dropout)
         self.heads = nn.Linear(2 * config.hidden_size, 5 * len(self.entity_types))  # E parallel heads of 5
 

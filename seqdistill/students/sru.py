@@ -37,8 +37,16 @@ from torch import Tensor, nn
 CELLS = ("lstm", "sru", "sru++")
 
 
-def sru_recurrence(u: Tensor, x_highway: Tensor, mask: Tensor, v_f: Tensor, v_r: Tensor, b_f: Tensor, b_r: Tensor,
-                   reverse: bool = False) -> Tensor:
+def sru_recurrence(
+    u: Tensor,
+    x_highway: Tensor,
+    mask: Tensor,
+    v_f: Tensor,
+    v_r: Tensor,
+    b_f: Tensor,
+    b_r: Tensor,
+    reverse: bool = False,
+) -> Tensor:
     """The elementwise SRU recurrence (equations in the module docstring). ``u [B, T, 3, H]`` holds
     (x~, f^, r^) for every step, ``x_highway [B, T, H]``, ``mask [B, T]``, the vectors ``[H]`` or
     per row ``[B, H]``. Padding steps keep the state unchanged and output zeros; ``reverse`` runs
@@ -104,9 +112,15 @@ class BiSRU(nn.Module):
         Bsz, T, _ = x.shape
         u = self.projections(x, mask).view(Bsz, T, 2, 3, self.hidden)
         hx = self.highway(x)
-        both = sru_recurrence(torch.cat([u[:, :, 0], u[:, :, 1].flip(1)]), torch.cat([hx, hx.flip(1)]),
-                              torch.cat([mask, mask.flip(1)]), *(torch.stack([getattr(self.fwd, k), getattr(self.bwd, k)])
-                                                                 .repeat_interleave(Bsz, 0) for k in ("v_f", "v_r", "b_f", "b_r")))
+        both = sru_recurrence(
+            torch.cat([u[:, :, 0], u[:, :, 1].flip(1)]),
+            torch.cat([hx, hx.flip(1)]),
+            torch.cat([mask, mask.flip(1)]),
+            *(
+                torch.stack([getattr(self.fwd, k), getattr(self.bwd, k)]).repeat_interleave(Bsz, 0)
+                for k in ("v_f", "v_r", "b_f", "b_r")
+            ),
+        )
         return torch.cat([both[:Bsz], both[Bsz:].flip(1)], -1)
 
 

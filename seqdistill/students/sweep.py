@@ -107,8 +107,9 @@ def run_sweep(cache: str, grid: str, out_dir, jobs: int = 1, speed: bool = True,
     check_runs(runs, grid)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "sweep.json").write_text(json.dumps({"cache": str(cache), "grid": str(grid), "axes": axes,
-                                                    "runs": runs}, indent=1) + "\n")
+    (out_dir / "sweep.json").write_text(
+        json.dumps({"cache": str(cache), "grid": str(grid), "axes": axes, "runs": runs}, indent=1) + "\n"
+    )
 
     def one(run: dict) -> dict:
         d = out_dir / run["name"]
@@ -116,8 +117,17 @@ def run_sweep(cache: str, grid: str, out_dir, jobs: int = 1, speed: bool = True,
             return {**run, "status": "skipped"}
         d.mkdir(parents=True, exist_ok=True)
         (d / "run.toml").write_text(tomli_w.dumps({"recipe": "mgkd", **run["params"]}))
-        cmd = [sys.executable, "-m", "seqdistill.students.cli", "--config", str(d / "run.toml"), "--cache", str(cache),
-               "--out", str(d)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "seqdistill.students.cli",
+            "--config",
+            str(d / "run.toml"),
+            "--cache",
+            str(cache),
+            "--out",
+            str(d),
+        ]
         (d / "speed.json").unlink(missing_ok=True)  # a run trained again is measured again
         with open(d / "sweep.log", "w") as f:
             rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT).returncode
@@ -155,11 +165,17 @@ def measure_speed(cache: str, run_dirs: list[Path], log=print) -> None:
         except Exception as e:  # a student that cannot be loaded loses its speed, not the sweep
             log(f"{d.name}: speed not measured ({type(e).__name__}: {e})")
             continue
-        record = {"params": tagger.params, "params_without_embeddings": tagger.params_without_embeddings,
-                  "ms_per_sentence_batch1": latency(tagger, words, 1, 50),
-                  "ms_per_sentence_batch32": latency(tagger, words, 32, 10), "sentences": len(words)}
+        record = {
+            "params": tagger.params,
+            "params_without_embeddings": tagger.params_without_embeddings,
+            "ms_per_sentence_batch1": latency(tagger, words, 1, 50),
+            "ms_per_sentence_batch32": latency(tagger, words, 32, 10),
+            "sentences": len(words),
+        }
         (d / "speed.json").write_text(json.dumps(record, indent=1) + "\n")
-        log(f"{d.name}: {record['params']:,} parameters, {record['ms_per_sentence_batch32']:.3f} ms/sentence at batch 32")
+        log(
+            f"{d.name}: {record['params']:,} parameters, {record['ms_per_sentence_batch32']:.3f} ms/sentence at batch 32"
+        )
 
 
 def report(out_dir) -> str:
@@ -169,8 +185,10 @@ def report(out_dir) -> str:
     _, axes, groups = _groups(Path(out_dir))
     speeds = _speeds(Path(out_dir))
     with_speed = any(speeds.values())
-    lines = ["| " + " | ".join(axes) + " | runs | dev F1 (mean ± std) |" + (" params | ms/sent b32 |" if with_speed else ""),
-             "|" + "---|" * len(axes) + "---:|---:|" + ("---:|---:|" if with_speed else "")]
+    lines = [
+        "| " + " | ".join(axes) + " | runs | dev F1 (mean ± std) |" + (" params | ms/sent b32 |" if with_speed else ""),
+        "|" + "---|" * len(axes) + "---:|---:|" + ("---:|---:|" if with_speed else ""),
+    ]
     for key, f1s in groups.items():
         if not f1s:
             cell = "—"
@@ -209,8 +227,14 @@ def _speeds(out_dir: Path) -> dict[tuple, dict]:
         path = out_dir / run["name"] / "speed.json"
         if path.exists():
             found.setdefault(tuple(run["params"][k] for k in axes), []).append(json.loads(path.read_text()))
-    return {k: {"params": v[0]["params"], "params_without_embeddings": v[0]["params_without_embeddings"],
-                "ms": statistics.median(r["ms_per_sentence_batch32"] for r in v)} for k, v in found.items()}
+    return {
+        k: {
+            "params": v[0]["params"],
+            "params_without_embeddings": v[0]["params_without_embeddings"],
+            "ms": statistics.median(r["ms_per_sentence_batch32"] for r in v),
+        }
+        for k, v in found.items()
+    }
 
 
 def plot(out_dir, teacher_f1: float | None = None) -> list[Path]:
@@ -233,7 +257,7 @@ def plot(out_dir, teacher_f1: float | None = None) -> list[Path]:
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
             continue
         fig, ax = plt.subplots(figsize=(5, 3.5))
-        others = sorted({k[:i] + k[i + 1:] for k in groups}, key=str)
+        others = sorted({k[:i] + k[i + 1 :] for k in groups}, key=str)
         for rest in others:
             xs, ys, es = [], [], []
             for v in sorted(values):
@@ -242,7 +266,7 @@ def plot(out_dir, teacher_f1: float | None = None) -> list[Path]:
                     xs.append(v)
                     ys.append(statistics.mean(f1s))
                     es.append(statistics.stdev(f1s) if len(f1s) > 1 else 0.0)
-            label = ", ".join(f"{a}={_text(x)}" for a, x in zip(axes[:i] + axes[i + 1:], rest)) or "students"
+            label = ", ".join(f"{a}={_text(x)}" for a, x in zip(axes[:i] + axes[i + 1 :], rest)) or "students"
             ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=label)
         if teacher_f1 is not None:
             ax.axhline(teacher_f1, linestyle="--", color="grey", label="teacher")
@@ -262,7 +286,9 @@ def plot(out_dir, teacher_f1: float | None = None) -> list[Path]:
         fig, ax = plt.subplots(figsize=(5, 3.5))
         ax.scatter([p[0] for p in points], [p[1] for p in points])
         for px, py, key in points:
-            ax.annotate(", ".join(_text(v) for v in key), (px, py), fontsize=6, xytext=(3, 3), textcoords="offset points")
+            ax.annotate(
+                ", ".join(_text(v) for v in key), (px, py), fontsize=6, xytext=(3, 3), textcoords="offset points"
+            )
         if teacher_f1 is not None:
             ax.axhline(teacher_f1, linestyle="--", color="grey", label="teacher")
             ax.legend(fontsize=7)

@@ -51,17 +51,22 @@ class BiLSTMTagger(nn.Module):
         proj = config.projection_dim or 2 * config.hidden_size
         self.embed = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=None)
         self.dropout = nn.Dropout(config.dropout)
-        self.lstm = nn.LSTM(config.embedding_dim, config.hidden_size, num_layers=config.num_layers,
-                            bidirectional=True, batch_first=True)
+        self.lstm = nn.LSTM(
+            config.embedding_dim, config.hidden_size, num_layers=config.num_layers, bidirectional=True, batch_first=True
+        )
         self.project = nn.Linear(2 * config.hidden_size, proj)
         self.classifier = nn.Linear(proj, num_tags, bias=False)  # W_s (eq. 1 has no bias)
         self.regressor = nn.Linear(proj, num_tags)  # <W_r, b_r> (eq. 3)
 
     def groups(self) -> dict[str, list[nn.Parameter]]:
         """The parameter groups that gradual unfreezing switches on, by name (see ``GROUPS``)."""
-        return {"softmax": list(self.classifier.parameters()), "regressor": list(self.regressor.parameters()),
-                "projection": list(self.project.parameters()), "bilstm": list(self.lstm.parameters()),
-                "embeddings": list(self.embed.parameters())}
+        return {
+            "softmax": list(self.classifier.parameters()),
+            "regressor": list(self.regressor.parameters()),
+            "projection": list(self.project.parameters()),
+            "bilstm": list(self.lstm.parameters()),
+            "embeddings": list(self.embed.parameters()),
+        }
 
     @property
     def device(self) -> torch.device:
@@ -74,8 +79,9 @@ class BiLSTMTagger(nn.Module):
     def forward(self, x: SubwordBatch) -> TaggerOutput:
         B, S = x.ids.shape
         lengths = x.mask.sum(1).cpu()
-        packed = nn.utils.rnn.pack_padded_sequence(self.dropout(self.embed(x.ids)), lengths, batch_first=True,
-                                                   enforce_sorted=False)
+        packed = nn.utils.rnn.pack_padded_sequence(
+            self.dropout(self.embed(x.ids)), lengths, batch_first=True, enforce_sorted=False
+        )
         h, _ = self.lstm(packed)
         h, _ = nn.utils.rnn.pad_packed_sequence(h, batch_first=True, total_length=S)
         words = self.pool(self.dropout(h), x)

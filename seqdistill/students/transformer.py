@@ -81,15 +81,14 @@ class TransformerTagger(nn.Module):
         rows = torch.arange(ids.shape[0], device=ids.device)
         full = torch.zeros(ids.shape[0], w + 2, dtype=ids.dtype, device=ids.device)
         full[:, 0] = self.cls
-        full[:, 1: w + 1] = ids
+        full[:, 1 : w + 1] = ids
         full[rows, lengths + 1] = self.sep
         attention = torch.arange(w + 2, device=ids.device)[None] < (lengths + 2)[:, None]
-        out = self.encoder(input_ids=full, attention_mask=attention.long(), output_hidden_states=True,
-                           return_dict=True)
+        out = self.encoder(input_ids=full, attention_mask=attention.long(), output_hidden_states=True, return_dict=True)
         layers = []
         for h in out.hidden_states:
             per_window = h.new_zeros(B * n, w, h.shape[-1])
-            per_window[keep] = h[:, 1: w + 1]
+            per_window[keep] = h[:, 1 : w + 1]
             sub = per_window.view(B, n * w, -1)[:, :S]
             layers.append(x.first_subword(sub))
         return layers
@@ -106,8 +105,16 @@ class TransformerTagger(nn.Module):
         return scores.argmax(-1).masked_fill(~x.word_mask, -1)
 
 
-def transformer_config(schema_json: dict, export_dir, layers: int, tokenizer, *, head: str = "crf",
-                       dropout: float = 0.1, extra: dict | None = None) -> StudentConfig:
+def transformer_config(
+    schema_json: dict,
+    export_dir,
+    layers: int,
+    tokenizer,
+    *,
+    head: str = "crf",
+    dropout: float = 0.1,
+    extra: dict | None = None,
+) -> StudentConfig:
     """The student's config from a teacher layer's exports: its encoder config cut to ``layers``."""
     import json
 
@@ -116,25 +123,41 @@ def transformer_config(schema_json: dict, export_dir, layers: int, tokenizer, *,
     if not 0 < layers <= teacher_layers:
         raise ValueError(f"a {layers}-layer student cannot start from a {teacher_layers}-layer teacher")
     encoder_config["num_hidden_layers"] = layers
-    tokens = {"cls_token_id": tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id,
-              "sep_token_id": tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id}
+    tokens = {
+        "cls_token_id": tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id,
+        "sep_token_id": tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id,
+    }
     missing = [k for k, v in tokens.items() if v is None]
     if missing:
-        raise ValueError(f"the teacher's tokenizer in {export_dir} has no {' or '.join(missing)} (nor BOS/EOS) to "
-                         "frame a sentence for the transformer student")
-    return StudentConfig(schema_json, int(encoder_config.get("vocab_size", 0)), int(encoder_config["hidden_size"]),
-                         embedding="teacher", freeze_embeddings=False, hidden_size=int(encoder_config["hidden_size"]),
-                         num_layers=layers, dropout=dropout, arch="transformer", head=head,
-                         encoder_config=encoder_config, extra={**tokens, **(extra or {})})
+        raise ValueError(
+            f"the teacher's tokenizer in {export_dir} has no {' or '.join(missing)} (nor BOS/EOS) to "
+            "frame a sentence for the transformer student"
+        )
+    return StudentConfig(
+        schema_json,
+        int(encoder_config.get("vocab_size", 0)),
+        int(encoder_config["hidden_size"]),
+        embedding="teacher",
+        freeze_embeddings=False,
+        hidden_size=int(encoder_config["hidden_size"]),
+        num_layers=layers,
+        dropout=dropout,
+        arch="transformer",
+        head=head,
+        encoder_config=encoder_config,
+        extra={**tokens, **(extra or {})},
+    )
 
 
 def init_from_teacher(model: TransformerTagger, export_dir) -> None:
     """Load the embeddings and first K blocks that the build exported (``encoder_K/``)."""
     d = Path(export_dir) / f"encoder_{model.num_layers}"
     if not (d / "model.safetensors").exists():
-        raise ValueError(f"the cache has no {d.name}/ export of the teacher's first {model.num_layers} layers: "
-                         f"build with `distill-cache build ... --export-layers {model.num_layers}`, or start the "
-                         "student from scratch")
+        raise ValueError(
+            f"the cache has no {d.name}/ export of the teacher's first {model.num_layers} layers: "
+            f"build with `distill-cache build ... --export-layers {model.num_layers}`, or start the "
+            "student from scratch"
+        )
     state = load_file(str(d / "model.safetensors"))
     own = model.encoder.state_dict()
     missing = [k for k in own if k not in state]

@@ -17,8 +17,16 @@ from torch import Tensor
 TEACHER_JSON = "teacher.json"
 HEAD_FILE = "head.safetensors"
 WEIGHT_FILES = ("model.safetensors", HEAD_FILE)
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json",
-                   "spiece.model", "sentencepiece.bpe.model", "vocab.json", "merges.txt")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "special_tokens_map.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "vocab.json",
+    "merges.txt",
+)
 
 
 class TeacherError(ValueError):

@@ -55,16 +55,27 @@ class SharedHead(nn.Module):
         return out.to(W.device)
 
 
-def co_teachers(encoders: list[str], schema: LabelSchema, cfg: FinetuneConfig, *,
-                trust_remote_code: bool = False) -> list[Teacher]:
+def co_teachers(
+    encoders: list[str], schema: LabelSchema, cfg: FinetuneConfig, *, trust_remote_code: bool = False
+) -> list[Teacher]:
     """N teachers whose ``classifier`` (and CRF) are shared as described above."""
     if len(encoders) < 2:
         raise TeacherError("co-fine-tuning needs at least two encoders (--encoder A --encoder B)")
     if cfg.head not in ("crf", "softmax"):
         raise TeacherError(f"co-fine-tuning shares a crf or softmax head, not {cfg.head!r}")
-    teachers = [build_teacher(e, schema, cfg.head, pooling=cfg.pooling, dropout=cfg.dropout,
-                              max_length=cfg.max_length, trust_remote_code=trust_remote_code, seed=cfg.seed + i)
-                for i, e in enumerate(encoders)]
+    teachers = [
+        build_teacher(
+            e,
+            schema,
+            cfg.head,
+            pooling=cfg.pooling,
+            dropout=cfg.dropout,
+            max_length=cfg.max_length,
+            trust_remote_code=trust_remote_code,
+            seed=cfg.seed + i,
+        )
+        for i, e in enumerate(encoders)
+    ]
     torch.manual_seed(cfg.seed)
     d = teachers[0].encoder.config.hidden_size
     shared = nn.Linear(d, schema.num_tags)
@@ -94,8 +105,14 @@ def standalone(teacher: Teacher) -> Teacher:
     """A plain teacher equal to ``teacher`` in eval mode: its shared head folded into one linear
     layer (the CRF, shared, is copied)."""
     kind = type(teacher)
-    out = kind(teacher.encoder, teacher.tokenizer, teacher.schema, pooling=teacher.pooling,
-               dropout=teacher.dropout_p, max_length=teacher.max_length)
+    out = kind(
+        teacher.encoder,
+        teacher.tokenizer,
+        teacher.schema,
+        pooling=teacher.pooling,
+        dropout=teacher.dropout_p,
+        max_length=teacher.max_length,
+    )
     out.classifier = teacher.classifier.folded()
     if isinstance(teacher, CRFTeacher):
         out.crf.load_state_dict(teacher.crf.state_dict())
@@ -115,8 +132,18 @@ def teacher_names(encoders: list[str]) -> list[str]:
     return names
 
 
-def cofinetune(encoders: list[str], train, dev, schema: LabelSchema, out_dir, cfg: FinetuneConfig | None = None, *,
-               trust_remote_code: bool = False, device: str | None = None, log=print) -> dict:
+def cofinetune(
+    encoders: list[str],
+    train,
+    dev,
+    schema: LabelSchema,
+    out_dir,
+    cfg: FinetuneConfig | None = None,
+    *,
+    trust_remote_code: bool = False,
+    device: str | None = None,
+    log=print,
+) -> dict:
     """Co-fine-tune ``encoders`` and save teacher i to ``out_dir/<name_i>`` (:func:`teacher_names`)
     at the epoch with the best mean dev F1. Returns the summary (also ``out_dir/training.json``)."""
     cfg = cfg or FinetuneConfig()
@@ -133,8 +160,19 @@ def cofinetune(encoders: list[str], train, dev, schema: LabelSchema, out_dir, cf
         for t, name in zip(teachers, names):
             standalone(t).save(out_dir / name)
 
-    summary = fit(loss, teachers, co_groups(teachers, cfg), train, dev, schema, cfg, save, log, out_dir=out_dir,
-                  run={"encoders": [str(e) for e in encoders]})
+    summary = fit(
+        loss,
+        teachers,
+        co_groups(teachers, cfg),
+        train,
+        dev,
+        schema,
+        cfg,
+        save,
+        log,
+        out_dir=out_dir,
+        run={"encoders": [str(e) for e in encoders]},
+    )
     summary.update(encoders=[str(e) for e in encoders], teachers=[str(out_dir / n) for n in names])
     (out_dir / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary

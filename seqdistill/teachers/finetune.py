@@ -89,7 +89,7 @@ def evaluate(teacher: Teacher, sentences, batch_size: int = 64) -> dict:
     nested = hasattr(teacher, "predict_spans") and all(s.entities is not None for s in sentences)
     gold, pred = [], []
     for i in range(0, len(sentences), batch_size):
-        batch = sentences[i: i + batch_size]
+        batch = sentences[i : i + batch_size]
         if nested:
             pred += teacher.predict_spans([s.words for s in batch])
             gold += [s.entities for s in batch]
@@ -101,21 +101,53 @@ def evaluate(teacher: Teacher, sentences, batch_size: int = 64) -> dict:
     return span_scores(gold, pred, teacher.schema.scheme)
 
 
-def finetune(encoder: str, train, dev, schema: LabelSchema, out_dir, cfg: FinetuneConfig | None = None, *,
-             trust_remote_code: bool = False, device: str | None = None, log=print) -> dict:
+def finetune(
+    encoder: str,
+    train,
+    dev,
+    schema: LabelSchema,
+    out_dir,
+    cfg: FinetuneConfig | None = None,
+    *,
+    trust_remote_code: bool = False,
+    device: str | None = None,
+    log=print,
+) -> dict:
     """Fine-tune a teacher on ``train`` (sentences with ``words`` and ``tags`` in ``schema``), keep
     the epoch with the best F1 on ``dev``, and save it to ``out_dir``. Returns the training summary."""
     cfg = cfg or FinetuneConfig()
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     dev_name = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    teacher = build_teacher(encoder, schema, cfg.head, pooling=cfg.pooling, dropout=cfg.dropout,
-                            max_length=cfg.max_length, trust_remote_code=trust_remote_code, seed=cfg.seed).to(dev_name)
-    groups = ([{"params": list(teacher.parameters()), "lr": cfg.lr, "weight_decay": cfg.weight_decay}]
-              if cfg.head == "sentscore" else layerwise_groups(teacher, cfg))  # paper 004: one AdamW rate
+    teacher = build_teacher(
+        encoder,
+        schema,
+        cfg.head,
+        pooling=cfg.pooling,
+        dropout=cfg.dropout,
+        max_length=cfg.max_length,
+        trust_remote_code=trust_remote_code,
+        seed=cfg.seed,
+    ).to(dev_name)
+    groups = (
+        [{"params": list(teacher.parameters()), "lr": cfg.lr, "weight_decay": cfg.weight_decay}]
+        if cfg.head == "sentscore"
+        else layerwise_groups(teacher, cfg)
+    )  # paper 004: one AdamW rate
     out_dir = Path(out_dir)
-    summary = fit(teacher.loss, [teacher], groups, train, dev, schema, cfg, lambda: teacher.save(out_dir), log,
-                  out_dir=out_dir, run={"encoder": str(encoder)})
+    summary = fit(
+        teacher.loss,
+        [teacher],
+        groups,
+        train,
+        dev,
+        schema,
+        cfg,
+        lambda: teacher.save(out_dir),
+        log,
+        out_dir=out_dir,
+        run={"encoder": str(encoder)},
+    )
     summary["encoder"] = str(encoder)
     (out_dir / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
@@ -125,11 +157,24 @@ def warmup_linear_decay(optim, steps: int, warmup: float) -> torch.optim.lr_sche
     """The rate rises linearly over the first ``warmup`` fraction of ``steps``, then falls linearly to 0."""
     warm = max(1, int(warmup * steps))
     return torch.optim.lr_scheduler.LambdaLR(
-        optim, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm))))
+        optim, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm)))
+    )
 
 
-def fit(loss_fn, teachers: list[Teacher], groups: list[dict], train, dev, schema: LabelSchema, cfg: FinetuneConfig,
-        save, log=print, *, out_dir=None, run: dict | None = None) -> dict:
+def fit(
+    loss_fn,
+    teachers: list[Teacher],
+    groups: list[dict],
+    train,
+    dev,
+    schema: LabelSchema,
+    cfg: FinetuneConfig,
+    save,
+    log=print,
+    *,
+    out_dir=None,
+    run: dict | None = None,
+) -> dict:
     """The training loop shared by :func:`finetune` and co-fine-tuning: AdamW over ``groups``,
     linear warm-up and decay, ``loss_fn(words, tags)`` per batch, early stopping on the mean dev F1
     of ``teachers``; ``save()`` is called at every new best epoch. With ``out_dir`` the run is
@@ -152,12 +197,18 @@ def fit(loss_fn, teachers: list[Teacher], groups: list[dict], train, dev, schema
             _same_run(Path(out_dir), resumed["identity"], identity)
             sched.load_state_dict(resumed["schedule"])
             pos.update(resumed["position"])
-            log(f"resuming from {Path(out_dir) / CHECKPOINT}: epoch {pos['epoch'] + 1}, batch {pos['done']} of {per_epoch}")
+            log(
+                f"resuming from {Path(out_dir) / CHECKPOINT}: epoch {pos['epoch'] + 1}, batch {pos['done']} of {per_epoch}"
+            )
 
     def checkpoint(**position) -> None:
         if out_dir is not None:
-            save_checkpoint(out_dir, modules, optim, {"identity": identity, "schedule": sched.state_dict(),
-                                                      "position": {**pos, **position}})
+            save_checkpoint(
+                out_dir,
+                modules,
+                optim,
+                {"identity": identity, "schedule": sched.state_dict(), "position": {**pos, **position}},
+            )
 
     best, best_epoch, history = pos["best"], pos["best_epoch"], pos["history"]
     for epoch in range(pos["epoch"], cfg.epochs):
@@ -168,11 +219,17 @@ def fit(loss_fn, teachers: list[Teacher], groups: list[dict], train, dev, schema
         skip = pos["done"] if epoch == pos["epoch"] else 0
         total = pos["total"] if skip else 0.0
         spent = pos["seconds"] if skip else 0.0
-        bar = tqdm(range(skip * cfg.batch_size, len(order), cfg.batch_size), desc=f"epoch {epoch + 1}/{cfg.epochs}",
-                   unit="batch", leave=False, initial=skip, total=per_epoch)
+        bar = tqdm(
+            range(skip * cfg.batch_size, len(order), cfg.batch_size),
+            desc=f"epoch {epoch + 1}/{cfg.epochs}",
+            unit="batch",
+            leave=False,
+            initial=skip,
+            total=per_epoch,
+        )
         t0, n = time.time(), skip
         for n, i in enumerate(bar, skip + 1):
-            batch = order[i: i + cfg.batch_size]
+            batch = order[i : i + cfg.batch_size]
             tags = _tag_ids(batch, schema, layers=getattr(teachers[0], "kind", None) == "bilou-per-type")
             loss = loss_fn([s.words for s in batch], tags)
             optim.zero_grad(set_to_none=True)
@@ -187,15 +244,21 @@ def fit(loss_fn, teachers: list[Teacher], groups: list[dict], train, dev, schema
                 checkpoint(epoch=epoch, done=n, total=total, seconds=spent + time.time() - t0)
         f1s = [evaluate(t, dev)["f1"] for t in teachers]
         f1 = sum(f1s) / len(f1s)
-        record = {"epoch": epoch + 1, "loss": total / max(1, n), "dev_f1": f1,
-                  "seconds": round(spent + time.time() - t0, 1)}
+        record = {
+            "epoch": epoch + 1,
+            "loss": total / max(1, n),
+            "dev_f1": f1,
+            "seconds": round(spent + time.time() - t0, 1),
+        }
         if len(teachers) > 1:
             record["dev_f1_each"] = f1s
         history.append(record)
         improved = f1 > best
-        log(f"epoch {epoch + 1}: loss {record['loss']:.4f}  dev F1 {100 * f1:.2f}"
+        log(
+            f"epoch {epoch + 1}: loss {record['loss']:.4f}  dev F1 {100 * f1:.2f}"
             + (" (" + ", ".join(f"{100 * x:.2f}" for x in f1s) + ")" if len(teachers) > 1 else "")
-            + f"{'  (best, saved)' if improved else ''}  [{record['seconds']} s]")
+            + f"{'  (best, saved)' if improved else ''}  [{record['seconds']} s]"
+        )
         if improved:
             best, best_epoch = f1, epoch + 1
             save()
@@ -209,8 +272,13 @@ def fit(loss_fn, teachers: list[Teacher], groups: list[dict], train, dev, schema
             break
     if out_dir is not None:
         remove_checkpoint(out_dir)
-    return {"config": asdict(cfg), "best_epoch": best_epoch, "best_dev_f1": best, "history": history,
-            "train_sentences": len(sentences)}
+    return {
+        "config": asdict(cfg),
+        "best_epoch": best_epoch,
+        "best_dev_f1": best,
+        "history": history,
+        "train_sentences": len(sentences),
+    }
 
 
 def _same_run(out_dir: Path, saved: dict, now: dict) -> None:
@@ -221,12 +289,16 @@ def _same_run(out_dir: Path, saved: dict, now: dict) -> None:
             diff = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k) and k != "checkpoint_every"]
             if diff:
                 k = diff[0]
-                raise ValueError(f"{out_dir / CHECKPOINT} is the checkpoint of another run ({k} was {a.get(k)!r}, "
-                                 f"now {b.get(k)!r}): run the same command to resume it, or remove it (or use "
-                                 "another --out) to start afresh")
+                raise ValueError(
+                    f"{out_dir / CHECKPOINT} is the checkpoint of another run ({k} was {a.get(k)!r}, "
+                    f"now {b.get(k)!r}): run the same command to resume it, or remove it (or use "
+                    "another --out) to start afresh"
+                )
         elif a != b:
-            raise ValueError(f"{out_dir / CHECKPOINT} is the checkpoint of another run ({key} was {a!r}, now {b!r}): "
-                             "run the same command to resume it, or remove it (or use another --out) to start afresh")
+            raise ValueError(
+                f"{out_dir / CHECKPOINT} is the checkpoint of another run ({key} was {a!r}, now {b!r}): "
+                "run the same command to resume it, or remove it (or use another --out) to start afresh"
+            )
 
 
 def _tag_ids(batch, schema: LabelSchema, layers: bool = False) -> torch.Tensor:
@@ -238,7 +310,9 @@ def _tag_ids(batch, schema: LabelSchema, layers: bool = False) -> torch.Tensor:
 
         out = torch.full((len(batch), W, len(schema.entity_types)), -1, dtype=torch.long)
         for b, s in enumerate(batch):
-            out[b, : len(s.words)] = torch.tensor(layers_from_spans(s.entities, len(s.words), list(schema.entity_types)))
+            out[b, : len(s.words)] = torch.tensor(
+                layers_from_spans(s.entities, len(s.words), list(schema.entity_types))
+            )
         return out
     tags = torch.full((len(batch), W), -1, dtype=torch.long)
     for b, s in enumerate(batch):

@@ -87,17 +87,38 @@ class TeacherKind(ABC):
         outputs asked for."""
         dense = options.dense_dtype
         fields = self.own_fields(schema, options)
-        fields.append(FieldSpec("gold_nll", "example", "float32", nullable=True,
-                                description="teacher NLL of the gold tags (labelled rows; null otherwise)"))
+        fields.append(
+            FieldSpec(
+                "gold_nll",
+                "example",
+                "float32",
+                nullable=True,
+                description="teacher NLL of the gold tags (labelled rows; null otherwise)",
+            )
+        )
         for layer in options.hidden_layers:
-            fields.append(FieldSpec(f"hidden_{layer}", "word", dense, (hidden_size,), "zarr",
-                                    description=f"hidden states of encoder layer {layer} (0 = embeddings)"))
+            fields.append(
+                FieldSpec(
+                    f"hidden_{layer}",
+                    "word",
+                    dense,
+                    (hidden_size,),
+                    "zarr",
+                    description=f"hidden states of encoder layer {layer} (0 = embeddings)",
+                )
+            )
         if options.subwords:
             fields += [
                 FieldSpec("subword_ids", "subword", "int32", (), "zarr", description="tokenizer ids"),
                 FieldSpec("subword_word_ids", "subword", "int32", (), "zarr", description="word of each subword"),
-                FieldSpec("subword_logits", "subword", dense, (schema.num_tags,), "zarr",
-                          description="head outputs on each subword"),
+                FieldSpec(
+                    "subword_logits",
+                    "subword",
+                    dense,
+                    (schema.num_tags,),
+                    "zarr",
+                    description="head outputs on each subword",
+                ),
             ]
             for layer in options.hidden_layers:
                 fields.append(FieldSpec(f"subword_hidden_{layer}", "subword", dense, (hidden_size,), "zarr"))
@@ -142,25 +163,38 @@ class CRFKind(TeacherKind):
     def own_fields(self, schema, options):
         num_tags, dense = schema.num_tags, options.dense_dtype
         fields = [
-            FieldSpec("kbest_paths", "example", "int16", ("k", "words"),
-                      description="the k best tag paths (valid ones only), best first"),
-            FieldSpec("kbest_log_probs", "example", "float32", ("k",),
-                      description="global log-probabilities of the k-best paths (path score - log Z)"),
+            FieldSpec(
+                "kbest_paths",
+                "example",
+                "int16",
+                ("k", "words"),
+                description="the k best tag paths (valid ones only), best first",
+            ),
+            FieldSpec(
+                "kbest_log_probs",
+                "example",
+                "float32",
+                ("k",),
+                description="global log-probabilities of the k-best paths (path score - log Z)",
+            ),
             FieldSpec("log_z", "example", "float32", description="CRF log-partition"),
             FieldSpec("emissions", "word", dense, (num_tags,), "zarr", description="CRF emission scores"),
         ]
         if options.marginals:
-            fields.append(FieldSpec("marginals", "word", dense, (num_tags,), "zarr",
-                                    description="CRF posterior tag marginals"))
+            fields.append(
+                FieldSpec("marginals", "word", dense, (num_tags,), "zarr", description="CRF posterior tag marginals")
+            )
         return fields
 
     def own_values(self, host, j, n, options):
         lp = host["kbest_log_probs"][j]
         valid = np.isfinite(lp)
-        values = {"kbest_paths": host["kbest_paths"][j][valid, :n].astype(np.int16),
-                  "kbest_log_probs": lp[valid].astype(np.float32),
-                  "log_z": float(host["log_z"][j]),
-                  "emissions": host["logits"][j, :n]}
+        values = {
+            "kbest_paths": host["kbest_paths"][j][valid, :n].astype(np.int16),
+            "kbest_log_probs": lp[valid].astype(np.float32),
+            "log_z": float(host["log_z"][j]),
+            "emissions": host["logits"][j, :n],
+        }
         if options.marginals:
             values["marginals"] = host["marginals"][j, :n]
         return values
@@ -187,31 +221,50 @@ class SentScoreKind(TeacherKind):
 
     def refusal(self, options):
         if options.hidden_layers or options.subwords:
-            return ("a SenTScore teacher stores no hidden layers or subword fields: leave out "
-                    "--hidden-layers and --subwords")
+            return (
+                "a SenTScore teacher stores no hidden layers or subword fields: leave out "
+                "--hidden-layers and --subwords"
+            )
         return None
 
     def decoding(self, options, scheme, precision):
-        return {"k": options.k, "constrained": True, "scheme": scheme, "precision": precision,
-                "algorithm": "sentscore"}
+        return {"k": options.k, "constrained": True, "scheme": scheme, "precision": precision, "algorithm": "sentscore"}
 
     def own_fields(self, schema, options):
         return [
-            FieldSpec("kbest_paths", "example", "int16", ("k", "words"),
-                      description="the SenTScore beams (sBIO tag ids), best first; the first is the pseudo-label"),
-            FieldSpec("kbest_scores", "example", "float32", ("k",),
-                      description="log-likelihood of each beam's SenT' output under the teacher"),
-            FieldSpec("tag_scores", "word", "float32", (schema.num_tags,), "zarr",
-                      description="log-likelihood of 't s_i' for each sBIO tag t at word i on the best beam "
-                                  "(-inf where sBIO forbids t)"),
+            FieldSpec(
+                "kbest_paths",
+                "example",
+                "int16",
+                ("k", "words"),
+                description="the SenTScore beams (sBIO tag ids), best first; the first is the pseudo-label",
+            ),
+            FieldSpec(
+                "kbest_scores",
+                "example",
+                "float32",
+                ("k",),
+                description="log-likelihood of each beam's SenT' output under the teacher",
+            ),
+            FieldSpec(
+                "tag_scores",
+                "word",
+                "float32",
+                (schema.num_tags,),
+                "zarr",
+                description="log-likelihood of 't s_i' for each sBIO tag t at word i on the best beam "
+                "(-inf where sBIO forbids t)",
+            ),
         ]
 
     def own_values(self, host, j, n, options):
         scores = host["kbest_log_probs"][j]
         valid = np.isfinite(scores)
-        return {"kbest_paths": host["kbest_paths"][j][valid, :n].astype(np.int16),
-                "kbest_scores": scores[valid].astype(np.float32),
-                "tag_scores": host["logits"][j, :n].astype(np.float32)}
+        return {
+            "kbest_paths": host["kbest_paths"][j][valid, :n].astype(np.int16),
+            "kbest_scores": scores[valid].astype(np.float32),
+            "tag_scores": host["logits"][j, :n].astype(np.float32),
+        }
 
 
 class BilouPerTypeKind(TeacherKind):
@@ -235,15 +288,25 @@ class BilouPerTypeKind(TeacherKind):
         for j, r in enumerate(rows):
             if r["tags"] is None:
                 continue
-            spans = (tags_to_spans(r["tags"], schema.scheme) if r["entity_spans"] is None
-                     else [(a, b, t) for (a, b), t in zip(r["entity_spans"], r["entity_types"])])
+            spans = (
+                tags_to_spans(r["tags"], schema.scheme)
+                if r["entity_spans"] is None
+                else [(a, b, t) for (a, b), t in zip(r["entity_spans"], r["entity_types"])]
+            )
             out[j, : r["n_words"]] = torch.tensor(layers_from_spans(spans, r["n_words"], types))
         return out
 
     def own_fields(self, schema, options):
-        return [FieldSpec("type_logits", "word", options.dense_dtype, (len(schema.entity_types), 5), "zarr",
-                          description="BILOU logits (O, B, I, L, U) of each entity type, types in the "
-                                      "label schema's order")]
+        return [
+            FieldSpec(
+                "type_logits",
+                "word",
+                options.dense_dtype,
+                (len(schema.entity_types), 5),
+                "zarr",
+                description="BILOU logits (O, B, I, L, U) of each entity type, types in the label schema's order",
+            )
+        ]
 
     def own_values(self, host, j, n, options):
         return {"type_logits": host["logits"][j, :n]}

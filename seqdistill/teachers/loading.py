@@ -18,20 +18,37 @@ from .models import Teacher, build_encoder_teacher, load_encoder_teacher, load_t
 from .seq2seq import SentScoreTeacher, build_sentscore_teacher, load_sentscore_teacher
 
 
-def build_teacher(encoder_path: str, schema: LabelSchema, kind: str = "crf", *, pooling: str = "first",
-                  dropout: float = 0.5, max_length: int | None = None, trust_remote_code: bool = False,
-                  seed: int = 13) -> Teacher | SentScoreTeacher:
+def build_teacher(
+    encoder_path: str,
+    schema: LabelSchema,
+    kind: str = "crf",
+    *,
+    pooling: str = "first",
+    dropout: float = 0.5,
+    max_length: int | None = None,
+    trust_remote_code: bool = False,
+    seed: int = 13,
+) -> Teacher | SentScoreTeacher:
     """A new teacher (head initialised at random) over a pretrained model: a local directory or a
     hub name. A SenTScore teacher takes no pooling, dropout or maximum length."""
     teacher_kind(kind)  # refuses an unknown kind by name
     if kind == SentScoreTeacher.kind:
         return build_sentscore_teacher(encoder_path, schema, trust_remote_code=trust_remote_code, seed=seed)
-    return build_encoder_teacher(encoder_path, schema, kind, pooling=pooling, dropout=dropout,
-                                 max_length=max_length, trust_remote_code=trust_remote_code, seed=seed)
+    return build_encoder_teacher(
+        encoder_path,
+        schema,
+        kind,
+        pooling=pooling,
+        dropout=dropout,
+        max_length=max_length,
+        trust_remote_code=trust_remote_code,
+        seed=seed,
+    )
 
 
-def load_teacher(directory, *, trust_remote_code: bool = False,
-                 device: str | torch.device | None = None) -> Teacher | SentScoreTeacher:
+def load_teacher(
+    directory, *, trust_remote_code: bool = False, device: str | torch.device | None = None
+) -> Teacher | SentScoreTeacher:
     """Restore a teacher directory written by a teacher's ``save``, or wrap an
     ``AutoModelForTokenClassification`` checkpoint as a softmax teacher; in eval mode."""
     d = Path(directory)

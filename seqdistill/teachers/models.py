@@ -38,8 +38,16 @@ class Teacher(nn.Module):
 
     kind = "softmax"
 
-    def __init__(self, encoder: nn.Module, tokenizer, schema: LabelSchema, *, pooling: str = "first",
-                 dropout: float = 0.5, max_length: int | None = None):
+    def __init__(
+        self,
+        encoder: nn.Module,
+        tokenizer,
+        schema: LabelSchema,
+        *,
+        pooling: str = "first",
+        dropout: float = 0.5,
+        max_length: int | None = None,
+    ):
         super().__init__()
         self.encoder, self.tokenizer, self.schema = encoder, tokenizer, schema
         self.pooling, self.dropout_p = pooling, dropout
@@ -65,11 +73,16 @@ class Teacher(nn.Module):
         """Run the encoder and the linear head on a batch of sentences."""
         for layer in hidden_layers:
             if not 0 <= layer <= self.num_layers:
-                raise TeacherError(f"hidden layer {layer} does not exist: the encoder has layers 0..{self.num_layers} "
-                                   "(0 = embeddings)")
+                raise TeacherError(
+                    f"hidden layer {layer} does not exist: the encoder has layers 0..{self.num_layers} (0 = embeddings)"
+                )
         seg: SegmentBatch = self.words(batch_words).to(self.device)
-        out = self.encoder(input_ids=seg.input_ids, attention_mask=seg.attention_mask,
-                           output_hidden_states=bool(hidden_layers), return_dict=True)
+        out = self.encoder(
+            input_ids=seg.input_ids,
+            attention_mask=seg.attention_mask,
+            output_hidden_states=bool(hidden_layers),
+            return_dict=True,
+        )
         tokens = out.last_hidden_state
         logits = self.classifier(self.dropout(seg.pool(tokens)))
         result = TeacherOutput(seg.word_mask, logits)
@@ -98,8 +111,17 @@ class Teacher(nn.Module):
     def decode(self, out: TeacherOutput) -> Tensor:
         return out.logits.argmax(-1)
 
-    def outputs(self, batch_words, tags: Tensor | None = None, *, k: int = 10, marginals: bool = True,
-                hidden_layers=(), subwords: bool = False, precision: str | None = "bf16") -> TeacherOutput:
+    def outputs(
+        self,
+        batch_words,
+        tags: Tensor | None = None,
+        *,
+        k: int = 10,
+        marginals: bool = True,
+        hidden_layers=(),
+        subwords: bool = False,
+        precision: str | None = "bf16",
+    ) -> TeacherOutput:
         """Everything a cache stores for this teacher kind (inference mode; the encoder under
         ``precision`` autocast on GPU, the CRF always in fp32)."""
         with torch.inference_mode():
@@ -129,9 +151,15 @@ class Teacher(nn.Module):
         self.encoder.save_pretrained(d, safe_serialization=True)
         self.tokenizer.save_pretrained(d)
         save_file({k: v.detach().cpu().contiguous() for k, v in self.head_state().items()}, str(d / HEAD_FILE))
-        meta = {"format": "seqdistill-teacher", "format_version": 1, "kind": self.kind,
-                "label_schema": self.schema.to_json(), "pooling": self.pooling, "dropout": self.dropout_p,
-                "max_length": self.max_length}
+        meta = {
+            "format": "seqdistill-teacher",
+            "format_version": 1,
+            "kind": self.kind,
+            "label_schema": self.schema.to_json(),
+            "pooling": self.pooling,
+            "dropout": self.dropout_p,
+            "max_length": self.max_length,
+        }
         (d / TEACHER_JSON).write_text(json.dumps(meta, indent=1) + "\n")
         self.source_dir = d
         return d
@@ -156,8 +184,17 @@ class CRFTeacher(Teacher):
     def decode(self, out: TeacherOutput) -> Tensor:
         return self.crf.decode(out.logits, out.word_mask)
 
-    def outputs(self, batch_words, tags: Tensor | None = None, *, k: int = 10, marginals: bool = True,
-                hidden_layers=(), subwords: bool = False, precision: str | None = "bf16") -> TeacherOutput:
+    def outputs(
+        self,
+        batch_words,
+        tags: Tensor | None = None,
+        *,
+        k: int = 10,
+        marginals: bool = True,
+        hidden_layers=(),
+        subwords: bool = False,
+        precision: str | None = "bf16",
+    ) -> TeacherOutput:
         with torch.inference_mode():
             with self.autocast(precision):
                 out = self.encode(batch_words, hidden_layers, subwords)
@@ -219,8 +256,9 @@ class BilouTeacher(Teacher):
         ``[B, W]``, or per-type layers ``[B, W, E]`` (nested corpora)."""
         out = self.encode(batch_words)
         layers = (tags if tags.dim() == 3 else self.layer_targets(tags)).to(self.device)
-        ce = nn.functional.cross_entropy(out.logits.reshape(-1, 5), layers.reshape(-1), ignore_index=-1,
-                                         reduction="sum")
+        ce = nn.functional.cross_entropy(
+            out.logits.reshape(-1, 5), layers.reshape(-1), ignore_index=-1, reduction="sum"
+        )
         return ce / out.word_mask.sum().clamp(min=1)
 
     def decode(self, out: TeacherOutput) -> Tensor:
@@ -237,8 +275,17 @@ class BilouTeacher(Teacher):
             out = self.encode(batch_words)
             return predicted_spans(decode_layers(out.logits, out.word_mask).cpu(), out.word_mask.cpu(), self.types)
 
-    def outputs(self, batch_words, tags: Tensor | None = None, *, k: int = 10, marginals: bool = True,
-                hidden_layers=(), subwords: bool = False, precision: str | None = "bf16") -> TeacherOutput:
+    def outputs(
+        self,
+        batch_words,
+        tags: Tensor | None = None,
+        *,
+        k: int = 10,
+        marginals: bool = True,
+        hidden_layers=(),
+        subwords: bool = False,
+        precision: str | None = "bf16",
+    ) -> TeacherOutput:
         with torch.inference_mode():
             with self.autocast(precision):
                 out = self.encode(batch_words, hidden_layers, subwords)
@@ -252,9 +299,17 @@ class BilouTeacher(Teacher):
 TEACHER_CLASSES = {"crf": CRFTeacher, "softmax": TokenClassifierTeacher, "bilou-per-type": BilouTeacher}
 
 
-def build_encoder_teacher(encoder_path: str, schema: LabelSchema, kind: str, *, pooling: str = "first",
-                          dropout: float = 0.5, max_length: int | None = None, trust_remote_code: bool = False,
-                          seed: int = 13) -> Teacher:
+def build_encoder_teacher(
+    encoder_path: str,
+    schema: LabelSchema,
+    kind: str,
+    *,
+    pooling: str = "first",
+    dropout: float = 0.5,
+    max_length: int | None = None,
+    trust_remote_code: bool = False,
+    seed: int = 13,
+) -> Teacher:
     """A new encoder teacher of ``kind`` (head initialised at random) over a pretrained encoder: a
     local directory or a hub name."""
     from transformers import AutoModel, AutoTokenizer
@@ -273,8 +328,14 @@ def load_encoder_teacher(d: Path, meta: dict, trust_remote_code: bool = False) -
     schema = LabelSchema.from_json(meta["label_schema"])
     tokenizer = AutoTokenizer.from_pretrained(d, trust_remote_code=trust_remote_code)
     encoder = AutoModel.from_pretrained(d, trust_remote_code=trust_remote_code)
-    teacher = TEACHER_CLASSES[meta["kind"]](encoder, tokenizer, schema, pooling=meta.get("pooling", "first"),
-                                            dropout=meta.get("dropout", 0.5), max_length=meta.get("max_length"))
+    teacher = TEACHER_CLASSES[meta["kind"]](
+        encoder,
+        tokenizer,
+        schema,
+        pooling=meta.get("pooling", "first"),
+        dropout=meta.get("dropout", 0.5),
+        max_length=meta.get("max_length"),
+    )
     head = load_file(str(d / HEAD_FILE))
     missing = set(teacher.head_state()) - set(head)
     if missing:
@@ -291,12 +352,16 @@ def load_token_classifier(d: Path, trust_remote_code: bool = False) -> Teacher:
 
     config_path = d / "config.json"
     if not config_path.exists():
-        raise TeacherError(f"{d}: neither a seqdistill teacher ({TEACHER_JSON}) nor a Hugging Face model "
-                           "(config.json); fine-tune one with `distill-cache finetune-teacher`")
+        raise TeacherError(
+            f"{d}: neither a seqdistill teacher ({TEACHER_JSON}) nor a Hugging Face model "
+            "(config.json); fine-tune one with `distill-cache finetune-teacher`"
+        )
     config = AutoConfig.from_pretrained(d, trust_remote_code=trust_remote_code)
     if not any(a.endswith("ForTokenClassification") for a in (config.architectures or [])):
-        raise TeacherError(f"{d}: a plain encoder has no tagging head; fine-tune it first with "
-                           f"`distill-cache finetune-teacher --encoder {d}`")
+        raise TeacherError(
+            f"{d}: a plain encoder has no tagging head; fine-tune it first with "
+            f"`distill-cache finetune-teacher --encoder {d}`"
+        )
     model = AutoModelForTokenClassification.from_pretrained(d, trust_remote_code=trust_remote_code)
     labels = [config.id2label[i] for i in range(config.num_labels)]
     schema = LabelSchema.from_sequences([labels])
@@ -342,7 +407,9 @@ def export_for_students(teacher: Teacher, directory, encoder_layers: int = 0) ->
     (d / "label_schema.json").write_text(json.dumps(teacher.schema.to_json(), indent=1) + "\n")
     (d / "encoder_config.json").write_text(teacher.encoder.config.to_json_string())
     if isinstance(teacher, CRFTeacher):
-        save_file({k: v.float().cpu().contiguous() for k, v in teacher.crf_scores().items()}, str(d / "crf.safetensors"))
+        save_file(
+            {k: v.float().cpu().contiguous() for k, v in teacher.crf_scores().items()}, str(d / "crf.safetensors")
+        )
     if encoder_layers:
         _export_first_layers(teacher, d / f"encoder_{encoder_layers}", encoder_layers)
 

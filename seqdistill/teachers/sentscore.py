@@ -63,8 +63,9 @@ class SentFormat:
 
     def _check(self, words: list[str]) -> None:
         if not 0 < len(words) <= self.max_words:
-            raise ValueError(f"a sentence of {len(words)} words; SenT' needs 1 to {self.max_words} "
-                             f"(one sentinel per word, plus one)")
+            raise ValueError(
+                f"a sentence of {len(words)} words; SenT' needs 1 to {self.max_words} (one sentinel per word, plus one)"
+            )
 
     def encode_input(self, words: list[str]) -> list[int]:
         """s_0 x_1 s_1 ... x_L s_L, with the model's special tokens around it."""
@@ -102,8 +103,8 @@ def _special_wrap(tokenizer) -> tuple[list[int], list[int]]:
     plain = tokenizer("a", add_special_tokens=False)["input_ids"]
     full = tokenizer("a")["input_ids"]
     for i in range(len(full) - len(plain) + 1):
-        if full[i: i + len(plain)] == plain:
-            return full[:i], full[i + len(plain):]
+        if full[i : i + len(plain)] == plain:
+            return full[:i], full[i + len(plain) :]
     return [], []
 
 
@@ -115,8 +116,9 @@ def _sentinel_ids(tokenizer) -> list[int]:
             ids.append(vocab[pattern.format(len(ids))])
         if len(ids) >= 2:
             return ids
-    raise ValueError("the tokenizer has no sentinel tokens: SenT' needs <extra_id_N> (T5-style) or [unusedN] "
-                     "(BERT vocabularies)")
+    raise ValueError(
+        "the tokenizer has no sentinel tokens: SenT' needs <extra_id_N> (T5-style) or [unusedN] (BERT vocabularies)"
+    )
 
 
 @dataclass
@@ -181,9 +183,15 @@ class _Decoder:
         if self.head is not None:
             self.head.forward = _identity  # skip the output projection inside the model, for this call
         try:
-            out = self.model(encoder_outputs=BaseModelOutput(last_hidden_state=self._enc[0]),
-                             attention_mask=self._enc[1], decoder_input_ids=ids, decoder_attention_mask=mask,
-                             past_key_values=cache, use_cache=True, **kwargs)
+            out = self.model(
+                encoder_outputs=BaseModelOutput(last_hidden_state=self._enc[0]),
+                attention_mask=self._enc[1],
+                decoder_input_ids=ids,
+                decoder_attention_mask=mask,
+                past_key_values=cache,
+                use_cache=True,
+                **kwargs,
+            )
         finally:
             if self.head is not None:
                 del self.head.forward
@@ -219,8 +227,13 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
 
     # the prefix [decoder start, s_0] of every sentence, then K beams per sentence (sentence-major rows)
     prefix = torch.tensor([_decoder_start(model), fmt.sentinels[0]], device=device).expand(B, 2)
-    logits, cache = dec(torch.arange(B, device=device), prefix, torch.ones(B, 2, dtype=torch.long, device=device),
-                        None, torch.zeros(B, dtype=torch.long, device=device))
+    logits, cache = dec(
+        torch.arange(B, device=device),
+        prefix,
+        torch.ones(B, 2, dtype=torch.long, device=device),
+        None,
+        torch.zeros(B, dtype=torch.long, device=device),
+    )
     last = torch.log_softmax(dec.project(logits[:, -1]), -1).repeat_interleave(k, 0)  # [R, V] next-token log-probs
     cache.batch_repeat_interleave(k)
     rows = torch.arange(B, device=device).repeat_interleave(k)  # the sentence of each row
@@ -250,12 +263,18 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
             rest = (logits.gather(2, ids[:, 1:, None]).squeeze(-1) - logits.logsumexp(-1)).sum(1)
             step[:, t] = last.gather(1, ids[:, :1]).squeeze(1) + rest
             ends.append(states[:, -1])  # after "t s_i": projected below for the chosen tag only
-            blocks.append([(layer.keys[..., -m:, :].clone(), layer.values[..., -m:, :].clone())  # small: free the rest
-                           for layer in _self_attention_layers(cache)])
+            blocks.append(
+                [
+                    (layer.keys[..., -m:, :].clone(), layer.values[..., -m:, :].clone())  # small: free the rest
+                    for layer in _self_attention_layers(cache)
+                ]
+            )
             for layer in _self_attention_layers(cache):  # back to the prefix (views; the next call copies)
                 layer.keys, layer.values = layer.keys[..., :-m, :], layer.values[..., :-m, :]
         step = step.view(live, k, n_t)
-        ok = torch.where(prev_tag[:live, :, None] < 0, start_ok.expand(live, k, n_t), after_ok[prev_tag[:live].clamp(min=0)])
+        ok = torch.where(
+            prev_tag[:live, :, None] < 0, start_ok.expand(live, k, n_t), after_ok[prev_tag[:live].clamp(min=0)]
+        )
         step = step.masked_fill(~ok, float("-inf"))  # constrained: an invalid tag scores -inf
         total = beam[:live, :, None] + step
         top, arg = total.view(live, k * n_t).topk(k, dim=1)
@@ -274,10 +293,13 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
         for j, layer in enumerate(_self_attention_layers(cache)):
             for attr, which in (("keys", 0), ("values", 1)):
                 # every tag's block padded to C, stacked [T̄, R, H, C, D]; each beam takes its tag's
-                block = torch.stack([nn.functional.pad(blocks[t][j][which], (0, 0, 0, C - int(tag_len[t])))
-                                     for t in range(n_t)])[chosen, take]
+                block = torch.stack(
+                    [nn.functional.pad(blocks[t][j][which], (0, 0, 0, C - int(tag_len[t]))) for t in range(n_t)]
+                )[chosen, take]
                 full = torch.cat([getattr(layer, attr)[take], block], 2)
-                setattr(layer, attr, full.gather(2, index[:, None, :, None].expand(-1, full.shape[1], -1, full.shape[-1])))
+                setattr(
+                    layer, attr, full.gather(2, index[:, None, :, None].expand(-1, full.shape[1], -1, full.shape[-1]))
+                )
         # the cross-attention cache needs no selection: beams of one sentence share it
         new_mask = torch.cat([mask[take], (torch.arange(C, device=device)[None] < used[:, None]).long()], 1)
         mask = new_mask.gather(1, index)
@@ -307,8 +329,9 @@ def sentscore_one_at_a_time(model, fmt: SentFormat, words: list[str]) -> tuple[l
             ok = bool(start_ok[t]) if not chosen else bool(after_ok[chosen[-1], t])
             cont = tag_ids + [fmt.sentinels[i]]
             ids = torch.tensor([prefix + cont], device=device)
-            out = model(encoder_outputs=BaseModelOutput(last_hidden_state=enc_h), attention_mask=enc_mask,
-                        decoder_input_ids=ids)
+            out = model(
+                encoder_outputs=BaseModelOutput(last_hidden_state=enc_h), attention_mask=enc_mask, decoder_input_ids=ids
+            )
             logp = torch.log_softmax(out.logits.float(), dim=-1)[0]
             s = sum(logp[len(prefix) - 1 + j, tok].item() for j, tok in enumerate(cont))
             step.append(s if ok else float("-inf"))

@@ -73,7 +73,7 @@ class SentScoreTeacher(nn.Module):
         words, owner = self._pieces(batch_words)
         offset, rows = [0] * len(batch_words), []
         for w, b in zip(words, owner):
-            rows.append(tags[b, offset[b]: offset[b] + len(w)])
+            rows.append(tags[b, offset[b] : offset[b] + len(w)])
             offset[b] += len(w)
         out = torch.full((len(rows), max(len(r) for r in rows)), -1, dtype=torch.long)
         for i, r in enumerate(rows):
@@ -82,8 +82,9 @@ class SentScoreTeacher(nn.Module):
 
     def _labels(self, batch_words, tags: Tensor) -> Tensor:
         """SenT' targets ``[B, T]``, -100 on padding (ignored by the loss)."""
-        targets = [self.format.encode_target(self.schema.decode(tags[b, : len(w)].tolist()))
-                   for b, w in enumerate(batch_words)]
+        targets = [
+            self.format.encode_target(self.schema.decode(tags[b, : len(w)].tolist())) for b, w in enumerate(batch_words)
+        ]
         labels = torch.full((len(targets), max(len(t) for t in targets)), -100, dtype=torch.long)
         for b, t in enumerate(targets):
             labels[b, : len(t)] = torch.tensor(t)
@@ -137,9 +138,9 @@ class SentScoreTeacher(nn.Module):
         offset = [0] * B
         for p, (b, words) in enumerate(zip(owner, pieces)):
             n, o = len(words), offset[b]
-            paths[b, :, o: o + n] = out.tags[p, :, :n].cpu()
+            paths[b, :, o : o + n] = out.tags[p, :, :n].cpu()
             beams[b] += out.beam_scores[p].cpu()
-            scores[b, o: o + n] = out.tag_scores[p, 0, :n].cpu()
+            scores[b, o : o + n] = out.tag_scores[p, 0, :n].cpu()
             offset[b] += n
         paths[torch.isinf(beams)] = -1
         return paths, beams, scores
@@ -149,8 +150,16 @@ class SentScoreTeacher(nn.Module):
         paths, _, _ = self.decode_batch(batch_words, k=1)
         return [self.schema.decode(paths[b, 0, : len(w)].tolist()) for b, w in enumerate(batch_words)]
 
-    def outputs(self, batch_words, tags: Tensor | None = None, *, k: int | None = None, hidden_layers=(),
-                precision: str | None = "bf16", **_):
+    def outputs(
+        self,
+        batch_words,
+        tags: Tensor | None = None,
+        *,
+        k: int | None = None,
+        hidden_layers=(),
+        precision: str | None = "bf16",
+        **_,
+    ):
         """What a cache stores for this teacher: k-best sBIO paths, their scores, per-word tag
         scores of the best beam, and the LM loss of the gold target on labelled rows. The model
         runs under ``precision`` autocast on GPU (fp32 on CPU, as every teacher); scores are summed
@@ -194,15 +203,22 @@ class SentScoreTeacher(nn.Module):
         d.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(d, safe_serialization=True)
         self.tokenizer.save_pretrained(d)
-        meta = {"format": "seqdistill-teacher", "format_version": 1, "kind": self.kind,
-                "label_schema": self.schema.to_json(), "pooling": self.pooling, "k": self.k}
+        meta = {
+            "format": "seqdistill-teacher",
+            "format_version": 1,
+            "kind": self.kind,
+            "label_schema": self.schema.to_json(),
+            "pooling": self.pooling,
+            "k": self.k,
+        }
         (d / TEACHER_JSON).write_text(json.dumps(meta, indent=1) + "\n")
         self.source_dir = d
         return d
 
 
-def build_sentscore_teacher(model_path: str, schema: LabelSchema, *, trust_remote_code: bool = False,
-                            seed: int = 13) -> SentScoreTeacher:
+def build_sentscore_teacher(
+    model_path: str, schema: LabelSchema, *, trust_remote_code: bool = False, seed: int = 13
+) -> SentScoreTeacher:
     """A new SenTScore teacher: a sequence-to-sequence checkpoint as it is, or an encoder-only one
     (BERT, MiniLM...) warm-started as both encoder and decoder of an ``EncoderDecoderModel`` (its
     cross-attention initialised at random)."""

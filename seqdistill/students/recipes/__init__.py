@@ -29,8 +29,9 @@ class Recipe:
     plan: Callable[[engine.Context], engine.Plan]
     help: str  # one paragraph for `distill-train --help`
 
-    def train(self, cache, out_dir, cfg: RunConfig | None = None, *, storage_options: dict | None = None,
-              log=print) -> dict:
+    def train(
+        self, cache, out_dir, cfg: RunConfig | None = None, *, storage_options: dict | None = None, log=print
+    ) -> dict:
         """Train this recipe's student from ``cache`` into ``out_dir`` (``OUT/config.toml`` is the
         resolved config; ``training.json`` the summary)."""
         cfg = cfg or self.config()
@@ -72,7 +73,6 @@ def train(cache, out_dir, cfg: RunConfig, *, storage_options: dict | None = None
         if type(cfg) is recipe.config:
             return recipe.train(cache, out_dir, cfg, storage_options=storage_options, log=log)
     raise TypeError(f"{type(cfg).__name__} is no recipe's config")
-
 
 
 __all__ = ["Recipe", "recipes", "get", "train"]

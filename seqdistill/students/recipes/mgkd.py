@@ -33,15 +33,18 @@ class MGKDConfig(RunConfig):
     teacher: str | None = option(None, "Teacher layer to learn from (default: the cache's only one).")
     losses: tuple[str, ...] = option(("hard", "seq-ce", "fuzzy"), "Loss parts, comma-separated.", choices=LOSSES)
     k: int = option(5, "k-best paths used by seq-ce and fuzzy (at most the K the cache holds).")
-    weighting: str = option("uncertainty", "Learned (eq. 9) or fixed (eq. 8) loss weights.",
-                            choices=("uncertainty", "fixed"))
+    weighting: str = option(
+        "uncertainty", "Learned (eq. 9) or fixed (eq. 8) loss weights.", choices=("uncertainty", "fixed")
+    )
     weights: tuple[float, ...] = option((), "Fixed weights, comma-separated, one per loss (default 1).")
     temperature: float = option(1.0, "Temperature of the token-level losses.")
-    embedding: str = option("teacher", "Input embeddings: the teacher's (TE), their SVD reduction, or random.",
-                            choices=EMBEDDINGS)
+    embedding: str = option(
+        "teacher", "Input embeddings: the teacher's (TE), their SVD reduction, or random.", choices=EMBEDDINGS
+    )
     embedding_dim: int | None = option(None, "E for svd and random (default 100); teacher: the teacher's width.")
-    train_embeddings: bool = option(False, "TE: fine-tune the teacher's embeddings instead of keeping them frozen "
-                                           "(paper 000 §5.2 freezes them).")
+    train_embeddings: bool = option(
+        False, "TE: fine-tune the teacher's embeddings instead of keeping them frozen (paper 000 §5.2 freezes them)."
+    )
     hidden_size: int = option(300, "LSTM units per direction (paper 000, Table 6).")
     dropout: float = option(0.5, "On the embeddings and the LSTM output (paper 000, Table 6).")
     lr: float = option(1e-3, "AdamW learning rate (paper 000, Table 6: student grid 1e-3, 5e-4).")
@@ -65,7 +68,7 @@ class Collate:
         batch = Batch(words_to_bags(self.tokenizer, words), words, gold)
         t = [r[self.teacher] for r in rows] if self.teacher else None
         tags = torch.full((len(rows), Lmax), -1, dtype=torch.long)
-        for b, r in enumerate(rows):
+        for b in range(len(rows)):
             if gold[b] is not None:
                 tags[b, : lengths[b]] = torch.tensor(self.schema.encode(gold[b]))
             elif t is not None and "kbest_paths" in t[b]:
@@ -114,7 +117,7 @@ def loss_parts(model: BiLSTMCRF, batch: Batch, cfg: MGKDConfig, device) -> dict[
     parts = {}
     if "hard" in cfg.losses:
         tags = batch.tags.to(device)
-        has = (tags[:, 0] >= 0)
+        has = tags[:, 0] >= 0
         if has.any():
             parts["hard"] = L.hard_loss(emissions[has], mask[has], tags[has], trans, start, end).mean()
     if {"seq-ce", "fuzzy"} & set(cfg.losses):
@@ -128,7 +131,9 @@ def loss_parts(model: BiLSTMCRF, batch: Batch, cfg: MGKDConfig, device) -> dict[
         p_t = L.teacher_softmax(batch.teacher_emissions.to(device), cfg.temperature)
         parts["token-em"] = L.token_kl_loss(emissions, p_t, mask, cfg.temperature).mean()
     if "token-pos" in cfg.losses:
-        parts["token-pos"] = L.token_kl_loss(emissions, batch.teacher_marginals.to(device), mask, cfg.temperature).mean()
+        parts["token-pos"] = L.token_kl_loss(
+            emissions, batch.teacher_marginals.to(device), mask, cfg.temperature
+        ).mean()
     return parts
 
 
@@ -143,22 +148,34 @@ def plan(ctx: Context) -> Plan:
     kind = reader.manifest.teachers[teacher].kind
     stored_k = reader.manifest.teachers[teacher].decoding.get("k")
     if kind != "crf" and ({"seq-ce", "fuzzy", "token-pos"} & set(cfg.losses)):
-        raise CacheError(f"teacher {teacher!r} is a {kind} teacher: it has no k-best paths or marginals; "
-                         "use the losses hard and token-em")
+        raise CacheError(
+            f"teacher {teacher!r} is a {kind} teacher: it has no k-best paths or marginals; "
+            "use the losses hard and token-em"
+        )
     if {"seq-ce", "fuzzy"} & set(cfg.losses) and stored_k is not None and cfg.k > stored_k:
         raise CacheError(f"--k {cfg.k} is more than the {stored_k} paths per sentence the cache holds")
     train_names, dev_names = default_splits(reader, cfg)
     selected = parse_selection(train_names, reader)
     unlabelled_rows = any(not c.labelled for c in reader.manifest.corpora if (c.name, c.split) in selected)
     if unlabelled_rows and kind != "crf":
-        raise CacheError(f"teacher {teacher!r} is a {kind} teacher: it has no paths to use as hard labels for "
-                         "the unlabelled corpora; train with --no-unlabelled")
+        raise CacheError(
+            f"teacher {teacher!r} is a {kind} teacher: it has no paths to use as hard labels for "
+            "the unlabelled corpora; train with --no-unlabelled"
+        )
     tokenizer, weight = teacher_exports(reader, teacher)
     dim = weight.shape[1] if cfg.embedding == "teacher" else (cfg.embedding_dim or 100)
     check_embedding_dim(cfg.embedding, dim, weight)
-    scfg = StudentConfig(schema.to_json(), weight.shape[0], dim, cfg.embedding, not cfg.train_embeddings,
-                         cfg.hidden_size, 1, cfg.dropout, extra={"teacher": teacher, "cache": reader.store.url,
-                                                                 "recipe": "mgkd"})
+    scfg = StudentConfig(
+        schema.to_json(),
+        weight.shape[0],
+        dim,
+        cfg.embedding,
+        not cfg.train_embeddings,
+        cfg.hidden_size,
+        1,
+        cfg.dropout,
+        extra={"teacher": teacher, "cache": reader.store.url, "recipe": "mgkd"},
+    )
     model = BiLSTMCRF(scfg)
     init_embeddings(model, weight)
     model.to(ctx.device)
@@ -188,18 +205,37 @@ def plan(ctx: Context) -> Plan:
         return out
 
     params = [p for p in model.parameters() if p.requires_grad] + (list(weighting.parameters()) if weighting else [])
-    stage = Stage("train", stream, lambda batch: loss_parts(model, batch, cfg, ctx.device), lambda: params,
-                  lambda ps: torch.optim.AdamW(ps, lr=cfg.lr, weight_decay=cfg.weight_decay), evaluate,
-                  metric="dev_f1" if dev_words else "loss", mode="max" if dev_words else "min",
-                  epochs=cfg.epochs, patience=cfg.patience, combine=combine)
+    stage = Stage(
+        "train",
+        stream,
+        lambda batch: loss_parts(model, batch, cfg, ctx.device),
+        lambda: params,
+        lambda ps: torch.optim.AdamW(ps, lr=cfg.lr, weight_decay=cfg.weight_decay),
+        evaluate,
+        metric="dev_f1" if dev_words else "loss",
+        mode="max" if dev_words else "min",
+        epochs=cfg.epochs,
+        patience=cfg.patience,
+        combine=combine,
+    )
     n_all = sum(p.numel() for p in model.parameters())
     n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    return Plan(model, tokenizer, [stage], modules={"weighting": weighting} if weighting else {},
-                describe=f"training {scfg.arch} ({n_all:,} parameters, {n_train:,} trainable) on "
-                         f"{', '.join(train_names)}; losses {', '.join(cfg.losses)}",
-                train=train_names, dev=dev_names)
+    return Plan(
+        model,
+        tokenizer,
+        [stage],
+        modules={"weighting": weighting} if weighting else {},
+        describe=f"training {scfg.arch} ({n_all:,} parameters, {n_train:,} trainable) on "
+        f"{', '.join(train_names)}; losses {', '.join(cfg.losses)}",
+        train=train_names,
+        dev=dev_names,
+    )
 
 
-RECIPE = Recipe("mgkd", MGKDConfig, plan,
-                "Multi-Grained KD (paper 000): a BiLSTM-CRF student on the teacher's k-best paths (seq-ce, "
-                "fuzzy), emissions and marginals (token-em, token-pos) and hard labels, uncertainty-weighted.")
+RECIPE = Recipe(
+    "mgkd",
+    MGKDConfig,
+    plan,
+    "Multi-Grained KD (paper 000): a BiLSTM-CRF student on the teacher's k-best paths (seq-ce, "
+    "fuzzy), emissions and marginals (token-em, token-pos) and hard labels, uncertainty-weighted.",
+)

@@ -53,16 +53,24 @@ SOFT_LABELS = ("mt", "ensemble", "none")
 
 @dataclass
 class MTConfig(RunConfig):
-    teachers: tuple[str, ...] = option((), "Teacher layers to learn from, comma-separated (default: every teacher "
-                                           "in the cache).")
-    soft_labels: str = option("mt", "Teachers' soft labels weighted by 1/(1 + gold CE) (eq. 2), their uniform "
-                                    "average, or none.", choices=SOFT_LABELS)
-    hidden_loss: bool = option(True, "The multi-teacher hidden loss (eq. 1; the cache must hold the matching "
-                                     "teacher layers).")
+    teachers: tuple[str, ...] = option(
+        (), "Teacher layers to learn from, comma-separated (default: every teacher in the cache)."
+    )
+    soft_labels: str = option(
+        "mt",
+        "Teachers' soft labels weighted by 1/(1 + gold CE) (eq. 2), their uniform average, or none.",
+        choices=SOFT_LABELS,
+    )
+    hidden_loss: bool = option(
+        True, "The multi-teacher hidden loss (eq. 1; the cache must hold the matching teacher layers)."
+    )
     temperature: float = option(1.0, "t of the soft labels (paper 002, §3.1).")
     student_layers: int = option(4, "K transformer layers (paper 002: 4 or 6).")
-    init: str = option("teacher", "Start from the first K layers and embeddings a teacher exported (build "
-                                  "--export-layers K) or from scratch.", choices=("teacher", "scratch"))
+    init: str = option(
+        "teacher",
+        "Start from the first K layers and embeddings a teacher exported (build --export-layers K) or from scratch.",
+        choices=("teacher", "scratch"),
+    )
     init_from: str | None = option(None, "The teacher whose layers start the student (default: the first).")
     head: str = option("crf", "The transformer student's head.", choices=("crf", "softmax"))
     dropout: float = option(0.1, "Dropout of the transformer and before the head.")
@@ -89,8 +97,14 @@ class _Batch:
 
 
 class MTCollate:
-    def __init__(self, tokenizer, schema: LabelSchema, teachers: list[str], score_fields: list[str],
-                 hidden_fields: list[list[str]]):
+    def __init__(
+        self,
+        tokenizer,
+        schema: LabelSchema,
+        teachers: list[str],
+        score_fields: list[str],
+        hidden_fields: list[list[str]],
+    ):
         self.tokenizer, self.schema, self.teachers = tokenizer, schema, teachers
         self.score_fields, self.hidden_fields = score_fields, hidden_fields
 
@@ -115,8 +129,10 @@ def plan(ctx: Context) -> Plan:
     teachers = list(cfg.teachers) or held
     missing = [t for t in teachers if t not in held]
     if missing or not teachers:
-        raise CacheError(f"the cache has no teacher {', '.join(map(repr, missing)) or 'layer'}; it holds: "
-                         f"{', '.join(held) or 'none'}")
+        raise CacheError(
+            f"the cache has no teacher {', '.join(map(repr, missing)) or 'layer'}; it holds: "
+            f"{', '.join(held) or 'none'}"
+        )
     kinds = {t: reader.manifest.teachers[t].kind for t in teachers}
     if any(k not in ("crf", "softmax") for k in kinds.values()):
         raise CacheError(f"the mt recipe learns from crf or softmax teachers; these are {kinds}")
@@ -133,26 +149,42 @@ def plan(ctx: Context) -> Plan:
         need = [teacher_layer_for(j, teacher_layers[t], K) for j in range(1, K + 1)]
         stored = reader.manifest.teachers[t].hidden_layers
         if cfg.hidden_loss and not set(need) <= set(stored):
-            raise CacheError(f"MT-Hid for a {K}-layer student needs layers {need} of teacher {t!r} "
-                             f"({teacher_layers[t]} layers); the cache stores {stored or 'none'}: build with "
-                             f"--hidden-layers {','.join(map(str, need))}, or train with --no-hidden-loss")
+            raise CacheError(
+                f"MT-Hid for a {K}-layer student needs layers {need} of teacher {t!r} "
+                f"({teacher_layers[t]} layers); the cache stores {stored or 'none'}: build with "
+                f"--hidden-layers {','.join(map(str, need))}, or train with --no-hidden-loss"
+            )
         hidden_fields.append([f"hidden_{layer}" for layer in need] if cfg.hidden_loss else [])
     train_names, dev_names = splits_with_dev(reader, cfg, "early stopping on dev F1")
 
     with tempfile.TemporaryDirectory(prefix="seqdistill-exports-") as tmp:
         export = Path(reader.export_dir(init_from, Path(tmp) / init_from))
         tokenizer = AutoTokenizer.from_pretrained(export / "tokenizer")
-        scfg = transformer_config(schema.to_json(), export, K, tokenizer, head=cfg.head, dropout=cfg.dropout,
-                                  extra={"cache": reader.store.url, "recipe": "mt", "teachers": teachers,
-                                         "init": cfg.init, "init_from": init_from})
+        scfg = transformer_config(
+            schema.to_json(),
+            export,
+            K,
+            tokenizer,
+            head=cfg.head,
+            dropout=cfg.dropout,
+            extra={
+                "cache": reader.store.url,
+                "recipe": "mt",
+                "teachers": teachers,
+                "init": cfg.init,
+                "init_from": init_from,
+            },
+        )
         model = TransformerTagger(scfg)
         if cfg.init == "teacher":
             init_from_teacher(model, export)
     score_fields = ["emissions" if kinds[t] == "crf" else "logits" for t in teachers]
     model.to(ctx.device)
     hid = MTHiddenLoss(model.encoder.config.hidden_size, [teacher_dims[t] for t in teachers], K).to(ctx.device)
-    fields = {EXAMPLES_LAYER: ["words", "tags"],
-              **{t: [s, "gold_nll", *h] for t, s, h in zip(teachers, score_fields, hidden_fields)}}
+    fields = {
+        EXAMPLES_LAYER: ["words", "tags"],
+        **{t: [s, "gold_nll", *h] for t, s, h in zip(teachers, score_fields, hidden_fields)},
+    }
     stream = ctx.stream(fields, train_names, MTCollate(tokenizer, schema, teachers, score_fields, hidden_fields))
     dev_words, dev_tags = read_split(reader, dev_names)
     weight_sums = [0.0] * len(teachers)  # eq. 2's weights over the epoch's rows, to show how they split
@@ -166,23 +198,42 @@ def plan(ctx: Context) -> Plan:
         return mt_loss_parts(model, hid, batch, weights, cfg, ctx.device)
 
     def evaluate() -> dict:
-        record = {"teacher_weights": {t: w / max(rows[0], 1) for t, w in zip(teachers, weight_sums)},
-                  "dev_f1": dev_f1(model, tokenizer, dev_words, dev_tags, schema.scheme)}
+        record = {
+            "teacher_weights": {t: w / max(rows[0], 1) for t, w in zip(teachers, weight_sums)},
+            "dev_f1": dev_f1(model, tokenizer, dev_words, dev_tags, schema.scheme),
+        }
         weight_sums[:], rows[0] = [0.0] * len(teachers), 0
         return record
 
     params = list(model.parameters()) + (list(hid.parameters()) if cfg.hidden_loss else [])
-    stage = Stage("train", stream, loss, lambda: params, lambda ps: torch.optim.AdamW(ps, lr=cfg.lr), evaluate,
-                  epochs=cfg.epochs, patience=cfg.patience, clip=1.0)
-    return Plan(model, tokenizer, [stage], modules={"hidden_loss": hid}, train=train_names, dev=dev_names,
-                summary={"teachers": teachers},
-                describe=f"training a {K}-layer transformer ({sum(p.numel() for p in model.parameters()):,} "
-                         f"parameters, init {cfg.init}) from {', '.join(teachers)}; soft labels {cfg.soft_labels}, "
-                         f"hidden loss {'on' if cfg.hidden_loss else 'off'}")
+    stage = Stage(
+        "train",
+        stream,
+        loss,
+        lambda: params,
+        lambda ps: torch.optim.AdamW(ps, lr=cfg.lr),
+        evaluate,
+        epochs=cfg.epochs,
+        patience=cfg.patience,
+        clip=1.0,
+    )
+    return Plan(
+        model,
+        tokenizer,
+        [stage],
+        modules={"hidden_loss": hid},
+        train=train_names,
+        dev=dev_names,
+        summary={"teachers": teachers},
+        describe=f"training a {K}-layer transformer ({sum(p.numel() for p in model.parameters()):,} "
+        f"parameters, init {cfg.init}) from {', '.join(teachers)}; soft labels {cfg.soft_labels}, "
+        f"hidden loss {'on' if cfg.hidden_loss else 'off'}",
+    )
 
 
-def mt_loss_parts(model: TransformerTagger, hid: MTHiddenLoss, batch: _Batch, weights: list[torch.Tensor],
-                  cfg: MTConfig, device) -> dict:
+def mt_loss_parts(
+    model: TransformerTagger, hid: MTHiddenLoss, batch: _Batch, weights: list[torch.Tensor], cfg: MTConfig, device
+) -> dict:
     """The three terms of eq. 3, each averaged over the batch's sentences; ``weights`` are eq. 2's
     per teacher and sentence (``teacher_weight``), used by MT-Dis."""
     x = batch.inputs.to(device)
@@ -202,8 +253,9 @@ def mt_loss_parts(model: TransformerTagger, hid: MTHiddenLoss, batch: _Batch, we
         parts["task"] = task.sum() / len(labelled)
     logits = [z.to(device) for z in batch.logits]
     if cfg.soft_labels == "mt":
-        parts["mt_dis"] = mt_distillation_loss(scores, logits, [w.to(device) for w in weights], mask,
-                                               cfg.temperature).mean()
+        parts["mt_dis"] = mt_distillation_loss(
+            scores, logits, [w.to(device) for w in weights], mask, cfg.temperature
+        ).mean()
     elif cfg.soft_labels == "ensemble":
         parts["ensemble"] = ensemble_distillation_loss(scores, logits, mask, cfg.temperature).mean()
     if cfg.hidden_loss:
@@ -212,6 +264,10 @@ def mt_loss_parts(model: TransformerTagger, hid: MTHiddenLoss, batch: _Batch, we
     return parts
 
 
-RECIPE = Recipe("mt", MTConfig, plan,
-                "MT-BERT (paper 002): a K-layer transformer taught by several teachers at once (hidden loss, "
-                "soft labels weighted by each teacher's gold CE, task loss).")
+RECIPE = Recipe(
+    "mt",
+    MTConfig,
+    plan,
+    "MT-BERT (paper 002): a K-layer transformer taught by several teachers at once (hidden loss, "
+    "soft labels weighted by each teacher's gold CE, task loss).",
+)

@@ -61,8 +61,9 @@ class RNNConfig(RunConfig):
     patience: int = option(3, "Epochs without a better dev macro F1 that stop a stage.")
     ce_weight: float = option(0.2, "Weight of CE beside the Dice loss (eq. 1).")
     gamma: float = option(1e-6, "Smoothing of the Dice loss (eq. 2).")
-    few_shot_types: tuple[str, ...] = option((), "Entity types reported apart, comma-separated (macro F1 main / "
-                                                 "few-shot, the paper's Table 2).")
+    few_shot_types: tuple[str, ...] = option(
+        (), "Entity types reported apart, comma-separated (macro F1 main / few-shot, the paper's Table 2)."
+    )
 
 
 def macro_split(scores: dict, few_shot: tuple[str, ...]) -> dict:
@@ -99,8 +100,10 @@ def plan(ctx: Context) -> Plan:
     reader, teacher = open_cache(ctx.reader, cfg.teacher, "teacher")
     if reader.manifest.teachers[teacher].kind != "bilou-per-type":
         kinds = {n: t.kind for n, t in reader.manifest.teachers.items()}
-        raise CacheError(f"the rnn recipe needs a bilou-per-type teacher layer (finetune-teacher --head "
-                         f"bilou-per-type); the cache holds {kinds}")
+        raise CacheError(
+            f"the rnn recipe needs a bilou-per-type teacher layer (finetune-teacher --head "
+            f"bilou-per-type); the cache holds {kinds}"
+        )
     schema: LabelSchema = reader.manifest.label_schema
     types = list(schema.entity_types)
     unknown = set(cfg.few_shot_types) - set(types)
@@ -109,10 +112,25 @@ def plan(ctx: Context) -> Plan:
     train_names, dev_names = splits_with_dev(reader, cfg, "early stopping on dev macro F1")
     tokenizer, weight = teacher_exports(reader, teacher)
     width = weight.shape[1]
-    scfg = StudentConfig(schema.to_json(), weight.shape[0], width, "teacher", not cfg.train_embeddings,
-                         cfg.hidden_size or max(1, width // 4), cfg.rnn_layers, cfg.dropout, arch="rnn-tagger",
-                         extra={"entity_types": types, "cell": cfg.cell, "teacher": teacher, "recipe": "rnn",
-                                "cache": reader.store.url, "distilled": cfg.distill})
+    scfg = StudentConfig(
+        schema.to_json(),
+        weight.shape[0],
+        width,
+        "teacher",
+        not cfg.train_embeddings,
+        cfg.hidden_size or max(1, width // 4),
+        cfg.rnn_layers,
+        cfg.dropout,
+        arch="rnn-tagger",
+        extra={
+            "entity_types": types,
+            "cell": cfg.cell,
+            "teacher": teacher,
+            "recipe": "rnn",
+            "cache": reader.store.url,
+            "distilled": cfg.distill,
+        },
+    )
     model = RNNTagger(scfg)
     init_embeddings(model, weight)
     model.to(ctx.device)
@@ -121,8 +139,11 @@ def plan(ctx: Context) -> Plan:
 
     def evaluate() -> dict:
         scores = span_set_scores(dev_spans, predict_spans(model, tokenizer, dev_words))
-        return {"dev_f1": scores["f1"], **{f"dev_{k}": v for k, v in macro_split(scores, cfg.few_shot_types).items()},
-                "dev_per_type_f1": {k: v["f1"] for k, v in scores["per_type"].items()}}
+        return {
+            "dev_f1": scores["f1"],
+            **{f"dev_{k}": v for k, v in macro_split(scores, cfg.few_shot_types).items()},
+            "dev_per_type_f1": {k: v["f1"] for k, v in scores["per_type"].items()},
+        }
 
     def distill_loss(batch) -> dict[str, torch.Tensor]:  # MSE over real words, types and the 5 tags
         x = batch.inputs.to(device)
@@ -154,19 +175,52 @@ def plan(ctx: Context) -> Plan:
         return torch.optim.AdamW(ps, lr=cfg.lr)
 
     plateau = {"factor": 0.5, "patience": 1}
-    stages = [Stage("fine-tune", ListBatches(order, collate, cfg.batch_size, ctx.rank, ctx.world), finetune_loss,
-                    params, adamw, evaluate, metric="dev_macro_f1", epochs=cfg.epochs, patience=cfg.patience,
-                    plateau=plateau)]
+    stages = [
+        Stage(
+            "fine-tune",
+            ListBatches(order, collate, cfg.batch_size, ctx.rank, ctx.world),
+            finetune_loss,
+            params,
+            adamw,
+            evaluate,
+            metric="dev_macro_f1",
+            epochs=cfg.epochs,
+            patience=cfg.patience,
+            plateau=plateau,
+        )
+    ]
     if cfg.distill:  # stage 1: MSE to the teacher's BILOU logits on every training row
-        stream = ctx.stream({EXAMPLES_LAYER: ["words"], teacher: ["type_logits"]}, train_names,
-                            _DistillCollate(tokenizer, teacher))
-        stages.insert(0, Stage("distil", stream, distill_loss, params, adamw, evaluate, metric="dev_macro_f1",
-                               epochs=cfg.distill_epochs, patience=cfg.patience, plateau=plateau, keep="last"))
+        stream = ctx.stream(
+            {EXAMPLES_LAYER: ["words"], teacher: ["type_logits"]}, train_names, _DistillCollate(tokenizer, teacher)
+        )
+        stages.insert(
+            0,
+            Stage(
+                "distil",
+                stream,
+                distill_loss,
+                params,
+                adamw,
+                evaluate,
+                metric="dev_macro_f1",
+                epochs=cfg.distill_epochs,
+                patience=cfg.patience,
+                plateau=plateau,
+                keep="last",
+            ),
+        )
     counts = model.parameter_counts()
-    return Plan(model, tokenizer, stages, train=train_names, dev=dev_names, summary={"parameters": counts},
-                describe=f"training a conv + {cfg.rnn_layers} x bi-{cfg.cell} student ({counts['all']:,} parameters, "
-                         f"{counts['without_embeddings']:,} without the embeddings), {len(types)} BILOU heads; "
-                         f"{'distillation, then ' if cfg.distill else ''}fine-tuning")
+    return Plan(
+        model,
+        tokenizer,
+        stages,
+        train=train_names,
+        dev=dev_names,
+        summary={"parameters": counts},
+        describe=f"training a conv + {cfg.rnn_layers} x bi-{cfg.cell} student ({counts['all']:,} parameters, "
+        f"{counts['without_embeddings']:,} without the embeddings), {len(types)} BILOU heads; "
+        f"{'distillation, then ' if cfg.distill else ''}fine-tuning",
+    )
 
 
 def _labelled_rows(reader, names: list[str]) -> tuple[list[list[str]], list[list[tuple[int, int, str]]]]:
@@ -177,20 +231,25 @@ def _labelled_rows(reader, names: list[str]) -> tuple[list[list[str]], list[list
     return words, spans
 
 
-def predict_spans(model: RNNTagger, tokenizer, sentences: list[list[str]], batch_size: int = 128
-                  ) -> list[list[tuple[int, int, str]]]:
+def predict_spans(
+    model: RNNTagger, tokenizer, sentences: list[list[str]], batch_size: int = 128
+) -> list[list[tuple[int, int, str]]]:
     """Each sentence's spans from the per-type Viterbi layers (nested across types)."""
     model.eval()
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     out: dict[int, list] = {}
     for s in range(0, len(order), batch_size):
-        idx = order[s: s + batch_size]
+        idx = order[s : s + batch_size]
         x = model.inputs(tokenizer, [sentences[i] for i in idx]).to(model.device)
         for i, spans in zip(idx, predicted_spans(model.decode_layers(x).cpu(), x.word_mask.cpu(), model.entity_types)):
             out[i] = spans
     return [out[i] for i in range(len(sentences))]
 
 
-RECIPE = Recipe("rnn", RNNConfig, plan,
-                "Paper 003: a CNN + LSTM/SRU/SRU++ student with one BILOU head per entity type; MSE to a "
-                "bilou-per-type teacher's logits, then CE + Dice on gold with the log-proportional sampler.")
+RECIPE = Recipe(
+    "rnn",
+    RNNConfig,
+    plan,
+    "Paper 003: a CNN + LSTM/SRU/SRU++ student with one BILOU head per entity type; MSE to a "
+    "bilou-per-type teacher's logits, then CE + Dice on gold with the log-proportional sampler.",
+)

@@ -32,11 +32,13 @@ from . import Recipe
 @dataclass
 class SentScoreKDConfig(RunConfig):
     teacher: str | None = option(None, "SenTScore teacher layer to learn from (default: the cache's only one).")
-    lambda_kl: float = option(1.0, "Weight of the KL term (eq. 2; paper 004, Table 4); 0 trains on pseudo-labels "
-                                   "alone.")
+    lambda_kl: float = option(
+        1.0, "Weight of the KL term (eq. 2; paper 004, Table 4); 0 trains on pseudo-labels alone."
+    )
     temperature: float = option(10.0, "tau of the teacher's tag scores (§5.2).")
-    embedding: str = option("svd", "Input embeddings: the teacher's, their SVD reduction, or random.",
-                            choices=EMBEDDINGS)
+    embedding: str = option(
+        "svd", "Input embeddings: the teacher's, their SVD reduction, or random.", choices=EMBEDDINGS
+    )
     embedding_dim: int = option(100, "E for svd and random (svd: at most the teacher's width).")
     hidden_size: int = option(200, "LSTM units per direction (the paper's BiLSTM, §5).")
     dropout: float = option(0.5, "On the embeddings and the LSTM output.")
@@ -80,27 +82,64 @@ def plan(ctx: Context) -> Plan:
         kinds = {n: t.kind for n, t in reader.manifest.teachers.items()}
         raise CacheError(f"the sentscore recipe needs a SenTScore teacher layer; the cache holds {kinds or 'none'}")
     train_names, dev_names = splits_with_dev(reader, cfg, "early stopping on dev F1")
-    model, tokenizer = new_tagger(reader, teacher, cfg, ctx.device, extra={
-        "cache": reader.store.url, "recipe": "sentscore", "lambda_kl": cfg.lambda_kl, "temperature": cfg.temperature})
-    stream = ctx.stream({EXAMPLES_LAYER: ["words", "tags"], teacher: ["kbest_paths", "tag_scores"]}, train_names,
-                        KDCollate(tokenizer, schema, teacher))
+    model, tokenizer = new_tagger(
+        reader,
+        teacher,
+        cfg,
+        ctx.device,
+        extra={
+            "cache": reader.store.url,
+            "recipe": "sentscore",
+            "lambda_kl": cfg.lambda_kl,
+            "temperature": cfg.temperature,
+        },
+    )
+    stream = ctx.stream(
+        {EXAMPLES_LAYER: ["words", "tags"], teacher: ["kbest_paths", "tag_scores"]},
+        train_names,
+        KDCollate(tokenizer, schema, teacher),
+    )
     dev_words, dev_tags = read_split(reader, dev_names)
 
     def loss(batch: _KDBatch) -> dict[str, torch.Tensor]:  # eq. 2
         x = batch.inputs.to(ctx.device)
-        return {"kd": L.sentscore_kd_loss(model(x).logits, batch.tags.to(ctx.device), batch.scores.to(ctx.device),
-                                          x.word_mask, batch.silver.to(ctx.device), cfg.lambda_kl,
-                                          cfg.temperature).mean()}
+        return {
+            "kd": L.sentscore_kd_loss(
+                model(x).logits,
+                batch.tags.to(ctx.device),
+                batch.scores.to(ctx.device),
+                x.word_mask,
+                batch.silver.to(ctx.device),
+                cfg.lambda_kl,
+                cfg.temperature,
+            ).mean()
+        }
 
-    stage = Stage("train", stream, loss, lambda: list(model.parameters()),
-                  lambda ps: torch.optim.AdamW(ps, lr=cfg.lr),
-                  lambda: {"dev_f1": dev_f1(model, tokenizer, dev_words, dev_tags, schema.scheme)},
-                  epochs=cfg.epochs, patience=cfg.patience)
-    return Plan(model, tokenizer, [stage], train=train_names, dev=dev_names,
-                describe=f"training bilstm-tagger ({sum(p.numel() for p in model.parameters()):,} parameters) on "
-                         f"{', '.join(train_names)}; lambda_KL {cfg.lambda_kl}, tau {cfg.temperature}")
+    stage = Stage(
+        "train",
+        stream,
+        loss,
+        lambda: list(model.parameters()),
+        lambda ps: torch.optim.AdamW(ps, lr=cfg.lr),
+        lambda: {"dev_f1": dev_f1(model, tokenizer, dev_words, dev_tags, schema.scheme)},
+        epochs=cfg.epochs,
+        patience=cfg.patience,
+    )
+    return Plan(
+        model,
+        tokenizer,
+        [stage],
+        train=train_names,
+        dev=dev_names,
+        describe=f"training bilstm-tagger ({sum(p.numel() for p in model.parameters()):,} parameters) on "
+        f"{', '.join(train_names)}; lambda_KL {cfg.lambda_kl}, tau {cfg.temperature}",
+    )
 
 
-RECIPE = Recipe("sentscore", SentScoreKDConfig, plan,
-                "SenTScore KD (paper 004): a BiLSTM tagger on a SenTScore teacher's pseudo-labels and tag scores "
-                "(CE + lambda_KL KL at tau 10).")
+RECIPE = Recipe(
+    "sentscore",
+    SentScoreKDConfig,
+    plan,
+    "SenTScore KD (paper 004): a BiLSTM tagger on a SenTScore teacher's pseudo-labels and tag scores "
+    "(CE + lambda_KL KL at tau 10).",
+)

@@ -41,8 +41,9 @@ class TokenKDConfig(RunConfig):
     teacher: str | None = option(None, "Teacher layer to learn from (default: the cache's only one).")
     temperature: float = option(2.0, "T of both distributions in the KD term.")
     alpha: float = option(0.5, "Weight of the KD term; 1 - alpha weighs CE on the gold tags.")
-    embedding: str = option("teacher", "Input embeddings: the teacher's, their SVD reduction, or random.",
-                            choices=EMBEDDINGS)
+    embedding: str = option(
+        "teacher", "Input embeddings: the teacher's, their SVD reduction, or random.", choices=EMBEDDINGS
+    )
     embedding_dim: int = option(100, "E for svd and random (svd: at most the teacher's width).")
     train_embeddings: bool = option(False, "Fine-tune the teacher's embeddings instead of freezing them.")
     hidden_size: int = option(300, "LSTM units per direction.")
@@ -68,8 +69,14 @@ def teacher_probs(scores: torch.Tensor, kind: str, temperature: float) -> torch.
     return torch.softmax(torch.log(scores.float().clamp(min=1e-12)) / temperature, dim=-1)
 
 
-def token_kd_loss(logits: torch.Tensor, p_teacher: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor,
-                  alpha: float, temperature: float) -> torch.Tensor:
+def token_kd_loss(
+    logits: torch.Tensor,
+    p_teacher: torch.Tensor,
+    tags: torch.Tensor,
+    mask: torch.Tensor,
+    alpha: float,
+    temperature: float,
+) -> torch.Tensor:
     """The module docstring's L for one batch (a scalar)."""
     kd = L.token_kl_loss(logits, p_teacher, mask, temperature).sum()
     ce = L.cross_entropy_loss(logits, tags, mask).sum()  # rows without gold tags (-1) add nothing
@@ -81,8 +88,10 @@ def plan(ctx: Context) -> Plan:
     reader, teacher = open_cache(ctx.reader, cfg.teacher, cfg.embedding)
     kind = reader.manifest.teachers[teacher].kind
     if kind not in ("crf", "softmax"):
-        raise CacheError(f"token-kd learns a crf teacher's marginals or a softmax teacher's logits; teacher "
-                         f"{teacher!r} is a {kind} teacher")
+        raise CacheError(
+            f"token-kd learns a crf teacher's marginals or a softmax teacher's logits; teacher "
+            f"{teacher!r} is a {kind} teacher"
+        )
     scores = "marginals" if kind == "crf" else "logits"
     if scores not in reader.manifest.layers[teacher].field_names():
         raise CacheError(f"teacher {teacher!r} has no {scores} in the cache: build it with --marginals")
@@ -90,35 +99,57 @@ def plan(ctx: Context) -> Plan:
     train_names, dev_names = default_splits(reader, cfg)
     if not dev_names:
         raise CacheError("early stopping on dev F1: the cache needs a dev split (or name one with --dev)")
-    model, tokenizer = new_tagger(reader, teacher, cfg, ctx.device, extra={"cache": reader.store.url,
-                                                                          "recipe": "token-kd"})
+    model, tokenizer = new_tagger(
+        reader, teacher, cfg, ctx.device, extra={"cache": reader.store.url, "recipe": "token-kd"}
+    )
     if cfg.embedding == "teacher" and not cfg.train_embeddings:
         model.embed.weight.requires_grad_(False)
 
     def collate(rows: list[dict]) -> Batch:
         words, tags, _ = gold_tags(rows, schema)
-        return Batch(words_to_subwords(tokenizer, words), tags,
-                     pad_stack([r[teacher][scores] for r in rows], tags.shape[1]))
+        return Batch(
+            words_to_subwords(tokenizer, words), tags, pad_stack([r[teacher][scores] for r in rows], tags.shape[1])
+        )
 
     def loss(batch: Batch) -> dict[str, torch.Tensor]:
         x = batch.inputs.to(ctx.device)
-        p_t = teacher_probs(batch.teacher.to(ctx.device), "logits" if scores == "logits" else "marginals",
-                            cfg.temperature)
-        return {"token-kd": token_kd_loss(model(x).logits, p_t, batch.tags.to(ctx.device), x.word_mask, cfg.alpha,
-                                          cfg.temperature)}
+        p_t = teacher_probs(
+            batch.teacher.to(ctx.device), "logits" if scores == "logits" else "marginals", cfg.temperature
+        )
+        return {
+            "token-kd": token_kd_loss(
+                model(x).logits, p_t, batch.tags.to(ctx.device), x.word_mask, cfg.alpha, cfg.temperature
+            )
+        }
 
     dev_words, dev_tags = read_split(reader, dev_names)
     stream = ctx.stream({EXAMPLES_LAYER: ["words", "tags"], teacher: [scores]}, train_names, collate)
-    stage = Stage("train", stream, loss, lambda: [p for p in model.parameters() if p.requires_grad],
-                  lambda ps: torch.optim.AdamW(ps, lr=cfg.lr),
-                  lambda: {"dev_f1": dev_f1(model, tokenizer, dev_words, dev_tags, schema.scheme)},
-                  epochs=cfg.epochs, patience=cfg.patience)
-    return Plan(model, tokenizer, [stage], train=train_names, dev=dev_names,
-                describe=f"training bilstm-tagger ({sum(p.numel() for p in model.parameters()):,} parameters) on "
-                         f"{', '.join(train_names)}; token KD from the teacher's {scores} at T {cfg.temperature}, "
-                         f"alpha {cfg.alpha}")
+    stage = Stage(
+        "train",
+        stream,
+        loss,
+        lambda: [p for p in model.parameters() if p.requires_grad],
+        lambda ps: torch.optim.AdamW(ps, lr=cfg.lr),
+        lambda: {"dev_f1": dev_f1(model, tokenizer, dev_words, dev_tags, schema.scheme)},
+        epochs=cfg.epochs,
+        patience=cfg.patience,
+    )
+    return Plan(
+        model,
+        tokenizer,
+        [stage],
+        train=train_names,
+        dev=dev_names,
+        describe=f"training bilstm-tagger ({sum(p.numel() for p in model.parameters()):,} parameters) on "
+        f"{', '.join(train_names)}; token KD from the teacher's {scores} at T {cfg.temperature}, "
+        f"alpha {cfg.alpha}",
+    )
 
 
-RECIPE = Recipe("token-kd", TokenKDConfig, plan,
-                "Token-level KD (Hinton): a BiLSTM softmax tagger on the teacher's per-word distributions "
-                "(logits or CRF marginals) at temperature T, plus CE on gold.")
+RECIPE = Recipe(
+    "token-kd",
+    TokenKDConfig,
+    plan,
+    "Token-level KD (Hinton): a BiLSTM softmax tagger on the teacher's per-word distributions "
+    "(logits or CRF marginals) at temperature T, plus CE on gold.",
+)

@@ -72,18 +72,24 @@ class XtremeDistilConfig(RunConfig):
     default is the cache's only stored hidden layer."""
 
     teacher: str | None = option(None, "Teacher layer to learn from (default: the cache's only one).")
-    schedule: str = option("d4.2", "d0, d1, d2 (joint), d3.1, d3.2, d4.1, d4.2 (stage-wise; .2 = gradual "
-                                   "unfreezing; d3 = d3.2, d4 = d4.2), or joint with --losses.",
-                           choices=("joint", *SCHEDULES, *ALIASES))
-    losses: tuple[str, ...] = option(("ce", "ll"), "Schedule joint only: its losses, comma-separated.",
-                                     choices=XD_LOSSES)
+    schedule: str = option(
+        "d4.2",
+        "d0, d1, d2 (joint), d3.1, d3.2, d4.1, d4.2 (stage-wise; .2 = gradual "
+        "unfreezing; d3 = d3.2, d4 = d4.2), or joint with --losses.",
+        choices=("joint", *SCHEDULES, *ALIASES),
+    )
+    losses: tuple[str, ...] = option(
+        ("ce", "ll"), "Schedule joint only: its losses, comma-separated.", choices=XD_LOSSES
+    )
     alpha: float = option(1.0, "CE weight (eq. 7).")
     beta: float = option(1.0, "RL weight (eq. 7).")
     gamma: float = option(1.0, "LL weight (eq. 7).")
-    teacher_layer: int | None = option(None, "Teacher hidden layer of the representation loss (default: the only "
-                                             "one stored).")
-    embedding: str = option("svd", "Input embeddings: the teacher's, their SVD reduction, or random (Table 7).",
-                            choices=EMBEDDINGS)
+    teacher_layer: int | None = option(
+        None, "Teacher hidden layer of the representation loss (default: the only one stored)."
+    )
+    embedding: str = option(
+        "svd", "Input embeddings: the teacher's, their SVD reduction, or random (Table 7).", choices=EMBEDDINGS
+    )
     embedding_dim: int = option(300, "E for svd and random (svd: at most the teacher's width).")
     hidden_size: int = option(600, "LSTM units per direction.")
     dropout: float = option(0.2, "On the embeddings and the LSTM output.")
@@ -150,8 +156,9 @@ class XDBatch:
 
 
 class XDCollate:
-    def __init__(self, tokenizer, schema: LabelSchema, teacher: str, logits_field: str | None,
-                 hidden_field: str | None):
+    def __init__(
+        self, tokenizer, schema: LabelSchema, teacher: str, logits_field: str | None, hidden_field: str | None
+    ):
         self.tokenizer, self.schema, self.teacher = tokenizer, schema, teacher
         self.logits_field, self.hidden_field = logits_field, hidden_field
 
@@ -190,8 +197,9 @@ def weighted(parts: dict[str, torch.Tensor], cfg: XtremeDistilConfig) -> torch.T
 
 
 @torch.no_grad()
-def validation_loss(model: BiLSTMTagger, dev_stream: CacheStream, losses: tuple[str, ...],
-                    cfg: XtremeDistilConfig, device) -> float:
+def validation_loss(
+    model: BiLSTMTagger, dev_stream: CacheStream, losses: tuple[str, ...], cfg: XtremeDistilConfig, device
+) -> float:
     """The step's loss on the dev rows, averaged over batches weighted by their sentences."""
     model.eval()
     total, n = 0.0, 0
@@ -215,58 +223,92 @@ def plan(ctx: Context) -> Plan:
     stored = sorted(info.hidden_layers)
     if "rl" in used:
         if cfg.teacher_layer is None and len(stored) != 1:
-            raise CacheError(f"choose the teacher layer for the representation loss with --teacher-layer; "
-                             f"teacher {teacher!r} has hidden layers stored: {stored or 'none'}"
-                             + ("" if stored else " (build with --hidden-layers)"))
+            raise CacheError(
+                f"choose the teacher layer for the representation loss with --teacher-layer; "
+                f"teacher {teacher!r} has hidden layers stored: {stored or 'none'}"
+                + ("" if stored else " (build with --hidden-layers)")
+            )
         wanted = stored[0] if cfg.teacher_layer is None else cfg.teacher_layer
         if wanted not in stored:
-            raise CacheError(f"teacher {teacher!r} has no hidden layer {wanted} in the cache; stored layers: "
-                             f"{', '.join(map(str, stored)) or 'none'} (add one with distill-cache build --hidden-layers)")
+            raise CacheError(
+                f"teacher {teacher!r} has no hidden layer {wanted} in the cache; stored layers: "
+                f"{', '.join(map(str, stored)) or 'none'} (add one with distill-cache build --hidden-layers)"
+            )
         hidden_field = f"hidden_{wanted}"
         hidden_size = reader.manifest.layers[teacher].field(hidden_field).shape[0]
-    train_names, dev_names = splits_with_dev(reader, cfg, "XtremeDistil restores each step's best weights by "
-                                                          "validation loss")
-    model, tokenizer = new_tagger(reader, teacher, cfg, ctx.device, projection_dim=hidden_size or "teacher",
-                                  pooling=info.pooling, extra={"cache": reader.store.url, "recipe": "xtremedistil",
-                                                               "schedule": cfg.schedule})
+    train_names, dev_names = splits_with_dev(
+        reader, cfg, "XtremeDistil restores each step's best weights by validation loss"
+    )
+    model, tokenizer = new_tagger(
+        reader,
+        teacher,
+        cfg,
+        ctx.device,
+        projection_dim=hidden_size or "teacher",
+        pooling=info.pooling,
+        extra={"cache": reader.store.url, "recipe": "xtremedistil", "schedule": cfg.schedule},
+    )
     selected = parse_selection(train_names, reader)
     labelled_sel = {(c.name, c.split) for c in reader.manifest.corpora if c.labelled and (c.name, c.split) in selected}
     fields = {EXAMPLES_LAYER: ["words", "tags"], teacher: [f for f in (logits_field, hidden_field) if f]}
     collate = XDCollate(tokenizer, schema, teacher, logits_field, hidden_field)
-    dev_stream = ctx.stream(fields, parse_selection(dev_names, reader), collate, shuffle=False, sample=False,
-                            whole=True)
+    dev_stream = ctx.stream(
+        fields, parse_selection(dev_names, reader), collate, shuffle=False, sample=False, whole=True
+    )
     dev_words, dev_tags = read_split(reader, dev_names)
     counts = {(c.name, c.split): c.examples for c in reader.manifest.corpora}
     steps = []
     for s, losses in enumerate(stages, 1):
         rows = labelled_sel if losses == ("ce",) else selected
         if not rows:
-            raise CacheError(f"stage {s} trains on labels, and the training set {', '.join(train_names)} has no "
-                             "labelled corpus: add one with --train")
+            raise CacheError(
+                f"stage {s} trains on labels, and the training set {', '.join(train_names)} has no "
+                "labelled corpus: add one with --train"
+            )
         sampled = cfg.unlabelled_sentences is not None and rows is selected
         per_epoch = sum(math.ceil(counts[k] / cfg.batch_size) for k in rows if not sampled or k in labelled_sel)
         if sampled:  # --unlabelled-sentences applies to the distillation stages' rows only
             per_epoch += math.ceil(cfg.unlabelled_sentences / cfg.batch_size)
         total = cfg.epochs_per_step * math.ceil(per_epoch / ctx.world)
         for groups in unfreezing_steps(losses, gradual):
-            steps.append(Stage(
-                f"stage {s} [{'+'.join(losses)}] unfrozen {groups[-1]}",
-                ctx.stream(fields, rows, collate, sample=sampled),
-                lambda batch, losses=losses: loss_parts(model, batch, losses, ctx.device),
-                lambda groups=groups: set_trainable(model, groups),
-                lambda ps: torch.optim.Adam(ps, lr=cfg.lr),
-                lambda losses=losses: {"val_loss": validation_loss(model, dev_stream, losses, cfg, ctx.device),
-                                       "dev_f1": dev_f1(model, tokenizer, dev_words, dev_tags, schema.scheme)},
-                metric="val_loss", mode="min", epochs=cfg.epochs_per_step, patience=cfg.patience, keep="restore",
-                combine=lambda parts: weighted(parts, cfg),
-                lr_at=lambda u, total=total: cosine_lr(u, total, cfg.lr, cfg.lr_min),
-                info={"stage": s, "losses": list(losses), "groups": list(groups)}))
+            steps.append(
+                Stage(
+                    f"stage {s} [{'+'.join(losses)}] unfrozen {groups[-1]}",
+                    ctx.stream(fields, rows, collate, sample=sampled),
+                    lambda batch, losses=losses: loss_parts(model, batch, losses, ctx.device),
+                    lambda groups=groups: set_trainable(model, groups),
+                    lambda ps: torch.optim.Adam(ps, lr=cfg.lr),
+                    lambda losses=losses: {
+                        "val_loss": validation_loss(model, dev_stream, losses, cfg, ctx.device),
+                        "dev_f1": dev_f1(model, tokenizer, dev_words, dev_tags, schema.scheme),
+                    },
+                    metric="val_loss",
+                    mode="min",
+                    epochs=cfg.epochs_per_step,
+                    patience=cfg.patience,
+                    keep="restore",
+                    combine=lambda parts: weighted(parts, cfg),
+                    lr_at=lambda u, total=total: cosine_lr(u, total, cfg.lr, cfg.lr_min),
+                    info={"stage": s, "losses": list(losses), "groups": list(groups)},
+                )
+            )
     n_params = sum(p.numel() for p in model.parameters())
-    return Plan(model, tokenizer, steps, train=train_names, dev=dev_names, summary={"parameters": n_params},
-                describe=f"training bilstm-tagger ({n_params:,} parameters) with schedule {cfg.schedule} on "
-                         f"{', '.join(train_names)}" + (f"; teacher layer {hidden_field}" if hidden_field else ""))
+    return Plan(
+        model,
+        tokenizer,
+        steps,
+        train=train_names,
+        dev=dev_names,
+        summary={"parameters": n_params},
+        describe=f"training bilstm-tagger ({n_params:,} parameters) with schedule {cfg.schedule} on "
+        f"{', '.join(train_names)}" + (f"; teacher layer {hidden_field}" if hidden_field else ""),
+    )
 
 
-RECIPE = Recipe("xtremedistil", XtremeDistilConfig, plan,
-                "XtremeDistil (paper 001): a BiLSTM tagger over subwords, with logit and representation "
-                "distillation, joint or stage-wise with gradual unfreezing.")
+RECIPE = Recipe(
+    "xtremedistil",
+    XtremeDistilConfig,
+    plan,
+    "XtremeDistil (paper 001): a BiLSTM tagger over subwords, with logit and representation "
+    "distillation, joint or stage-wise with gradual unfreezing.",
+)
