@@ -83,6 +83,7 @@ def main() -> None:
     from seqdistill.cache_schema.info import cache_summary
     from seqdistill.pipeline import derive_label_schema, read_corpus
     from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
+    from seqdistill.pipeline.card import write_card
     from seqdistill.pipeline.evaluate import evaluate_taggers, format_results
     from seqdistill.pipeline.export import export_model
     from seqdistill.students.recipes import train as train_student
@@ -162,8 +163,11 @@ def main() -> None:
 
     models = ("teacher", "vanilla", "mgkd", "mgkd-onnx-int8")
     t = step(f"6. CoNLL-2003 test ({n_test} sentences): teacher vs students, CPU, 1 thread per model")
-    print(f"   distill-eval {' '.join(f'--model {WORK / m}' for m in models)} --data {WORK / 'test.txt'}")
+    command = f"distill-eval {' '.join(f'--model {WORK / m}' for m in models)} --data {WORK / 'test.txt'} --card"
+    print(f"   {command}")
     rows = evaluate_taggers([str(WORK / m) for m in models], str(WORK / "test.txt"))
+    for row in rows:  # a model card in every directory, from these figures
+        write_card(row["model"], row, str(WORK / "test.txt"), command)
     size = cache_summary(CacheReader(str(WORK / "cache")).manifest)["bytes"]
     print(format_results(rows))
     teacher = rows[0]

@@ -258,9 +258,30 @@ class WordBatch:
     bag_ids: Tensor
     bag_offsets: Tensor
     mask: Tensor
+    char_ids: Tensor | None = None  # [B, L, C]: each word's bytes (``word_bytes``), for a char feature
 
     def to(self, device) -> "WordBatch":
-        return WordBatch(self.bag_ids.to(device), self.bag_offsets.to(device), self.mask.to(device))
+        chars = None if self.char_ids is None else self.char_ids.to(device)
+        return WordBatch(self.bag_ids.to(device), self.bag_offsets.to(device), self.mask.to(device), chars)
+
+
+MAX_WORD_BYTES = 20
+
+
+def word_bytes(batch_words: list[list[str]], max_bytes: int = MAX_WORD_BYTES) -> Tensor:
+    """``[B, L, C]``: each word's UTF-8 bytes plus one (0 pads short words and padding words), C
+    the longest word's bytes up to ``max_bytes``. Decisions: bytes rather than characters, so the
+    char feature needs no vocabulary of its own (a non-ASCII letter is two or three bytes); a word
+    longer than ``max_bytes`` keeps its first ``max_bytes`` (prefixes carry most of the shape)."""
+    L = max(len(w) for w in batch_words)
+    encoded = [[list(w.encode("utf-8")[:max_bytes]) for w in sent] for sent in batch_words]
+    C = max(1, max((len(b) for sent in encoded for b in sent), default=1))
+    out = torch.zeros(len(batch_words), L, C, dtype=torch.long)
+    for i, sent in enumerate(encoded):
+        for j, b in enumerate(sent):
+            if b:
+                out[i, j, : len(b)] = torch.tensor(b) + 1
+    return out
 
 
 def word_pieces(tokenizer, batch_words: list[list[str]]) -> list[list[list[int]]]:
@@ -286,8 +307,9 @@ def word_pieces(tokenizer, batch_words: list[list[str]]) -> list[list[list[int]]
     return out
 
 
-def words_to_bags(tokenizer, batch_words: list[list[str]]) -> WordBatch:
-    """Tokenize words with the teacher's tokenizer into an ``EmbeddingBag`` input."""
+def words_to_bags(tokenizer, batch_words: list[list[str]], chars: bool = False) -> WordBatch:
+    """Tokenize words with the teacher's tokenizer into an ``EmbeddingBag`` input (with each word's
+    bytes when ``chars``)."""
     L = max(len(w) for w in batch_words)
     ids, offsets = [], []
     for pieces in word_pieces(tokenizer, batch_words):
@@ -296,7 +318,12 @@ def words_to_bags(tokenizer, batch_words: list[list[str]]) -> WordBatch:
             if w < len(pieces):
                 ids.extend(pieces[w])
     mask = torch.arange(L)[None] < torch.tensor([len(w) for w in batch_words])[:, None]
-    return WordBatch(torch.tensor(ids, dtype=torch.long), torch.tensor(offsets, dtype=torch.long), mask)
+    return WordBatch(
+        torch.tensor(ids, dtype=torch.long),
+        torch.tensor(offsets, dtype=torch.long),
+        mask,
+        word_bytes(batch_words) if chars else None,
+    )
 
 
 @dataclass

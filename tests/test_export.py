@@ -112,6 +112,7 @@ def torch_tags(model_dir, sents):
 
 STUDENTS = [
     ("bilstm-crf", {}),
+    ("bilstm-crf", {"char_dim": 6, "char_filters": 5}),  # with the char CNN feature
     ("bilstm-tagger", {"pooling": "first"}),
     ("bilstm-tagger", {"pooling": "mean"}),
     ("transformer", {"head": "crf"}),

@@ -10,12 +10,14 @@ from click.testing import CliRunner
 from conftest import toy_cache
 from torch.utils.data import DataLoader
 
-from seqdistill.cache_schema import CacheReader
+from seqdistill.cache_schema import CacheReader, LabelSchema
 from seqdistill.students.common import predict_tags
 from seqdistill.students.data import CacheStream, StreamConfig, parse_selection
 from seqdistill.students.models import load_student
 from seqdistill.students.recipes import train as train_student
 from seqdistill.students.recipes.mgkd import MGKDConfig as TrainConfig
+
+SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
 
 
 @pytest.fixture(scope="module")
@@ -268,3 +270,56 @@ def test_mgkd_resumes_bit_identical_and_trains_under_torchrun(cache, tmp_path):
         tmp_path,
         kill_at=17,
     )
+
+
+def test_char_feature_sees_case_and_ignores_padding():
+    """Issue 22: the char CNN (Ma & Hovy) over each word's bytes: max-pooled over the real bytes
+    only, so a word's feature does not depend on the longest word of its batch; case changes it."""
+    from seqdistill.encoding import word_bytes
+    from seqdistill.students.models import BiLSTMCRF, StudentConfig
+
+    ids = word_bytes([["Paris", "é"], ["a"]])
+    assert ids.shape == (2, 2, 5)
+    assert ids[0, 0].tolist() == [b + 1 for b in b"Paris"] and ids[0, 1].tolist() == [0xC3 + 1, 0xA9 + 1, 0, 0, 0]
+    assert ids[1, 1].tolist() == [0] * 5  # a padding word
+    torch.manual_seed(0)
+    cfg = StudentConfig(SCHEMA.to_json(), 10, 4, "random", hidden_size=4, char_dim=3, char_filters=5)
+    model = BiLSTMCRF(cfg).eval()
+    alone = model.char_feature(word_bytes([["Paris"]]))[0, 0]
+    batched = model.char_feature(word_bytes([["Paris", "Internationalisation"]]))[0, 0]
+    torch.testing.assert_close(alone, batched)
+    assert not torch.allclose(alone, model.char_feature(word_bytes([["paris"]]))[0, 0])
+    # by hand: embed, convolve (width 3, zero padding at the word's edges), max over the 5 bytes
+    e = model.char_embed(ids[0, 0]).T.unsqueeze(0)  # [1, 3, 5]
+    h = torch.nn.functional.conv1d(e, model.char_conv.weight, model.char_conv.bias, padding=1)[0]
+    torch.testing.assert_close(alone, h.max(-1).values)
+    assert torch.equal(model.char_feature(ids)[1, 1], torch.zeros(5))
+
+
+def test_mgkd_student_with_chars_learns_and_exports(cache, tmp_path):
+    from seqdistill.inference import Tagger
+    from seqdistill.pipeline.export import export_model
+
+    summary = train_student(
+        cache,
+        tmp_path / "c",
+        TrainConfig(
+            chars=True,
+            losses=("hard",),
+            epochs=12,
+            lr=0.02,
+            embedding="random",
+            embedding_dim=8,
+            hidden_size=8,
+            batch_size=8,
+            dropout=0.1,
+            device="cpu",
+        ),
+        log=lambda *a: None,
+    )
+    assert summary["best_dev_f1"] > 0.9
+    model, tok = load_student(tmp_path / "c")
+    assert model.config.char_filters == 30 and model.inputs(tok, [["Anna"]]).char_ids is not None
+    out = export_model(tmp_path / "c", tmp_path / "onnx")
+    sents = [["anna", "visits", "the", "rome"], ["Peter", "visits", "PARIS"]]
+    assert Tagger.load(out).predict(sents) == Tagger.load(tmp_path / "c").predict(sents)

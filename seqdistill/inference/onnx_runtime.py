@@ -129,9 +129,10 @@ def pool_tokens(token_scores: np.ndarray, slot: np.ndarray, weight: np.ndarray, 
     return out.reshape(batch, words, -1)
 
 
-def bag_inputs(tokenizer, words: list[list[str]]) -> dict:
-    """``bags`` inputs: each word's subword ids (``encoding.word_pieces``) padded to ``[B, L, P]``."""
-    from ..encoding import word_pieces
+def bag_inputs(tokenizer, words: list[list[str]], chars: bool = False) -> dict:
+    """``bags`` inputs: each word's subword ids (``encoding.word_pieces``) padded to ``[B, L, P]``;
+    with ``chars``, each word's bytes ``char_ids [B, L, C]`` (``encoding.word_bytes``)."""
+    from ..encoding import word_bytes, word_pieces
 
     pieces = word_pieces(tokenizer, words)
     L = max(len(w) for w in words)
@@ -144,7 +145,10 @@ def bag_inputs(tokenizer, words: list[list[str]]) -> dict:
         [[[1.0] * len(p) + [0.0] * (P - len(p)) for p in sent] + [[0.0] * P] * (L - len(sent)) for sent in pieces],
         dtype=np.float32,
     )
-    return {"piece_ids": ids, "piece_mask": mask, "lengths": np.array([len(w) for w in words], dtype=np.int64)}
+    feed = {"piece_ids": ids, "piece_mask": mask, "lengths": np.array([len(w) for w in words], dtype=np.int64)}
+    if chars:
+        feed["char_ids"] = word_bytes(words).numpy()
+    return feed
 
 
 def subword_inputs(tokenizer, words: list[list[str]], pooling: str = "first") -> dict:
@@ -238,7 +242,7 @@ class OnnxModel(Backend):
     # -- scores ----------------------------------------------------------------------------------
     def scores(self, words: list[list[str]]) -> np.ndarray:
         if self.inputs == "bags":
-            out = self.session.run(None, bag_inputs(self.tokenizer, words))[0]
+            out = self.session.run(None, bag_inputs(self.tokenizer, words, bool(self.meta.get("chars"))))[0]
         elif self.inputs == "subwords":
             out = self.session.run(None, subword_inputs(self.tokenizer, words, self.meta.get("pooling", "first")))[0]
         else:

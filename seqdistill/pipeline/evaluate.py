@@ -121,7 +121,12 @@ def format_results(rows: list[dict]) -> str:
 )
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
-def eval_main(models, data, fmt, no_latency, threads, device, as_json) -> None:
+@click.option(
+    "--card",
+    is_flag=True,
+    help="Write or refresh each model directory's README.md model card from these figures (pipeline/card.py).",
+)
+def eval_main(models, data, fmt, no_latency, threads, device, as_json, card) -> None:
     """Score teachers, students and exported models on one labelled corpus: seqeval CoNLL micro
     P/R/F1, per-type F1, macro F1, exact-sentence match, parameters, and ms/sentence at batch 1
     and 32 (tokenization and decoding included; with the ratios against the first model)."""
@@ -136,6 +141,22 @@ def eval_main(models, data, fmt, no_latency, threads, device, as_json) -> None:
     else:
         click.echo(format_results(rows))
         click.echo(f"\nthreads per model: {threads or 'all cores'} (--threads)")
+    if card:
+        from .card import CardError, write_card
+
+        command = (
+            "distill-eval "
+            + " ".join(f"--model {m}" for m in models)
+            + f" --data {data} --threads {threads}"
+            + (" --no-latency" if no_latency else "")
+            + " --card"
+        )
+        for row in rows:
+            try:
+                path = write_card(row["model"], row, data, command)
+            except CardError as e:
+                raise click.ClickException(str(e)) from None
+            click.echo(f"model card: {path}", err=as_json)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

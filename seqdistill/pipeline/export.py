@@ -52,6 +52,7 @@ from ..inference.onnx_runtime import (
 )
 from ..inference.tagger import Tagger
 from ..inference.torch_models import TorchStudent, TorchTeacher, is_student_dir
+from ..students.models import BiLSTMCRF
 from ..students.sru import sru_recurrence
 
 OPSET = 17
@@ -243,6 +244,22 @@ class BagsGraph(nn.Module):
         return self.out(self.lstm(x, lengths))
 
 
+class CharBagsGraph(BagsGraph):
+    """The BiLSTM-CRF with its char CNN feature (``BiLSTMCRF.char_feature``) beside the bag mean."""
+
+    char_feature = BiLSTMCRF.char_feature  # the student's own code, no second copy
+
+    def __init__(self, model):
+        super().__init__(model)
+        self.char_embed, self.char_conv, self.dropout = model.char_embed, model.char_conv, model.dropout
+
+    def forward(self, piece_ids: Tensor, piece_mask: Tensor, lengths: Tensor, char_ids: Tensor) -> Tensor:
+        weights = piece_mask / piece_mask.sum(2, keepdim=True).clamp(min=1.0)
+        e = nn.functional.embedding(piece_ids, self.embed.weight)
+        x = torch.cat([(weights.unsqueeze(2) @ e).squeeze(2), self.char_feature(char_ids)], -1)
+        return self.out(self.lstm(x, lengths))
+
+
 class SubwordLSTMGraph(nn.Module):
     """The BiLSTM tagger (papers 001, 004): subword embeddings, BiLSTM, pooled to words, the
     GeLU projection (eq. 5) and the softmax head's logits (eq. 1)."""
@@ -322,6 +339,8 @@ def _student_graph(backend: TorchStudent) -> tuple[nn.Module, str, dict, dict]:
     model, tok = backend.module, backend.tokenizer
     arch = model.config.arch
     if arch == "bilstm-crf":
+        if model.config.char_filters:
+            return CharBagsGraph(model), "bags", bag_inputs(tok, EXAMPLE, chars=True), {"chars": True}
         return BagsGraph(model), "bags", bag_inputs(tok, EXAMPLE), {}
     if arch in ("bilstm-tagger", "rnn-tagger"):
         pooling = model.config.pooling if arch == "bilstm-tagger" else "first"
@@ -374,7 +393,9 @@ def export_model(model_dir, out_dir, *, quantize: str = "none", trust_remote_cod
         raise ExportError(f"{out}: exists and is not empty; choose a new directory or remove it")
     backend = TorchStudent(src) if is_student_dir(src) else TorchTeacher(src, trust_remote_code=trust_remote_code)
     graph, inputs, feed, fields = (_student_graph if backend.kind == "student" else _teacher_graph)(backend)
-    axes = AXES[inputs]
+    axes = dict(AXES[inputs])
+    if fields.get("chars"):
+        axes["char_ids"] = ["batch", "words", "bytes"]
     sru = any(isinstance(m, ExportSRU) for m in graph.modules())
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -434,6 +455,8 @@ def export_model(model_dir, out_dir, *, quantize: str = "none", trust_remote_cod
             **fields,
         }
         (tmp / EXPORT_JSON).write_text(json.dumps(meta, indent=1) + "\n")
+        if (src / "training.json").exists():  # provenance for the model card (distill-eval --card)
+            shutil.copyfile(src / "training.json", tmp / "training.json")
         if out.exists():
             out.rmdir()
         tmp.rename(out)

@@ -34,6 +34,9 @@ class StudentConfig:
     pooling: str = "first"  # bilstm-tagger: subword -> word pooling, the teacher's (first | mean)
     head: str = "crf"  # transformer: crf | softmax
     encoder_config: dict = field(default_factory=dict)  # transformer: its K-layer encoder's Hugging Face config
+    char_dim: int = 0  # bilstm-crf: byte embedding width of the char CNN feature (0: no char feature)
+    char_filters: int = 0  # bilstm-crf: the char CNN's filters, the feature's width
+    char_width: int = 3  # bilstm-crf: the char CNN's window (Ma & Hovy, 2016)
 
     @property
     def schema(self) -> LabelSchema:

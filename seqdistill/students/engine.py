@@ -215,6 +215,23 @@ def cache_identity(reader: CacheReader) -> str:
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def provenance(reader: CacheReader, names: list[str]) -> dict:
+    """Where a student comes from, for its model card: the cache (URL and identity), its teachers
+    with their kinds and fingerprints, and the corpora trained and stopped on with their sizes."""
+    select = parse_selection(names, reader) if names else set()
+    m = reader.manifest
+    return {
+        "cache": reader.store.url,
+        "cache_fingerprint": cache_identity(reader),
+        "teachers": {n: {"kind": t.kind, "fingerprints": t.fingerprints} for n, t in sorted(m.teachers.items())},
+        "corpora": [
+            {"corpus": c.name, "split": c.split, "labelled": c.labelled, "sentences": c.examples, "words": c.words}
+            for c in m.corpora
+            if (c.name, c.split) in select
+        ],
+    }
+
+
 def _check_identity(out_dir: Path, saved: dict, now: dict) -> None:
     for key in ("recipe", "cache"):
         if saved.get(key) != now[key]:
@@ -428,6 +445,7 @@ class _Run:
             "dev": plan.dev,
             "processes": self.world,
             "finished": not capped,
+            "provenance": provenance(self.reader, plan.train + plan.dev),
             **plan.summary,
         }
         if self.lead:

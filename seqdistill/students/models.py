@@ -43,8 +43,17 @@ class BiLSTMCRF(nn.Module):
         self.embed = nn.EmbeddingBag(config.vocab_size, config.embedding_dim, mode="mean")
         self.embed.weight.requires_grad_(not (config.embedding == "teacher" and config.freeze_embeddings))
         self.dropout = nn.Dropout(config.dropout)
+        if config.char_filters:  # a char CNN word feature (Ma & Hovy, 2016), concatenated to the word vector
+            self.char_embed = nn.Embedding(257, config.char_dim, padding_idx=0)  # bytes + 1; 0 pads
+            self.char_conv = nn.Conv1d(
+                config.char_dim, config.char_filters, config.char_width, padding=config.char_width // 2
+            )
         self.lstm = nn.LSTM(
-            config.embedding_dim, config.hidden_size, num_layers=config.num_layers, bidirectional=True, batch_first=True
+            config.embedding_dim + config.char_filters,
+            config.hidden_size,
+            num_layers=config.num_layers,
+            bidirectional=True,
+            batch_first=True,
         )
         self.out = nn.Linear(2 * config.hidden_size, schema.num_tags)
         self.crf = CRF.from_schema(schema)
@@ -57,15 +66,26 @@ class BiLSTMCRF(nn.Module):
         """Emission scores ``[B, L, T]``."""
         B, L = words.mask.shape
         x = self.embed(words.bag_ids, words.bag_offsets).view(B, L, -1)
+        if self.config.char_filters:
+            x = torch.cat([x, self.char_feature(words.char_ids)], -1)
         lengths = words.mask.sum(1).cpu()
         packed = nn.utils.rnn.pack_padded_sequence(self.dropout(x), lengths, batch_first=True, enforce_sorted=False)
         h, _ = self.lstm(packed)
         h, _ = nn.utils.rnn.pad_packed_sequence(h, batch_first=True, total_length=L)
         return self.out(self.dropout(h))
 
-    @staticmethod
-    def inputs(tokenizer, batch_words: list[list[str]]) -> WordBatch:
-        return words_to_bags(tokenizer, batch_words)
+    def char_feature(self, char_ids: Tensor) -> Tensor:
+        """``[B, L, F]``: each word's bytes ``[B, L, C]`` embedded, convolved and max-pooled over
+        its real bytes (Ma & Hovy, 2016, §2.1); 0 for padding words."""
+        B, L, C = char_ids.shape
+        ids = char_ids.reshape(B * L, C)
+        h = self.char_conv(self.dropout(self.char_embed(ids)).transpose(1, 2))  # [B*L, F, C]
+        pad = (ids == 0).unsqueeze(1)
+        h = h.masked_fill(pad, -1e4).amax(-1)
+        return torch.where(pad.all(-1), torch.zeros_like(h), h).reshape(B, L, -1)
+
+    def inputs(self, tokenizer, batch_words: list[list[str]]) -> WordBatch:
+        return words_to_bags(tokenizer, batch_words, chars=bool(self.config.char_filters))
 
     @torch.no_grad()
     def decode(self, words: WordBatch) -> Tensor:

@@ -45,6 +45,11 @@ class MGKDConfig(RunConfig):
     train_embeddings: bool = option(
         False, "TE: fine-tune the teacher's embeddings instead of keeping them frozen (paper 000 §5.2 freezes them)."
     )
+    chars: bool = option(
+        False,
+        "A char CNN word feature beside the teacher's embeddings (Ma & Hovy 2016: 30-dim byte embeddings, 30 "
+        "filters of width 3, max-pooled): the case and shape of words, which uncased teachers cannot give.",
+    )
     hidden_size: int = option(300, "LSTM units per direction (paper 000, Table 6).")
     dropout: float = option(0.5, "On the embeddings and the LSTM output (paper 000, Table 6).")
     lr: float = option(1e-3, "AdamW learning rate (paper 000, Table 6: student grid 1e-3, 5e-4).")
@@ -65,7 +70,7 @@ class Collate:
         lengths = [len(w) for w in words]
         Lmax = max(lengths)
         gold = [r[EXAMPLES_LAYER].get("tags") for r in rows]
-        batch = Batch(words_to_bags(self.tokenizer, words), words, gold)
+        batch = Batch(words_to_bags(self.tokenizer, words, chars=self.cfg.chars), words, gold)
         t = [r[self.teacher] for r in rows] if self.teacher else None
         tags = torch.full((len(rows), Lmax), -1, dtype=torch.long)
         for b in range(len(rows)):
@@ -175,6 +180,8 @@ def plan(ctx: Context) -> Plan:
         1,
         cfg.dropout,
         extra={"teacher": teacher, "cache": reader.store.url, "recipe": "mgkd"},
+        char_dim=30 if cfg.chars else 0,
+        char_filters=30 if cfg.chars else 0,
     )
     model = BiLSTMCRF(scfg)
     init_embeddings(model, weight)
