@@ -2,14 +2,17 @@
 
 Decision: IOB1/IOB2 sequences are scored with seqeval's default mode, which is conlleval's
 behaviour (an ill-formed ``I-X`` opens an entity); BIOES and BILOU with seqeval's strict mode and
-the matching scheme; sBIO is turned into IOB2 first (a bare type opens an entity, ``I`` continues
-the open one, and an ``I`` with none open is read as ``O``).
+the matching scheme; BMES and BMEWO are respelled as BIOES (``M`` -> ``I``, ``W`` -> ``S``, tag by
+tag) and scored as BIOES; sBIO is turned into IOB2 first (a bare type opens an entity, ``I``
+continues the open one, and an ``I`` with none open is read as ``O``).
 """
 
 from __future__ import annotations
 
 from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
 from seqeval.scheme import BILOU, IOBES
+
+from .cache_schema.labels import format_tag, parse_tag
 
 
 def _sbio_to_iob2(tags: list[str]) -> list[str]:
@@ -26,6 +29,10 @@ def _sbio_to_iob2(tags: list[str]) -> list[str]:
     return out
 
 
+def _as_bioes(tags: list[str], scheme: str) -> list[str]:
+    return [format_tag(parse_tag(t, scheme), "BIOES") for t in tags]
+
+
 def span_scores(gold: list[list[str]], pred: list[list[str]], scheme: str) -> dict:
     """Micro precision, recall, F1 over entity spans, per-type scores and macro F1."""
     if len(gold) != len(pred) or any(len(g) != len(p) for g, p in zip(gold, pred)):
@@ -33,7 +40,10 @@ def span_scores(gold: list[list[str]], pred: list[list[str]], scheme: str) -> di
     kwargs: dict = {}
     if scheme == "sBIO":
         gold, pred = [_sbio_to_iob2(g) for g in gold], [_sbio_to_iob2(p) for p in pred]
-    elif scheme in ("BIOES", "BILOU"):
+    elif scheme in ("BMES", "BMEWO"):  # BIOES under other letters: the same spans, tag by tag
+        gold, pred = [_as_bioes(g, scheme) for g in gold], [_as_bioes(p, scheme) for p in pred]
+        scheme = "BIOES"
+    if scheme in ("BIOES", "BILOU"):
         kwargs = {"mode": "strict", "scheme": IOBES if scheme == "BIOES" else BILOU}
     report = classification_report(gold, pred, output_dict=True, zero_division=0, **kwargs)
     per_type = {

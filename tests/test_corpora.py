@@ -130,3 +130,48 @@ def test_scheme_names_are_case_insensitive(tmp_path):
     assert schema.scheme == "BIOES" and c.sentences[0].tags == ["B-PER", "E-PER"]
     with pytest.raises(CorpusError, match="unknown tag scheme 'iob9'"):
         derive_label_schema([read_corpus(p, "a")], "iob9")
+
+
+BMES = """南 B-LOC
+京 E-LOC
+市 O
+长 O
+江 B-LOC
+大 M-LOC
+桥 E-LOC
+
+张 S-PER
+三 O
+在 O
+中 B-ORG
+国 M-ORG
+银 M-ORG
+行 E-ORG
+"""
+
+
+def test_check_corpus_reads_bmes_and_bmewo(tmp_path):
+    """A BMES corpus (Chinese NER, a character per line) used to stop at check-corpus with
+    "ill-formed BIOES tag 'M-ORG'"."""
+    p = tmp_path / "resume.bmes"
+    p.write_text(BMES, encoding="utf-8")
+    r = CliRunner().invoke(cache_cli, ["check-corpus", str(p)])
+    assert r.exit_code == 0, r.output
+    assert "2 sentences, 14 words" in r.output and "scheme BMES, entity types: LOC, ORG, PER" in r.output
+    c = read_corpus(p, "c")
+    assert c.scheme == "BMES"
+    schema, (iob2,) = derive_label_schema([c], "IOB2")
+    assert iob2.sentences[1].tags == ["B-PER", "O", "O", "B-ORG", "I-ORG", "I-ORG", "I-ORG"]
+    schema, (back,) = derive_label_schema([iob2], "BMES")  # and written back
+    assert [s.tags for s in back.sentences] == [s.tags for s in c.sentences]
+    assert schema.tags[:5] == ("O", "B-LOC", "M-LOC", "E-LOC", "S-LOC")
+    w = tmp_path / "w.txt"
+    w.write_text(BMES.replace("S-PER", "W-PER"), encoding="utf-8")
+    r = CliRunner().invoke(cache_cli, ["check-corpus", str(w)])
+    assert r.exit_code == 0 and "scheme BMEWO" in r.output, r.output
+    bad = tmp_path / "bad.txt"
+    bad.write_text(BMES.replace("桥 E-LOC", "桥 O"), encoding="utf-8")
+    r = CliRunner().invoke(cache_cli, ["check-corpus", str(bad)])
+    assert r.exit_code == 1 and "bad.txt:7: 'M-LOC' cannot be followed by 'O' in BMES" in r.output
+    r = CliRunner().invoke(cache_cli, ["check-corpus", str(p), "--scheme", "BIOES"])
+    assert r.exit_code == 1 and "resume.bmes:6: ill-formed BIOES tag 'M-LOC'" in r.output

@@ -132,3 +132,71 @@ def test_allowed_masks_shapes():
     assert start.tolist() == [True, True, False]
     assert trans.tolist() == [[True, True, False], [True, True, True], [True, True, True]]
     assert end.dtype == np.bool_ and end.all()
+
+
+# -- BMES and BMEWO (Chinese NER corpora; issue 21) --------------------------------------------------
+
+
+def test_bmes_and_bmewo_schemas_parse_and_detect():
+    assert LabelSchema("bmes", ("ORG",)).tags == ("O", "B-ORG", "M-ORG", "E-ORG", "S-ORG")
+    assert LabelSchema("BMEWO", ("ORG",)).tags == ("O", "B-ORG", "M-ORG", "E-ORG", "W-ORG")
+    assert detect_scheme([["B-ORG", "M-ORG", "E-ORG", "S-PER", "O"]]) == "BMES"
+    assert detect_scheme([["B-ORG", "M-ORG", "E-ORG"], ["O"]]) == "BMES"
+    assert detect_scheme([["B-ORG", "M-ORG", "E-ORG", "W-PER", "O"]]) == "BMEWO"
+    assert detect_scheme([["W-PER", "O"]]) == "BMEWO"
+    # no M- and no W-: the same strings mean the same spans in BIOES
+    assert detect_scheme([["B-ORG", "E-ORG", "S-PER"]]) == "BIOES"
+    assert tags_to_spans(["B-ORG", "M-ORG", "E-ORG", "W-PER", "O"], "BMEWO") == [(0, 3, "ORG"), (3, 4, "PER")]
+
+
+@pytest.mark.parametrize(
+    "tags, scheme, bad, reason",
+    [
+        (["B-ORG", "M-ORG", "E-ORG", "S-PER", "O"], "BMES", None, None),
+        (["B-ORG", "E-ORG", "W-PER", "O"], "BMEWO", None, None),
+        (["M-ORG", "E-ORG"], "BMES", 0, "a sentence cannot start with 'M-ORG' in BMES"),
+        (["B-ORG", "M-ORG"], "BMES", 1, "a sentence cannot end with 'M-ORG' in BMES"),
+        (["B-ORG", "O"], "BMES", 1, "'B-ORG' cannot be followed by 'O' in BMES"),
+        (["B-ORG", "E-PER"], "BMES", 1, "'B-ORG' cannot be followed by 'E-PER' in BMES"),
+        (["S-ORG", "M-ORG", "E-ORG"], "BMES", 1, "'S-ORG' cannot be followed by 'M-ORG' in BMES"),
+        (["B-ORG", "I-ORG", "E-ORG"], "BMES", 1, "ill-formed BMES tag 'I-ORG': expected 'O' or 'B/M/E/S-TYPE'"),
+        (["S-ORG"], "BMEWO", 0, "ill-formed BMEWO tag 'S-ORG': expected 'O' or 'B/M/E/W-TYPE'"),
+        (["W-ORG", "M-ORG"], "BMEWO", 1, "'W-ORG' cannot be followed by 'M-ORG' in BMEWO"),
+        (["B-ORG", "M-ORG", "E-ORG"], "BIOES", 1, "ill-formed BIOES tag 'M-ORG'"),
+    ],
+)
+def test_bmes_and_bmewo_refuse_ill_formed_sequences_by_name(tags, scheme, bad, reason):
+    problem = check_sequence(tags, scheme)
+    if bad is None:
+        assert problem is None
+    else:
+        assert problem[0] == bad and reason in problem[1]
+    if bad is not None:
+        with pytest.raises(TagError, match=f"position {bad}: "):
+            convert_tags(tags, scheme, "IOB2")
+
+
+def test_bmes_and_bmewo_round_trip_through_iob2_and_bioes():
+    bmes = ["B-ORG", "M-ORG", "M-ORG", "E-ORG", "O", "S-PER", "B-LOC", "E-LOC", "S-LOC"]
+    iob2 = ["B-ORG", "I-ORG", "I-ORG", "I-ORG", "O", "B-PER", "B-LOC", "I-LOC", "B-LOC"]
+    bioes = ["B-ORG", "I-ORG", "I-ORG", "E-ORG", "O", "S-PER", "B-LOC", "E-LOC", "S-LOC"]
+    bmewo = ["B-ORG", "M-ORG", "M-ORG", "E-ORG", "O", "W-PER", "B-LOC", "E-LOC", "W-LOC"]
+    assert convert_tags(bmes, "BMES", "IOB2") == iob2
+    assert convert_tags(bmes, "BMES", "BIOES") == bioes
+    assert convert_tags(iob2, "IOB2", "BMES") == bmes
+    assert convert_tags(bioes, "BIOES", "BMEWO") == bmewo
+    assert convert_tags(bmewo, "BMEWO", "BMES") == bmes
+    assert convert_tags(convert_tags(bmewo, "BMEWO", "IOB2"), "IOB2", "BMEWO") == bmewo
+    assert spans_to_tags(tags_to_spans(bmes, "BMES"), len(bmes), "BMES") == bmes
+
+
+def test_bmes_scores_equal_their_bioes_spelling():
+    from seqdistill.metrics import span_scores
+
+    gold = [["B-ORG", "M-ORG", "E-ORG", "O", "S-PER"]]
+    pred = [["B-ORG", "M-ORG", "E-ORG", "O", "O"]]
+    bioes = lambda seqs: [[t.replace("M-", "I-") for t in s] for s in seqs]
+    want = span_scores(bioes(gold), bioes(pred), "BIOES")
+    assert span_scores(gold, pred, "BMES") == want and want["recall"] == 0.5
+    w = lambda seqs: [[t.replace("S-", "W-") for t in s] for s in seqs]
+    assert span_scores(w(gold), w(pred), "BMEWO") == want

@@ -14,9 +14,13 @@ Schemes:
 * ``BILOU`` – BIOES under other names: ``L`` = last, ``U`` = unit.
 * ``sBIO`` – the SenTScore scheme (paper 004): the bare type (``PER``) on the first word, ``I`` on
   the rest, ``O`` outside.
+* ``BMES`` – BIOES under the names Chinese NER corpora use: ``M`` = middle (BIOES's ``I``), ``S``
+  single; ``O`` outside.
+* ``BMEWO`` – BMES with ``W`` (single word) where BMES has ``S``.
 
 Each tag is reduced to a *role* (``O``, ``B``, ``I``, ``E``, ``S``) and a type; the validity rules
-and the span decoding are written once over roles.
+and the span decoding are written once over roles. BIOES, BILOU, BMES and BMEWO are one scheme
+under four spellings (an entity is closed explicitly by ``E`` or ``S``), so they share every rule.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-SCHEMES = ("IOB1", "IOB2", "BIOES", "BILOU", "sBIO")
+SCHEMES = ("IOB1", "IOB2", "BIOES", "BILOU", "sBIO", "BMES", "BMEWO")
 
 # Prefix letter -> normalised role, per scheme (sBIO has no prefixes; handled apart).
 _PREFIX_ROLES = {
@@ -33,7 +37,12 @@ _PREFIX_ROLES = {
     "IOB2": {"B": "B", "I": "I"},
     "BIOES": {"B": "B", "I": "I", "E": "E", "S": "S"},
     "BILOU": {"B": "B", "I": "I", "L": "E", "U": "S"},
+    "BMES": {"B": "B", "M": "I", "E": "E", "S": "S"},
+    "BMEWO": {"B": "B", "M": "I", "E": "E", "W": "S"},
 }
+
+# Schemes whose entities end explicitly (``E`` or ``S`` role): BIOES under its four spellings.
+_CLOSED = ("BIOES", "BILOU", "BMES", "BMEWO")
 
 
 class TagError(ValueError):
@@ -90,13 +99,13 @@ def _start_ok(t: Tag, scheme: str) -> bool:
         return t.role != "B"
     if scheme == "IOB2":
         return t.role in ("O", "B")
-    if scheme in ("BIOES", "BILOU"):
+    if scheme in _CLOSED:
         return t.role in ("O", "B", "S")
     return t.role != "I"  # sBIO
 
 
 def _end_ok(t: Tag, scheme: str) -> bool:
-    if scheme in ("BIOES", "BILOU"):
+    if scheme in _CLOSED:
         return t.role in ("O", "E", "S")
     return True
 
@@ -106,7 +115,7 @@ def _transition_ok(a: Tag, b: Tag, scheme: str) -> bool:
         return b.role != "B" or (a.role in ("B", "I") and a.type == b.type)
     if scheme == "IOB2":
         return b.role != "I" or (a.role in ("B", "I") and a.type == b.type)
-    if scheme in ("BIOES", "BILOU"):
+    if scheme in _CLOSED:
         if a.role in ("B", "I"):
             return b.role in ("I", "E") and a.type == b.type
         return b.role in ("O", "B", "S")
@@ -192,10 +201,15 @@ def convert_tags(tags: list[str], source: str, target: str) -> list[str]:
 def detect_scheme(sequences: list[list[str]]) -> str:
     """Guess the scheme of a labelled corpus from its tags.
 
-    Decision (documented in docs/cache-format.md): ``S-``/``E-`` prefixes mean BIOES, ``U-``/``L-``
-    BILOU, bare non-``O`` tags sBIO; otherwise IOB1 when some entity opens with ``I-`` (at the
-    start, after ``O`` or after another type) and no ``B-`` appears where IOB1 forbids it, else
-    IOB2 (so an IOB2 file with a stray ``O I-X`` is reported as an error, not read as IOB1).
+    Decision (documented in docs/cache-format.md): bare non-``O`` tags mean sBIO, ``W-`` BMEWO,
+    ``M-`` BMES, ``S-``/``E-`` BIOES, ``U-``/``L-`` BILOU (first match in this order); otherwise
+    IOB1 when some entity opens with ``I-`` (at the start, after ``O`` or after another type) and
+    no ``B-`` appears where IOB1 forbids it, else IOB2 (so an IOB2 file with a stray ``O I-X`` is
+    reported as an error, not read as IOB1). A BMES or BMEWO corpus without ``M-`` (no entity
+    longer than two words) and without ``W-`` reads as BIOES: its tags are the same strings and
+    the same spans under either name. Prefixes of two spellings (``M-`` with ``I-``, ``W-`` with
+    ``S-``) are not guessed apart: the corpus is read in the first scheme of the order above and
+    its first tag of the other spelling is reported as ill-formed, by name.
     """
     prefixes: set[str] = set()
     opens_with_i = b_outside_iob1 = False
@@ -210,6 +224,10 @@ def detect_scheme(sequences: list[list[str]]) -> str:
             prev = t
     if "" in prefixes:
         return "sBIO"
+    if "W" in prefixes:
+        return "BMEWO"
+    if "M" in prefixes:
+        return "BMES"
     if prefixes & {"S", "E"}:
         return "BIOES"
     if prefixes & {"U", "L"}:
@@ -224,6 +242,8 @@ _ROLE_ORDER = {
     "IOB2": ("B", "I"),
     "BIOES": ("B", "I", "E", "S"),
     "BILOU": ("B", "I", "E", "S"),
+    "BMES": ("B", "I", "E", "S"),
+    "BMEWO": ("B", "I", "E", "S"),
 }
 
 
@@ -232,9 +252,10 @@ class LabelSchema:
     """The tag set of a cache: ``tags[i]`` is the tag whose id is ``i``.
 
     The order is fixed by the scheme and the sorted entity types: ``O`` first, then for each type
-    its tags in scheme order (``B, I`` / ``B, I, E, S`` / ``B, I, L, U``); sBIO lists ``O``, ``I``,
-    then the bare types. The full tag set of the scheme is included even for tags a corpus never
-    uses, so every model built on the schema can express every valid sequence.
+    its tags in scheme order (``B, I`` / ``B, I, E, S`` / ``B, I, L, U`` / ``B, M, E, S`` /
+    ``B, M, E, W``); sBIO lists ``O``, ``I``, then the bare types. The full tag set of the scheme
+    is included even for tags a corpus never uses, so every model built on the schema can express
+    every valid sequence.
     """
 
     scheme: str

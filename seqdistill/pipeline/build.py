@@ -48,7 +48,7 @@ from ..teachers import (
     teacher_kind,
     to_host,
 )
-from .corpora import Corpus, CorpusError, read_corpus
+from .corpora import HF_PREFIX, Corpus, CorpusError, read_corpus
 
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 
@@ -59,23 +59,27 @@ class BuildError(RuntimeError):
 
 @dataclass
 class CorpusSpec:
-    """``NAME=PATH[@split]`` from the command line."""
+    """``NAME=PATH[@split]`` from the command line.
+
+    For a Hugging Face dataset, ``NAME=hf:DIR@SPLIT`` keeps ``@SPLIT`` in the path as well: it
+    picks the DatasetDict's split and names the cache's (``corpora.read_corpus``)."""
 
     name: str
     path: str
     split: str
     labelled: bool
+    tag_names: tuple[str, ...] | None = None  # names of integer tag ids (--tag-names)
 
     @classmethod
-    def parse(cls, text: str, labelled: bool) -> "CorpusSpec":
+    def parse(cls, text: str, labelled: bool, tag_names: tuple[str, ...] | None = None) -> "CorpusSpec":
         name, sep, rest = text.partition("=")
         if not sep or not name or not rest:
             raise BuildError(f"{text!r}: expected NAME=PATH" + ("[@SPLIT]" if labelled else ""))
         path, split = rest, ("train" if labelled else "unlabelled")
         head, at, tail = rest.rpartition("@")
         if at and head and tail and "/" not in tail:
-            path, split = head, tail
-        return cls(name, path, split, labelled)
+            path, split = (rest if rest.startswith(HF_PREFIX) else head), tail
+        return cls(name, path, split, labelled, tag_names)
 
 
 @dataclass
@@ -121,7 +125,7 @@ def read_corpora(specs: list[CorpusSpec], scheme: str | None) -> list[Corpus]:
         if key in seen:
             raise BuildError(f"corpus {spec.name!r} split {spec.split!r} is given twice")
         seen.add(key)
-        c = read_corpus(spec.path, spec.name, spec.split, labelled=spec.labelled)
+        c = read_corpus(spec.path, spec.name, spec.split, labelled=spec.labelled, tag_names=spec.tag_names)
         if c.nested and spec.labelled:  # every span to entity_spans/entity_types, the outermost ones to tags
             c.layers(c.entity_types())  # one type's entities must not overlap (file and line named)
             c = c.with_flat_tags(scheme or "IOB2")

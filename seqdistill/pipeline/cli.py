@@ -15,7 +15,7 @@ from ..cache_schema.storage import parse_storage_options
 from ..teachers import TeacherError
 from ..teachers.finetune import FinetuneConfig
 from .build import DTYPES, BuildConfig
-from .corpora import FORMATS, CorpusError, derive_label_schema, read_corpus
+from .corpora import FORMATS, CorpusError, derive_label_schema, parse_tag_names, read_corpus
 
 
 def _storage_options(values: tuple[str, ...]) -> dict:
@@ -24,6 +24,22 @@ def _storage_options(values: tuple[str, ...]) -> dict:
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--storage-option") from None
 
+
+def _tag_names(ctx, param, value: str | None) -> tuple[str, ...] | None:
+    try:
+        return parse_tag_names(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+tag_names_option = click.option(
+    "--tag-names",
+    default=None,
+    metavar="A,B,...",
+    callback=_tag_names,
+    help="Names of integer tag ids, id 0 first (Parquet, hf:DIR or JSONL ner_tags whose features carry no "
+    "ClassLabel names); tag strings ignore them.",
+)
 
 storage_option = click.option(
     "--storage-option",
@@ -81,12 +97,20 @@ def verify(cache: str, no_checksums: bool, storage_options: tuple[str, ...]) -> 
 @main.command("check-corpus")
 @click.argument("path")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
-@click.option("--scheme", default=None, help="Tag scheme (IOB1, IOB2, BIOES, BILOU, sBIO); detected if omitted.")
+@click.option(
+    "--scheme", default=None, help="Tag scheme (IOB1, IOB2, BIOES, BILOU, sBIO, BMES, BMEWO); detected if omitted."
+)
 @click.option("--unlabelled", is_flag=True, help="Ignore tags (raw text, or a labelled file used as transfer data).")
 @click.option("--word-column", type=int, default=0, show_default=True, help="CoNLL: column of the word.")
 @click.option("--tag-column", type=int, default=-1, show_default=True, help="CoNLL: column of the tag.")
-def check_corpus(path: str, fmt: str, scheme: str | None, unlabelled: bool, word_column: int, tag_column: int) -> None:
-    """Read a corpus file as build would, and report its size, scheme and entity types."""
+@tag_names_option
+def check_corpus(
+    path: str, fmt: str, scheme: str | None, unlabelled: bool, word_column: int, tag_column: int, tag_names
+) -> None:
+    """Read a corpus as build would, and report its size, scheme and entity types.
+
+    PATH is a CoNLL, JSONL, text or Parquet file, or hf:DIR[@SPLIT] (a datasets save_to_disk
+    directory)."""
     try:
         corpus = read_corpus(
             path,
@@ -96,10 +120,15 @@ def check_corpus(path: str, fmt: str, scheme: str | None, unlabelled: bool, word
             scheme=scheme,
             word_column=word_column,
             tag_column=tag_column,
+            tag_names=tag_names,
         )
     except CorpusError as e:
         raise click.ClickException(str(e)) from None
-    click.echo(f"{path}: {len(corpus.sentences):,} sentences, {corpus.num_words:,} words, sha256 {corpus.sha256[:12]}")
+    click.echo(
+        f"{corpus.path}: {len(corpus.sentences):,} sentences, {corpus.num_words:,} words, sha256 {corpus.sha256[:12]}"
+    )
+    for note in corpus.notes:
+        click.echo(note)
     if corpus.labelled:
         from ..cache_schema import LabelSchema
 
@@ -118,10 +147,17 @@ def check_corpus(path: str, fmt: str, scheme: str | None, unlabelled: bool, word
     help="Teacher directory (from finetune-teacher, or a Hugging Face token-classification checkpoint).",
 )
 @click.option("--teacher-id", default=None, help="Name of the teacher's layer (default: the directory name).")
-@click.option("--labelled", multiple=True, metavar="NAME=PATH[@SPLIT]", help="Labelled corpus (split default: train).")
+@click.option(
+    "--labelled",
+    multiple=True,
+    metavar="NAME=PATH[@SPLIT]",
+    help="Labelled corpus (split default: train). PATH may be hf:DIR, a datasets save_to_disk directory, whose "
+    "DatasetDict split @SPLIT picks.",
+)
 @click.option(
     "--unlabelled", multiple=True, metavar="NAME=PATH[@SPLIT]", help="Unlabelled corpus (split default: unlabelled)."
 )
+@tag_names_option
 @click.option(
     "--kbest",
     "k",
@@ -177,6 +213,7 @@ def build(
     teacher_id,
     labelled,
     unlabelled,
+    tag_names,
     k,
     no_marginals,
     hidden_layers,
@@ -226,7 +263,9 @@ def build(
         wait=wait,
     )
     try:
-        specs = [CorpusSpec.parse(x, True) for x in labelled] + [CorpusSpec.parse(x, False) for x in unlabelled]
+        specs = [CorpusSpec.parse(x, True, tag_names) for x in labelled] + [
+            CorpusSpec.parse(x, False, tag_names) for x in unlabelled
+        ]
         build_cache(
             out,
             teacher_dir,
@@ -254,7 +293,9 @@ def build(
     help="Fine-tune every --encoder together under one shared head (paper 002, §2.1); teacher i is "
     "saved to OUT/<last part of encoder i's path>.",
 )
-@click.option("--train", "train_path", required=True, help="Labelled training corpus (CoNLL, JSONL).")
+@click.option(
+    "--train", "train_path", required=True, help="Labelled training corpus (CoNLL, JSONL, Parquet, hf:DIR[@SPLIT])."
+)
 @click.option("--dev", "dev_path", required=True, help="Labelled dev corpus, for early stopping on F1.")
 @click.option("--test", "test_path", default=None, help="Labelled test corpus: scored with the best epoch at the end.")
 @click.option("--out", "out_dir", required=True, help="Directory for the fine-tuned teacher.")
@@ -268,6 +309,7 @@ def build(
     "bilou-per-type: one BILOU head of 5 outputs per entity type (paper 003).",
 )
 @click.option("--scheme", default=None, help="Tag scheme to train in (default: that of --train).")
+@tag_names_option
 @click.option("--epochs", type=int, default=None, help="Most epochs [crf, softmax: 10; sentscore: 20].")
 @click.option("--batch-size", type=int, default=FinetuneConfig.batch_size, show_default=True)
 @click.option(
@@ -308,6 +350,7 @@ def finetune_teacher(
     out_dir,
     head,
     scheme,
+    tag_names,
     epochs,
     batch_size,
     lr,
@@ -348,11 +391,11 @@ def finetune_teacher(
     target = "sBIO" if head == "sentscore" else scheme
     try:
         corpora = [
-            read_corpus(train_path, "train", "train", scheme=scheme),
-            read_corpus(dev_path, "dev", "dev", scheme=scheme),
+            read_corpus(train_path, "train", "train", scheme=scheme, tag_names=tag_names),
+            read_corpus(dev_path, "dev", "dev", scheme=scheme, tag_names=tag_names),
         ]
         if test_path:
-            corpora.append(read_corpus(test_path, "test", "test", scheme=scheme))
+            corpora.append(read_corpus(test_path, "test", "test", scheme=scheme, tag_names=tag_names))
         schema, corpora = derive_label_schema(corpora, target)
         for c in corpora:
             c.check_labels(schema)

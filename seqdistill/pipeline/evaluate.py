@@ -15,7 +15,7 @@ import click
 
 from ..inference import Tagger, latency
 from ..metrics import span_scores, span_set_scores
-from .corpora import FORMATS, CorpusError, read_corpus
+from .corpora import FORMATS, CorpusError, parse_tag_names, read_corpus
 
 DEFAULT_THREADS = 1  # decision: small models run fastest on one thread (docs/BENCHMARKS.md); 0 = all cores
 
@@ -38,11 +38,12 @@ def evaluate_taggers(
     with_latency: bool = True,
     device: str = "cpu",
     threads: int | None = DEFAULT_THREADS,
+    tag_names: tuple[str, ...] | None = None,
 ) -> list[dict]:
     """Scores (seqeval CoNLL micro P/R/F1, per type, macro F1, exact match), size and latency of
     torch students, teachers and exported directories alike, each on ``threads`` threads (0 or
     None: the runtime's default, all cores)."""
-    corpus = read_corpus(data, "eval", "test", format=fmt)
+    corpus = read_corpus(data, "eval", "test", format=fmt, tag_names=tag_names)
     if not (corpus.labelled or corpus.nested):
         raise CorpusError(data, None, "evaluation needs gold tags or entities")
     words = [s.words for s in corpus.sentences]
@@ -109,8 +110,9 @@ def format_results(rows: list[dict]) -> str:
     required=True,
     help="Teacher, student or exported (distill-export) directory (repeatable).",
 )
-@click.option("--data", required=True, help="Labelled corpus to score on (CoNLL or JSONL).")
+@click.option("--data", required=True, help="Labelled corpus to score on (CoNLL, JSONL, Parquet, hf:DIR[@SPLIT]).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
+@click.option("--tag-names", default=None, metavar="A,B,...", help="Names of integer tag ids in --data, id 0 first.")
 @click.option("--no-latency", is_flag=True, help="Skip the latency measurement.")
 @click.option(
     "--threads",
@@ -126,13 +128,19 @@ def format_results(rows: list[dict]) -> str:
     is_flag=True,
     help="Write or refresh each model directory's README.md model card from these figures (pipeline/card.py).",
 )
-def eval_main(models, data, fmt, no_latency, threads, device, as_json, card) -> None:
+def eval_main(models, data, fmt, tag_names, no_latency, threads, device, as_json, card) -> None:
     """Score teachers, students and exported models on one labelled corpus: seqeval CoNLL micro
     P/R/F1, per-type F1, macro F1, exact-sentence match, parameters, and ms/sentence at batch 1
     and 32 (tokenization and decoding included; with the ratios against the first model)."""
     try:
         rows = evaluate_taggers(
-            list(models), data, fmt=fmt, with_latency=not no_latency, device=device, threads=threads
+            list(models),
+            data,
+            fmt=fmt,
+            with_latency=not no_latency,
+            device=device,
+            threads=threads,
+            tag_names=parse_tag_names(tag_names),
         )
     except (CorpusError, FileNotFoundError, ValueError) as e:
         raise click.ClickException(str(e)) from None
