@@ -156,6 +156,7 @@ def eval_main(models, data, fmt, tag_names, no_latency, threads, device, as_json
             "distill-eval "
             + " ".join(f"--model {m}" for m in models)
             + f" --data {data} --threads {threads}"
+            + (f" --tag-names {tag_names}" if tag_names else "")
             + (" --no-latency" if no_latency else "")
             + " --card"
         )
