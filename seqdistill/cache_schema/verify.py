@@ -4,7 +4,9 @@ Checks, in order: the manifest (format version, safe paths, consistent counts); 
 every shard (present, size, sha256); every Parquet shard (columns and types as the manifest says,
 row counts, example ids identical to the examples layer's); every Zarr group (arrays present,
 dtypes and per-unit shapes, offsets consistent with the examples layer's word counts); gold tags
-inside the label schema; per-corpus example counts.
+inside the label schema; per-corpus example counts; then the files the builder reads that the
+manifest does not checksum (layer headers, shard and exports markers, ``verify_tree.py``) and
+files that belong to no part of the cache (stray: a warning, an error with ``strict``).
 """
 
 from __future__ import annotations
@@ -21,19 +23,24 @@ from .layout import DENSE, OFFSETS_GROUP, RECORDS
 from .manifest import EXAMPLES_LAYER, MANIFEST, LayerInfo, Manifest, ShardInfo
 from .reader import load_manifest, open_zarr_group, read_parquet_columns
 from .storage import CacheStore
+from .verify_tree import check_markers, stray_files
 
 
 @dataclass
 class Problem:
     where: str  # a file, or "layer X shard N"
     what: str
+    warning: bool = False  # a stray file (not an error unless verify is strict)
 
     def __str__(self) -> str:
         return f"{self.where}: {self.what}"
 
 
-def verify_cache(url, storage_options: dict | None = None, checksums: bool = True) -> list[Problem]:
-    """Every problem found in the cache at ``url`` (an empty list means it is sound)."""
+def verify_cache(
+    url, storage_options: dict | None = None, checksums: bool = True, strict: bool = False
+) -> list[Problem]:
+    """Every problem found in the cache at ``url`` (an empty list means it is sound). Stray files
+    come back with ``warning=True``, or as errors when ``strict``."""
     store = CacheStore(url, storage_options)
     try:
         manifest = load_manifest(store)
@@ -64,6 +71,8 @@ def verify_cache(url, storage_options: dict | None = None, checksums: bool = Tru
         for shard in layer.shards:
             problems += _check_files(store, shard, checksums)
             _check_layer_shard(store, layer, shard, ex_rows.get(shard.index), problems)
+    check_markers(store, manifest, lambda where, what: problems.append(Problem(where, what)))
+    problems += [Problem(path, f"stray: {why}", warning=not strict) for path, why in stray_files(store, manifest)]
     return problems
 
 

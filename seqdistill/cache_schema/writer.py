@@ -56,8 +56,10 @@ class CacheWriter:
         self.store = CacheStore(url, storage_options)
         self.manifest: Manifest | None = load_manifest(self.store) if self.store.exists(MANIFEST) else None
         self._layers: dict[str, LayerWriter] = {}
-        if clean_staging and self.store.is_local:  # staging dirs of a killed run (not with other writers running)
+        if clean_staging and self.store.is_local:  # leftovers of a killed run (not with other writers running)
             self.store.remove(TMP_DIR)
+            for rel in _json_temporaries(self.store):
+                self.store.remove(rel)
 
     def drop(self, layer: str | None = None) -> None:
         """Remove one teacher layer (``layer``) or the whole cache (None), manifest first, so that a
@@ -504,6 +506,18 @@ def _write_zarr(tmp: str, columns: dict, fields: list[FieldSpec], n_words: np.nd
             np.cumsum(counts, out=off[1:])
             offsets.create_array(level, shape=off.shape, dtype=off.dtype)[...] = off
     return sizes
+
+
+def _json_temporaries(store: CacheStore) -> list[str]:
+    """Temporary copies that ``write_json_atomic`` leaves when killed before its rename: beside the
+    manifest and beside each layer's header and markers (``layout.py``); not the build lock's."""
+    dirs = ["", *(f"layers/{name}" for name in store.listdir("layers"))]
+    return [
+        f"{d}/{name}".lstrip("/")
+        for d in dirs
+        for name in store.listdir(d)
+        if ".json.tmp-" in name and not name.startswith(LOCK)
+    ]
 
 
 def _walk_files(root: str) -> list[str]:

@@ -79,19 +79,23 @@ def info(cache: str, as_json: bool, storage_options: tuple[str, ...]) -> None:
 @main.command()
 @click.argument("cache")
 @click.option("--no-checksums", is_flag=True, help="Skip sha256 (sizes, schemas and alignment only).")
+@click.option("--strict", is_flag=True, help="Stray files (not part of the cache) are errors, not warnings.")
 @storage_option
-def verify(cache: str, no_checksums: bool, storage_options: tuple[str, ...]) -> None:
-    """Check CACHE end to end: checksums, schemas, every layer aligned with the examples.
+def verify(cache: str, no_checksums: bool, strict: bool, storage_options: tuple[str, ...]) -> None:
+    """Check CACHE end to end: checksums, schemas, every layer aligned with the examples, every
+    header and marker file against the manifest, and files that belong to no part of the cache.
 
-    Exits 1 and names each bad file, shard and field when something is wrong.
+    Exits 1 and names each bad file, shard and field when something is wrong; stray files are
+    warnings (exit 0) unless --strict.
     """
-    problems = verify_cache(cache, _storage_options(storage_options), checksums=not no_checksums)
-    if problems:
-        for p in problems:
-            click.echo(f"BAD {p}", err=True)
-        click.echo(f"{cache}: {len(problems)} problem(s) found", err=True)
+    found = verify_cache(cache, _storage_options(storage_options), checksums=not no_checksums, strict=strict)
+    errors = [p for p in found if not p.warning]
+    for p in found:
+        click.echo(f"{'WARN' if p.warning else 'BAD'} {p}", err=True)
+    if errors:
+        click.echo(f"{cache}: {len(errors)} problem(s) found", err=True)
         sys.exit(1)
-    click.echo(f"{cache}: OK")
+    click.echo(f"{cache}: OK" + (f" ({len(found)} warning(s))" if found else ""))
 
 
 @main.command("check-corpus")
