@@ -182,7 +182,7 @@ def test_manifest_shard_path_outside_its_layer_is_rejected(cache):
         CacheReader(str(cache))
 
 
-@pytest.mark.parametrize("version, match", [(2, "Upgrade seqdistill"), (0, "Rebuild the cache")])
+@pytest.mark.parametrize("version, match", [(3, "Upgrade seqdistill"), (0, "Rebuild the cache")])
 def test_format_version_mismatch_says_what_to_do(cache, version, match):
     _edit_manifest(cache, lambda obj: obj.update(format_version=version))
     with pytest.raises(FormatVersionError, match=match):

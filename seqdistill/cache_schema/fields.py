@@ -12,16 +12,21 @@ per word or subword) — a dtype, a per-unit shape and a storage:
 
 ``bfloat16`` exists only in Zarr, stored as the raw ``uint16`` bit pattern (numpy has no bf16) and
 marked in the array attributes; readers get float32 back.
+
+A Zarr float field may carry an ``encoding`` (int8 with per-unit scales, top-k of a distribution,
+PCA coefficients; ``encodings.py``): ``dtype`` is then the element type of the stored values and
+``shape`` the per-unit shape readers get back, as float32.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
+from .encodings import check_encoding, storage_shape
 from .errors import FieldError
 
 LEVELS = ("example", "word", "subword")
@@ -31,7 +36,7 @@ FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 DTYPES = INT_DTYPES + FLOAT_DTYPES + ("string",)
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-RESERVED = ("example_id", "offsets")
+RESERVED = ("example_id", "offsets", "scale", "topk_index", "logsumexp")  # columns and zarr groups
 
 _ARROW_SCALARS = {
     "bool": pa.bool_(),
@@ -56,9 +61,11 @@ class FieldSpec:
     storage: str = "parquet"
     nullable: bool = False
     description: str = ""
+    encoding: dict = field(default_factory=dict, hash=False)  # encodings.py; empty: stored as returned
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(self.shape))
+        object.__setattr__(self, "encoding", dict(self.encoding or {}))
         self.validate()
 
     # -- rules ----------------------------------------------------------------------------------
@@ -85,7 +92,10 @@ class FieldSpec:
                 raise FieldError(f"{where}: a zarr field's per-unit shape must be fixed ints")
             if self.nullable:
                 raise FieldError(f"{where}: zarr fields cannot be null")
+            check_encoding(self)
         else:
+            if self.encoding:
+                raise FieldError(f"{where}: an encoding applies to zarr fields only")
             if self.dtype in ("float16", "bfloat16"):
                 raise FieldError(f"{where}: {self.dtype} is only stored in zarr; use float32 in parquet")
             if self.level != "example" and is_float:
@@ -109,8 +119,12 @@ class FieldSpec:
         return t
 
     def numpy_dtype(self) -> np.dtype:
-        """dtype of the values a reader returns (bf16 comes back as float32)."""
-        return np.dtype("float32" if self.dtype == "bfloat16" else self.dtype)
+        """dtype of the values a reader returns (bf16 and quantized values come back as float32)."""
+        return np.dtype("float32" if self.dtype == "bfloat16" or "quantize" in self.encoding else self.dtype)
+
+    def storage_shape(self) -> tuple:
+        """Per-unit shape of the stored values (``shape`` unless a top-k encoding keeps fewer)."""
+        return storage_shape(self)
 
     def storage_dtype(self) -> np.dtype:
         """dtype of the values as stored in zarr (bf16 is kept as its uint16 bit pattern)."""
@@ -128,10 +142,14 @@ class FieldSpec:
             out["nullable"] = True
         if self.description:
             out["description"] = self.description
+        if self.encoding:
+            out["encoding"] = dict(self.encoding)
         return out
 
     @classmethod
     def from_json(cls, obj: dict) -> "FieldSpec":
+        if not isinstance(obj.get("encoding") or {}, dict):
+            raise FieldError(f"field {obj.get('name', '?')!r}: encoding must be a JSON object")
         try:
             return cls(
                 name=obj["name"],
@@ -141,6 +159,7 @@ class FieldSpec:
                 storage=obj["storage"],
                 nullable=bool(obj.get("nullable", False)),
                 description=obj.get("description", ""),
+                encoding=dict(obj.get("encoding") or {}),
             )
         except KeyError as e:
             raise FieldError(f"field {obj.get('name', '?')!r}: missing key {e.args[0]!r}") from None

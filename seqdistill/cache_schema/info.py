@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .encodings import describe
 from .manifest import Manifest
 
 
@@ -71,9 +72,10 @@ def format_summary(s: dict) -> str:
         lines += ["", f"layer {layer['name']} ({layer['kind']}, {_size(layer['bytes'])}):"]
         for f in layer["fields"]:
             shape = "x".join(str(d) for d in f["shape"]) or "scalar"
+            enc = describe(f["encoding"]) if f.get("encoding") else ""
             lines.append(
                 f"  {f['name']:<20} {f['level']:<8} {f['dtype']:<9} {shape:<12} {f['storage']:<8}"
-                f" {f['bytes_per_word']:>10.2f} B/word"
+                f" {f['bytes_per_word']:>10.2f} B/word" + (f"  {enc}" if enc else "")
             )
     return "\n".join(lines)
 

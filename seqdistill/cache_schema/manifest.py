@@ -19,7 +19,10 @@ from .labels import LabelSchema, TagError
 from .storage import safe_relpath
 
 FORMAT_NAME = "seqdistill-cache"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest format this code reads and writes
+ENCODINGS_VERSION = 2  # format 2 ("cache v1.1") = format 1 + field encodings (encodings.py); a cache
+# without encoded fields is still written as format 1, so that older seqdistill reads it, while one
+# with them is refused by older seqdistill ("upgrade") instead of misread (int8 taken for values)
 MANIFEST = "manifest.json"
 EXAMPLES_LAYER = "examples"
 LAYER_KINDS = ("examples", "teacher")
@@ -257,7 +260,16 @@ class Manifest:
     layers: dict[str, LayerInfo]
     teachers: dict[str, TeacherInfo] = field(default_factory=dict)
     tool_version: str = __version__
-    format_version: int = FORMAT_VERSION
+    format_version: int = 0  # 0: the required version (a manifest being written)
+
+    def __post_init__(self) -> None:
+        if not self.format_version:
+            self.format_version = self.required_version()
+
+    def required_version(self) -> int:
+        """The oldest format that can describe this cache (2 when a field has an encoding)."""
+        encoded = any(f.encoding for layer in self.layers.values() for f in layer.fields)
+        return ENCODINGS_VERSION if encoded else 1
 
     @property
     def examples(self) -> LayerInfo:
@@ -284,7 +296,7 @@ class Manifest:
         return seal(
             {
                 "format": FORMAT_NAME,
-                "format_version": self.format_version,
+                "format_version": self.required_version(),
                 "tool_version": self.tool_version,
                 "label_schema": self.label_schema.to_json(),
                 "corpora": [c.to_json() for c in self.corpora],
@@ -320,6 +332,11 @@ class Manifest:
             format_version=obj["format_version"],
         )
         m.check_consistency()
+        if m.format_version < m.required_version():
+            raise ManifestError(
+                f"{MANIFEST}: a field has an encoding, which format v{m.format_version} cannot hold; the "
+                f"manifest is inconsistent (encoded fields need format v{m.required_version()})"
+            )
         return m
 
     def check_consistency(self) -> None:
@@ -360,9 +377,9 @@ def check_format_version(version, tool_version: str) -> None:
             f"seqdistill {__version__} reads format v{FORMAT_VERSION}. Upgrade seqdistill "
             "(pip install -U seqdistill) to read it."
         )
-    if version < FORMAT_VERSION:
+    if version < 1:
         raise FormatVersionError(
             f"this cache uses format v{version} (written by seqdistill {tool_version}); this "
-            f"seqdistill {__version__} reads format v{FORMAT_VERSION} only. Rebuild the cache with "
+            f"seqdistill {__version__} reads formats v1 to v{FORMAT_VERSION}. Rebuild the cache with "
             f"`distill-cache build`, or read it with seqdistill {tool_version}."
         )

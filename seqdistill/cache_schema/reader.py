@@ -20,7 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zarr
 
-from .errors import CacheError, ManifestError, ShardError
+from .encodings import aux_arrays, decode
+from .errors import CacheError, FieldError, ManifestError, ShardError
 from .fields import FieldSpec, from_storage
 from .layout import DENSE, OFFSETS_GROUP, RECORDS
 from .manifest import EXAMPLES_LAYER, MANIFEST, FileInfo, LayerInfo, Manifest
@@ -215,6 +216,33 @@ class CacheReader:
                 f.write(self.read_export(layer, name))
         return target
 
+    def projection(self, layer: str, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """The PCA of a field built with ``--hidden-project``: components ``C`` ``[N, D]`` and mean
+        ``μ`` ``[D]``, so that ``encodings.reconstruct(values, C, μ)`` gives the teacher's states
+        back (up to what the N components leave out). Dimensions are checked against the field."""
+        from safetensors import SafetensorError
+        from safetensors.numpy import load
+
+        spec = self.manifest.layer(layer).field(name)
+        enc = spec.encoding
+        if "project_from" not in enc:
+            raise CacheError(f"field {name!r} of layer {layer!r} is not PCA-projected (its encoding: {enc or 'none'})")
+        where = f"{self.store.url}/layers/{layer}/exports/{enc['project_export']}"
+        try:
+            tensors = load(self.read_export(layer, enc["project_export"]))
+        except SafetensorError as e:
+            raise FieldError(f"{where}: unreadable safetensors ({e})") from None
+        comp, mean = tensors.get(f"{name}.components"), tensors.get(f"{name}.mean")
+        want = {"components": (spec.shape[0], enc["project_from"]), "mean": (enc["project_from"],)}
+        for key, t in (("components", comp), ("mean", mean)):
+            if t is None or tuple(t.shape) != want[key]:
+                got = "absent" if t is None else list(t.shape)
+                raise FieldError(
+                    f"{where}: {name}.{key} is {got}; field {name!r} needs {list(want[key])} "
+                    f"({spec.shape[0]} components of {enc['project_from']} dimensions)"
+                )
+        return comp.astype(np.float32), mean.astype(np.float32)
+
     def resolve(self, fields: Mapping[str, Sequence[str]] | None) -> dict[str, list[FieldSpec]]:
         """Check a request ``{layer: [field, ...]}``; errors list what the cache holds."""
         if fields is None:
@@ -287,13 +315,14 @@ class CacheReader:
                 if spec.level not in offsets:
                     offsets[spec.level] = _read_array(group, f"{OFFSETS_GROUP}/{spec.level}", group_rel)
                 stored = _read_array(group, spec.name, group_rel)
-                if stored.dtype != spec.storage_dtype() or tuple(stored.shape[1:]) != tuple(spec.shape):
+                if stored.dtype != spec.storage_dtype() or tuple(stored.shape[1:]) != spec.storage_shape():
                     raise ShardError(
                         f"{group_rel}/{spec.name}: holds {stored.dtype} of per-{spec.level} shape "
                         f"{list(stored.shape[1:])}, the manifest says {spec.dtype} of shape "
-                        f"{list(spec.shape)}; the cache is inconsistent (run `distill-cache verify`)"
+                        f"{list(spec.storage_shape())}; the cache is inconsistent (run `distill-cache verify`)"
                     )
-                values = from_storage(stored, spec)
+                arrays = {spec.name: stored, **{p: _read_array(group, p, group_rel) for p in aux_arrays(spec)}}
+                values = decode(arrays, spec, from_storage, group_rel)
                 off = offsets[spec.level]
                 if len(off) != len(ids) + 1 or off[-1] != len(values):
                     raise ShardError(

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from .errors import CacheError
-from .fields import FieldSpec
+from .encodings import aux_arrays, decode
+from .errors import CacheError, FieldError
+from .fields import FieldSpec, from_storage
 from .layout import DENSE, OFFSETS_GROUP, RECORDS
 from .manifest import EXAMPLES_LAYER, MANIFEST, LayerInfo, Manifest, ShardInfo
 from .reader import load_manifest, open_zarr_group, read_parquet_columns
@@ -215,10 +216,20 @@ def _check_dense(store, shard: ShardInfo, specs: list[FieldSpec], n_words: np.nd
             problems.append(
                 Problem(where, f"dtype {values.dtype} ({arr.attrs.get('dtype')}), the manifest says {spec.dtype}")
             )
-        if tuple(values.shape[1:]) != tuple(spec.shape):
+        if tuple(values.shape[1:]) != spec.storage_shape():
             problems.append(
-                Problem(where, f"per-{spec.level} shape {list(values.shape[1:])}, the manifest says {list(spec.shape)}")
+                Problem(
+                    where,
+                    f"per-{spec.level} shape {list(values.shape[1:])}, the manifest says {list(spec.storage_shape())}",
+                )
             )
+        elif spec.encoding:
+            try:
+                decode({spec.name: values, **{p: group[p][...] for p in aux_arrays(spec)}}, spec, from_storage, rel)
+            except FieldError as e:
+                problems.append(Problem(where, str(e)))
+            except Exception as e:  # an auxiliary array missing or unreadable
+                problems.append(Problem(where, f"its encoding's arrays are unreadable ({type(e).__name__}: {e})"))
         off = offsets.get(spec.level)
         if off is not None and off[-1] != values.shape[0]:
             problems.append(Problem(where, f"{values.shape[0]} rows, the offsets say {off[-1]}"))

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zarr
 
+from .encodings import encode
 from .errors import CacheError, FieldError, FingerprintMismatchError, ManifestError, ShardError
 from .fields import FieldSpec, to_storage
 from .labels import LabelSchema
@@ -486,19 +487,24 @@ def _write_zarr(tmp: str, columns: dict, fields: list[FieldSpec], n_words: np.nd
         flat = np.concatenate(rows) if rows else np.zeros((0, *f.shape))
         if f.dtype == "float16" and flat.size and np.abs(flat[np.isfinite(flat)]).max(initial=0) > 65504:
             raise FieldError(f"{where}: field {f.name!r} overflows float16; store it as float32 or bfloat16")
-        data = to_storage(flat, f)
-        row_bytes = max(1, int(np.prod(f.shape, dtype=np.int64)) * data.dtype.itemsize)
-        chunk_rows = max(1, min(len(data), CHUNK_BYTES // row_bytes))
-        arr = group.create_array(
-            f.name,
-            shape=data.shape,
-            dtype=data.dtype,
-            chunks=(chunk_rows, *f.shape),
-            attributes={"level": f.level, "dtype": f.dtype},
-        )
-        if data.size:
-            arr[...] = data
-        sizes[f.name] = _dir_bytes(os.path.join(tmp, DENSE, f.name))
+        sizes[f.name] = 0
+        for path, data in encode(flat, f, to_storage).items():
+            parent, _, name = path.rpartition("/")
+            target = group.require_group(parent) if parent else group
+            per_unit = data.shape[1:]
+            row_bytes = max(1, int(np.prod(per_unit, dtype=np.int64)) * data.dtype.itemsize)
+            chunk_rows = max(1, min(len(data), CHUNK_BYTES // row_bytes))
+            attrs = {"level": f.level, "dtype": f.dtype, **({"encoding": f.encoding} if f.encoding else {})}
+            arr = target.create_array(
+                name,
+                shape=data.shape,
+                dtype=data.dtype,
+                chunks=(chunk_rows, *per_unit),
+                attributes=attrs if path == f.name else {"of": f.name},
+            )
+            if data.size:
+                arr[...] = data
+            sizes[f.name] += _dir_bytes(os.path.join(tmp, DENSE, *path.split("/")))
     levels = {f.level for f in fields}
     for level, counts in (("word", n_words), ("subword", n_sub)):
         if level in levels:

@@ -22,6 +22,7 @@ writes the exports and, after all ranks finish, the manifest.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import queue
 import threading
@@ -29,18 +30,22 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
 from .. import distributed
 from ..cache_schema import CacheWriter, LabelSchema, TeacherInfo
+from ..cache_schema.encodings import fit_pca, project
 from ..cache_schema.info import cache_summary
+from ..cache_schema.layout import exports_dir, exports_marker
 from ..cache_schema.lock import BuildLock, CacheLockedError
 from ..cache_schema.manifest import check_id
 from ..cache_schema.storage import CacheStore
 from ..teachers import (
     LayerOptions,
     Teacher,
+    TeacherError,
     TeacherKind,
     export_for_students,
     load_teacher,
@@ -48,6 +53,7 @@ from ..teachers import (
     teacher_kind,
     to_host,
 )
+from ..teachers.kinds import PROJECTION_EXPORT
 from .corpora import HF_PREFIX, Corpus, CorpusError, read_corpus
 
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
@@ -89,6 +95,9 @@ class BuildConfig:
     hidden_layers: tuple[int, ...] = ()
     subwords: bool = False
     dtype: str = "fp16"  # dense float fields: fp16 | bf16 | fp32
+    hidden_dtype: str | None = None  # hidden states: None (as dtype) | int8 (absmax per word, v1.1)
+    hidden_project: int = 0  # hidden states as N PCA coefficients (0: full states, v1.1)
+    word_topk: int = 0  # per-word tag distributions as their top N (0: dense, v1.1)
     max_words_per_batch: int = 4096
     shard_size: int = 1024
     device: str | None = None
@@ -114,7 +123,16 @@ class BuildReport:
 
 def _layer_options(cfg: BuildConfig) -> LayerOptions:
     """What ``cfg`` asks of the teacher's layer, as the teacher kinds take it (K resolved)."""
-    return LayerOptions(cfg.k, cfg.marginals, tuple(cfg.hidden_layers), cfg.subwords, DTYPES[cfg.dtype])
+    return LayerOptions(
+        cfg.k,
+        cfg.marginals,
+        tuple(cfg.hidden_layers),
+        cfg.subwords,
+        DTYPES[cfg.dtype],
+        hidden_int8=cfg.hidden_dtype == "int8",
+        hidden_project=cfg.hidden_project,
+        word_topk=cfg.word_topk,
+    )
 
 
 def read_corpora(specs: list[CorpusSpec], scheme: str | None) -> list[Corpus]:
@@ -163,6 +181,14 @@ def build_cache(
     cfg = cfg or BuildConfig()
     if cfg.dtype not in DTYPES:
         raise BuildError(f"dtype {cfg.dtype!r} is not one of {', '.join(DTYPES)}")
+    if cfg.hidden_dtype not in (None, "int8"):
+        raise BuildError(
+            f"hidden dtype {cfg.hidden_dtype!r}: give int8, or leave it out to store hidden states as --dtype"
+        )
+    if (cfg.hidden_project or cfg.hidden_dtype) and not cfg.hidden_layers:
+        raise BuildError("--hidden-dtype and --hidden-project encode hidden layers: give --hidden-layers too")
+    if cfg.hidden_project < 0 or cfg.word_topk < 0:
+        raise BuildError("--hidden-project and --word-topk take a positive number (0: off)")
     rank, world, cfg.device = distributed.init(cfg.device)
     t0 = time.time()
     teacher_id = check_id(teacher_id or os.path.basename(os.path.normpath(teacher_dir)), "teacher id")
@@ -205,7 +231,16 @@ def build_cache(
             pooling,
             str(teacher_dir),
         )
-        layer = writer.teacher_layer(info, kind.fields(schema, hidden_size, options))
+        if 0 < cfg.hidden_project and cfg.hidden_project >= hidden_size:
+            raise BuildError(
+                f"--hidden-project {cfg.hidden_project}: the teacher's states have {hidden_size} dimensions; "
+                "project to fewer"
+            )
+        try:
+            fields = kind.fields(schema, hidden_size, options)
+        except TeacherError as e:
+            raise BuildError(str(e)) from None
+        layer = writer.teacher_layer(info, fields)
         mine = [i for i in range(len(shards)) if i % world == rank]
         todo_examples = [i for i in mine if not examples.is_committed(i)]
         todo = [i for i in mine if not layer.is_committed(i)]
@@ -227,10 +262,14 @@ def build_cache(
         if todo or needs_exports:
             teacher = load_teacher(teacher_dir, trust_remote_code=cfg.trust_remote_code, device=device)
         if needs_exports:
-            layer.write_exports(lambda d: export_for_students(teacher, d, cfg.export_layers))
+            fitted = _fit_projection(teacher, cfg, shards[0], log) if cfg.hidden_project else None
+            layer.write_exports(lambda d: _write_exports(teacher, d, cfg, fitted))
+        if cfg.hidden_project:
+            distributed.barrier(world)  # rank 0 published the projection that every rank applies
+        projection = _read_projection(writer, layer.name) if cfg.hidden_project and todo else None
         t_teacher = time.time()
         if todo:
-            _run_teacher(teacher, kind, options, schema, shards, todo, layer, cfg, rank)
+            _run_teacher(teacher, kind, options, schema, shards, todo, layer, cfg, rank, projection)
         t_teacher = time.time() - t_teacher
         distributed.barrier(world)
         report = BuildReport(status, len(rows), sum(r["n_words"] for r in rows), time.time() - t0, len(todo), t_teacher)
@@ -250,6 +289,73 @@ def build_cache(
                 log(f"  {name:<22} {bpw:>10.2f} bytes/word")
     distributed.done(world)
     return report
+
+
+def _fit_projection(teacher: Teacher, cfg: BuildConfig, rows: list[dict], log) -> dict[str, np.ndarray]:
+    """PCA of each stored hidden layer (``--hidden-project N``), fitted on the teacher's states of
+    a seeded sample of the first shard: at most ``PCA_SENTENCES`` sentences drawn with seed 0, at
+    most 20,000 of their words (encodings.fit_pca). Returns the tensors of the projection export,
+    ``hidden_<l>.components`` ``[N, D]`` and ``hidden_<l>.mean`` ``[D]``, also under
+    ``subword_hidden_<l>.*`` when subword fields are stored (the same projection)."""
+    rng = np.random.default_rng(0)
+    pick = sorted(rng.choice(len(rows), min(len(rows), PCA_SENTENCES), replace=False).tolist())
+    sample = [rows[i] for i in pick]
+    states: dict[int, list[np.ndarray]] = {layer: [] for layer in cfg.hidden_layers}
+    for batch in batches_by_length([r["n_words"] for r in sample], cfg.max_words_per_batch):
+        out = teacher.outputs(
+            [sample[i]["words"] for i in batch],
+            None,
+            k=1,
+            marginals=False,
+            hidden_layers=cfg.hidden_layers,
+            subwords=False,
+            precision=cfg.precision,
+        )
+        host = to_host(out)
+        for layer in cfg.hidden_layers:
+            for j, i in enumerate(batch):
+                states[layer].append(host["hidden"][layer][j, : sample[i]["n_words"]])
+    tensors: dict[str, np.ndarray] = {}
+    for layer, parts in states.items():
+        components, mean, kept = fit_pca(np.concatenate(parts), cfg.hidden_project, seed=0)
+        log(f"hidden layer {layer}: PCA to {cfg.hidden_project} dimensions keeps {100 * kept:.1f}% of the variance")
+        for name in (f"hidden_{layer}", f"subword_hidden_{layer}") if cfg.subwords else (f"hidden_{layer}",):
+            tensors[f"{name}.components"], tensors[f"{name}.mean"] = components, mean
+    return tensors
+
+
+PCA_SENTENCES = 512
+
+
+def _write_exports(teacher: Teacher, directory: str, cfg: BuildConfig, projection: dict | None) -> None:
+    export_for_students(teacher, directory, cfg.export_layers)
+    if projection is not None:
+        from safetensors.numpy import save_file
+
+        save_file(projection, os.path.join(directory, PROJECTION_EXPORT), metadata={"seed": "0"})
+
+
+def _read_projection(writer: CacheWriter, layer: str) -> dict[str, np.ndarray]:
+    """The projection the layer's exports hold (written by this build or by the one it resumes),
+    checked against the exports marker's sha256."""
+    from safetensors.numpy import load
+
+    rel = f"{exports_dir(layer)}/{PROJECTION_EXPORT}"
+    listed = {f["path"]: f for f in writer.store.read_json(exports_marker(layer))}
+    data = writer.store.read_bytes(rel) if rel in listed else None
+    if data is None or hashlib.sha256(data).hexdigest() != listed[rel]["sha256"]:
+        raise BuildError(
+            f"{writer.store.url}/{rel}: the layer's PCA projection is missing or damaged; rebuild the layer with --overwrite"
+        )
+    return load(data)
+
+
+def _project_host(host: dict, projection: dict[str, np.ndarray]) -> None:
+    """Replace the hidden states of a batch's host outputs by their PCA coefficients."""
+    for key, prefix in (("hidden", "hidden_"), ("subword_hidden", "subword_hidden_")):
+        for layer, states in host.get(key, {}).items():
+            name = f"{prefix}{layer}"
+            host[key][layer] = project(states, projection[f"{name}.components"], projection[f"{name}.mean"])
 
 
 @contextmanager
@@ -326,9 +432,11 @@ def _run_teacher(
     layer,
     cfg: BuildConfig,
     rank: int,
+    projection: dict[str, np.ndarray] | None = None,
 ) -> None:
     """Compute the teacher's outputs for the shards in ``todo``; a writer thread turns them into
-    columns (``kind`` and ``options``) and publishes them."""
+    columns (``kind`` and ``options``) and publishes them. ``projection``: the layer's PCA
+    (:func:`_read_projection`), applied to the hidden states before they are stored."""
     jobs: queue.Queue = queue.Queue(maxsize=cfg.queue_size)
     failure: list[BaseException] = []
 
@@ -373,6 +481,8 @@ def _run_teacher(
                     precision=cfg.precision,
                 )
                 host = to_host(out)
+                if projection is not None:
+                    _project_host(host, projection)
                 for j, i in enumerate(batch):
                     outputs[i] = (host, j)
                 n = sum(rows[i]["n_words"] for i in batch)

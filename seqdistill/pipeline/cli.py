@@ -180,6 +180,26 @@ def check_corpus(
     help="Storage dtype of dense float fields.",
 )
 @click.option(
+    "--hidden-dtype",
+    type=click.Choice(["int8"]),
+    default=None,
+    help="Hidden states as int8 with a per-word absmax scale (default: --dtype). Readers return floats.",
+)
+@click.option(
+    "--hidden-project",
+    type=int,
+    default=0,
+    metavar="N",
+    help="Hidden states as N PCA coefficients, fitted on a seeded sample of the first shard (0: full states).",
+)
+@click.option(
+    "--word-topk",
+    type=int,
+    default=0,
+    metavar="N",
+    help="Per-word emissions/logits and marginals as their top N tags (0: dense). Readers rebuild dense rows.",
+)
+@click.option(
     "--max-words-per-batch",
     type=int,
     default=BuildConfig.max_words_per_batch,
@@ -223,6 +243,9 @@ def build(
     hidden_layers,
     subwords,
     dtype,
+    hidden_dtype,
+    hidden_project,
+    word_topk,
     max_words_per_batch,
     shard_size,
     device,
@@ -257,6 +280,9 @@ def build(
         hidden_layers=layers,
         subwords=subwords,
         dtype=dtype,
+        hidden_dtype=hidden_dtype,
+        hidden_project=hidden_project,
+        word_topk=word_topk,
         max_words_per_batch=max_words_per_batch,
         shard_size=shard_size,
         device=device,

@@ -22,6 +22,7 @@ values, because the build config belongs to the pipeline, which teachers never i
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -44,6 +45,25 @@ class LayerOptions:
     hidden_layers: tuple[int, ...] = ()  # encoder layers whose hidden states are stored (0 = embeddings)
     subwords: bool = False  # subword-level outputs beside the word-level ones
     dense_dtype: str = "float16"  # stored dtype of the large float fields (a cache_schema dtype)
+    hidden_int8: bool = False  # hidden states as int8 with a per-word absmax scale (encodings.py)
+    hidden_project: int = 0  # hidden states as N PCA coefficients (0: the full states)
+    word_topk: int = 0  # per-word tag distributions as their top N values and indices (0: dense)
+
+
+PROJECTION_EXPORT = "projection.safetensors"  # the layer's PCA components and means (exports)
+
+
+def hidden_spec(name: str, level: str, hidden_size: int, options: LayerOptions, description: str = "") -> FieldSpec:
+    """A hidden-state field as ``options`` store it: fp16/bf16/fp32, int8 with scales, and/or PCA
+    coefficients (the stored space is what readers return; encodings.py)."""
+    encoding: dict = {}
+    if options.hidden_int8:
+        encoding["quantize"] = "int8-absmax"
+    if options.hidden_project:
+        encoding.update(project_from=hidden_size, project_export=PROJECTION_EXPORT)
+    dim = options.hidden_project or hidden_size
+    dtype = "int8" if options.hidden_int8 else options.dense_dtype
+    return FieldSpec(name, level, dtype, (dim,), "zarr", description=description, encoding=encoding)
 
 
 class TeacherKind(ABC):
@@ -52,6 +72,15 @@ class TeacherKind(ABC):
 
     name: str
     default_k = 10  # paths per sentence when the build does not say (paper 000: K = 10 for a CRF)
+    # Per-word tag distributions that --word-topk stores sparsely, with the rule that rebuilds the
+    # tags left out (encodings.py): probabilities spread their residual mass, scores keep the row's
+    # logsumexp. Other per-word fields (SenTScore tag scores, nested type logits) stay dense.
+    topk_fills = {
+        "emissions": "logsumexp",
+        "marginals": "residual",
+        "logits": "logsumexp",
+        "subword_logits": "logsumexp",
+    }
 
     def refusal(self, options: LayerOptions) -> str | None:
         """Why this kind cannot write a layer with ``options`` (naming what to leave out), or None."""
@@ -98,13 +127,12 @@ class TeacherKind(ABC):
         )
         for layer in options.hidden_layers:
             fields.append(
-                FieldSpec(
+                hidden_spec(
                     f"hidden_{layer}",
                     "word",
-                    dense,
-                    (hidden_size,),
-                    "zarr",
-                    description=f"hidden states of encoder layer {layer} (0 = embeddings)",
+                    hidden_size,
+                    options,
+                    f"hidden states of encoder layer {layer} (0 = embeddings)",
                 )
             )
         if options.subwords:
@@ -121,8 +149,19 @@ class TeacherKind(ABC):
                 ),
             ]
             for layer in options.hidden_layers:
-                fields.append(FieldSpec(f"subword_hidden_{layer}", "subword", dense, (hidden_size,), "zarr"))
-        return fields
+                fields.append(hidden_spec(f"subword_hidden_{layer}", "subword", hidden_size, options))
+        return [self._sparse(f, options) for f in fields]
+
+    def _sparse(self, spec: FieldSpec, options: LayerOptions) -> FieldSpec:
+        fill = self.topk_fills.get(spec.name)
+        if not options.word_topk or fill is None:
+            return spec
+        if options.word_topk >= spec.shape[0]:
+            raise TeacherError(
+                f"--word-topk {options.word_topk} keeps every one of the {spec.shape[0]} tags of field "
+                f"{spec.name!r}: use fewer, or leave it out for dense storage"
+            )
+        return dataclasses.replace(spec, encoding={"topk": options.word_topk, "fill": fill})
 
     def shard_columns(self, rows: list[dict], outputs: list[tuple[dict, int]], options: LayerOptions) -> dict:
         """Columns of one shard of the layer: ``rows`` are the shard's example rows, ``outputs``
