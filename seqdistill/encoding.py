@@ -284,11 +284,21 @@ def word_bytes(batch_words: list[list[str]], max_bytes: int = MAX_WORD_BYTES) ->
     return out
 
 
-def word_pieces(tokenizer, batch_words: list[list[str]]) -> list[list[list[int]]]:
+def word_pieces(tokenizer, batch_words: list[list[str]], memo: "PieceMemo | None" = None) -> list[list[list[int]]]:
     """The teacher tokenizer's ids of every word (no special tokens); a word with none gets the
     unknown token, so every word has at least one. A fast tokenizer is called through its Rust
     backend directly (the same encodings, without the Python wrapper's per-call cost, which
-    dominates at batch 1)."""
+    dominates at batch 1). With a ``memo``, sentences whose words it all knows are not tokenized
+    again (training streams the same sentences every epoch)."""
+    if memo is not None:
+        known = [memo.get(words) for words in batch_words]
+        todo = [i for i, k in enumerate(known) if k is None]
+        if todo:
+            fresh = word_pieces(tokenizer, [batch_words[i] for i in todo])
+            for i, pieces in zip(todo, fresh):
+                known[i] = pieces
+                memo.put(batch_words[i], pieces)
+        return known
     unk = tokenizer.unk_token_id if tokenizer.unk_token_id is not None else 0
     backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
     if backend is not None:
@@ -307,12 +317,41 @@ def word_pieces(tokenizer, batch_words: list[list[str]]) -> list[list[list[int]]
     return out
 
 
-def words_to_bags(tokenizer, batch_words: list[list[str]], chars: bool = False) -> WordBatch:
+class PieceMemo:
+    """Each word's subword ids, remembered by ``(word, is first word)``: a tokenizer given words
+    (pre-tokenized input) normalises, pre-tokenizes and encodes each one on its own; the first is
+    keyed apart as a precaution for rules about the sentence start. Bounded: cleared when it holds
+    ``max_words`` entries (a vocabulary of that many distinct words is far past CoNLL's 30k)."""
+
+    def __init__(self, max_words: int = 2_000_000):
+        self.max_words = max_words
+        self._pieces: dict[tuple[str, bool], list[int]] = {}
+
+    def get(self, words: list[str]) -> list[list[int]] | None:
+        pieces = self._pieces
+        out = []
+        for j, w in enumerate(words):
+            p = pieces.get((w, j == 0))
+            if p is None:
+                return None
+            out.append(p)
+        return out
+
+    def put(self, words: list[str], pieces: list[list[int]]) -> None:
+        if len(self._pieces) >= self.max_words:
+            self._pieces.clear()
+        for j, (w, p) in enumerate(zip(words, pieces)):
+            self._pieces[(w, j == 0)] = p
+
+
+def words_to_bags(
+    tokenizer, batch_words: list[list[str]], chars: bool = False, memo: PieceMemo | None = None
+) -> WordBatch:
     """Tokenize words with the teacher's tokenizer into an ``EmbeddingBag`` input (with each word's
     bytes when ``chars``)."""
     L = max(len(w) for w in batch_words)
     ids, offsets = [], []
-    for pieces in word_pieces(tokenizer, batch_words):
+    for pieces in word_pieces(tokenizer, batch_words, memo):
         for w in range(L):
             offsets.append(len(ids))
             if w < len(pieces):

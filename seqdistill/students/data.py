@@ -151,15 +151,17 @@ class CacheStream(IterableDataset):
             corpus = data.get(EXAMPLES_LAYER, "corpus").to_pylist()
             split = data.get(EXAMPLES_LAYER, "split").to_pylist()
             row_index = data.get(EXAMPLES_LAYER, "index").to_pylist() if self.keep is not None else None
-            for i in range(len(data)):
-                pair = (corpus[i], split[i])
-                if pair in self.select and (
-                    row_index is None or pair not in self.keep or row_index[i] in self.keep[pair]
-                ):
-                    buffer.append(data.row(i))
-                    if len(buffer) >= self.cfg.buffer_size:
-                        yield from self._flush(buffer, rng)
-                        buffer = []
+            wanted = [
+                i
+                for i, pair in enumerate(zip(corpus, split))
+                if pair in self.select
+                and (row_index is None or pair not in self.keep or row_index[i] in self.keep[pair])
+            ]
+            for row in data.rows(wanted):
+                buffer.append(row)
+                if len(buffer) >= self.cfg.buffer_size:
+                    yield from self._flush(buffer, rng)
+                    buffer = []
         if buffer:
             yield from self._flush(buffer, rng)
 

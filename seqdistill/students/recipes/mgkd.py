@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ...cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ...crf import log_partition
-from ...encoding import WordBatch, words_to_bags
+from ...encoding import PieceMemo, WordBatch, words_to_bags
 from .. import losses as L
 from ..common import check_embedding_dim, default_splits, dev_f1, open_cache, read_split, teacher_exports
 from ..config import RunConfig, option
@@ -64,32 +65,33 @@ class Collate:
 
     def __init__(self, tokenizer, schema: LabelSchema, teacher: str | None, cfg: MGKDConfig, kind: str):
         self.tokenizer, self.schema, self.teacher, self.cfg, self.kind = tokenizer, schema, teacher, cfg, kind
+        self.memo = PieceMemo()  # every epoch streams the same sentences: tokenize each word once
 
     def __call__(self, rows: list[dict]) -> "Batch":
         words = [r[EXAMPLES_LAYER]["words"] for r in rows]
         lengths = [len(w) for w in words]
         Lmax = max(lengths)
         gold = [r[EXAMPLES_LAYER].get("tags") for r in rows]
-        batch = Batch(words_to_bags(self.tokenizer, words, chars=self.cfg.chars), words, gold)
+        batch = Batch(words_to_bags(self.tokenizer, words, chars=self.cfg.chars, memo=self.memo), words, gold)
         t = [r[self.teacher] for r in rows] if self.teacher else None
-        tags = torch.full((len(rows), Lmax), -1, dtype=torch.long)
+        tags = np.full((len(rows), Lmax), -1, dtype=np.int64)  # numpy per row, one tensor per batch
         for b in range(len(rows)):
             if gold[b] is not None:
-                tags[b, : lengths[b]] = torch.tensor(self.schema.encode(gold[b]))
+                tags[b, : lengths[b]] = self.schema.encode(gold[b])
             elif t is not None and "kbest_paths" in t[b]:
-                tags[b, : lengths[b]] = torch.tensor(t[b]["kbest_paths"][0])  # teacher top-1 (§3.2)
-        batch.tags = tags
+                tags[b, : lengths[b]] = t[b]["kbest_paths"][0]  # teacher top-1 (§3.2)
+        batch.tags = torch.from_numpy(tags)
         batch.labelled = torch.tensor([g is not None for g in gold])
         if t and "kbest_paths" in t[0]:
             K = self.cfg.k
-            paths = torch.full((len(rows), K, Lmax), -1, dtype=torch.long)
-            logp = torch.full((len(rows), K), float("-inf"))
+            paths = np.full((len(rows), K, Lmax), -1, dtype=np.int64)
+            logp = np.full((len(rows), K), -np.inf, dtype=np.float32)
             for b in range(len(rows)):
                 p, lp = t[b]["kbest_paths"][:K], t[b]["kbest_log_probs"][:K]
                 if p:
-                    paths[b, : len(p), : lengths[b]] = torch.tensor(p)
-                    logp[b, : len(lp)] = torch.tensor(lp)
-            batch.kbest_paths, batch.kbest_log_probs = paths, logp
+                    paths[b, : len(p), : lengths[b]] = p
+                    logp[b, : len(lp)] = lp
+            batch.kbest_paths, batch.kbest_log_probs = torch.from_numpy(paths), torch.from_numpy(logp)
         if t and "token-em" in self.cfg.losses:
             field_name = "emissions" if self.kind == "crf" else "logits"
             batch.teacher_emissions = pad_stack([x[field_name] for x in t], Lmax)

@@ -1,0 +1,18 @@
+#!/bin/bash
+# Issue 22, item 3: the cache of the MPNet-base + CRF teacher over full CoNLL-2003 train/dev/test
+# and 10,000 Wikipedia sentences: k-best 10, marginals, hidden layer 7 of 12 (about 7/12 of the
+# depth, for XtremeDistil's representation loss). Resumable: run it again after a kill.
+# Teacher: .data/teachers/mpnet-crf-conll-e1, the model examples/mpnet_conll_teacher.sh saved
+# after its first epoch (dev F1 92.45); that run was stopped in epoch 2 for CPU time (the same
+# script continues it, into .data/teachers/mpnet-crf-conll).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+D=.venv/lib/python3.11/site-packages/neuroner/data/conll2003/en
+W=.data/mpnet/wiki10k.txt
+mkdir -p .data/mpnet
+if [ ! -s "$W" ]; then
+  .venv/bin/python -c "import sys; sys.path.insert(0, 'examples'); from pathlib import Path; from demo import write_wikipedia; print(write_wikipedia(Path('$W'), 10000), 'sentences')"
+fi
+exec .venv/bin/distill-cache build --out .data/mpnet/cache --teacher .data/teachers/mpnet-crf-conll-e1 --teacher-id mpnet \
+  --labelled conll=$D/train.txt@train --labelled conll=$D/valid.txt@dev --labelled conll=$D/test.txt@test \
+  --unlabelled wiki=$W --kbest 10 --hidden-layers 7 --device cpu

@@ -1,0 +1,53 @@
+"""The stream's fast paths give exactly what the plain ones give: memoised word pieces, rows per shard."""
+
+import numpy as np
+from conftest import toy_cache
+from transformers import AutoTokenizer
+
+from seqdistill.cache_schema import CacheReader
+from seqdistill.encoding import PieceMemo, word_pieces
+
+
+def test_memoised_word_pieces_equal_a_fresh_tokenization(tiny_encoder):
+    tok = AutoTokenizer.from_pretrained(tiny_encoder)
+    rng = np.random.default_rng(0)
+    vocab = ["peter", "visits", "paris", "rome", "the", "eu", "xyzzy", "Anna", "ä", "2024", ".", "-"]
+    memo = PieceMemo()
+    for _ in range(20):  # batches that share words, in first and later positions
+        batch = [list(rng.choice(vocab, size=rng.integers(1, 8))) for _ in range(4)]
+        assert word_pieces(tok, batch, memo) == word_pieces(tok, batch)
+    assert memo.get(["peter", "visits"]) is not None and memo.get(["never-seen"]) is None
+    small = PieceMemo(max_words=3)  # bounded: cleared when full, still exact
+    for _ in range(5):
+        batch = [list(rng.choice(vocab, size=4))]
+        assert word_pieces(tok, batch, small) == word_pieces(tok, batch)
+        assert len(small._pieces) <= 4 + 3
+
+
+def test_memo_keys_the_first_word_apart():
+    """A tokenizer with a sentence-start rule (Metaspace, prepend_scheme="first"; given words, it
+    marks each one), memoised per (word, first) all the same."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<unk>": 0, "▁a": 1, "a": 2, "▁b": 3, "b": 4}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>")
+    memo = PieceMemo()
+    for batch in ([["a", "b"]], [["b", "a"]], [["a", "a", "b"]]):
+        assert word_pieces(tok, batch, memo) == word_pieces(tok, batch)
+    assert memo.get(["a", "b"]) == [[1], [3]]
+
+
+def test_shard_rows_equal_row_by_row(tiny_encoder, tmp_path):
+    reader = CacheReader(toy_cache(tiny_encoder, tmp_path, shard_size=50))
+    fields = {"examples": ["words", "tags"], "tiny": ["kbest_paths", "kbest_log_probs", "marginals"]}
+    data = reader.read_shard(1, fields)
+    keep = [0, 3, 7, 20]
+
+    def plain(r):
+        return {**r, "tiny": {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in r["tiny"].items()}}
+
+    assert [plain(r) for r in data.rows(keep)] == [plain(data.row(i)) for i in keep]
+    assert len(data.rows()) == len(data)
