@@ -294,11 +294,18 @@ def word_pieces(tokenizer, batch_words: list[list[str]], memo: "PieceMemo | None
         known = [memo.get(words) for words in batch_words]
         todo = [i for i, k in enumerate(known) if k is None]
         if todo:
-            fresh = word_pieces(tokenizer, [batch_words[i] for i in todo])
-            for i, pieces in zip(todo, fresh):
+            fresh = _pieces(tokenizer, [batch_words[i] for i in todo])
+            for i, (pieces, whole) in zip(todo, fresh):
                 known[i] = pieces
-                memo.put(batch_words[i], pieces)
+                if whole:  # a sentence the tokenizer truncated is not remembered
+                    memo.put(batch_words[i], pieces)
         return known
+    return [pieces for pieces, _ in _pieces(tokenizer, batch_words)]
+
+
+def _pieces(tokenizer, batch_words: list[list[str]]) -> list[tuple[list[list[int]], bool]]:
+    """Each sentence's pieces per word, and whether every word got pieces of its own (False: some
+    were cut off by the tokenizer's truncation and stand in as the unknown token)."""
     unk = tokenizer.unk_token_id if tokenizer.unk_token_id is not None else 0
     backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
     if backend is not None:
@@ -313,7 +320,7 @@ def word_pieces(tokenizer, batch_words: list[list[str]], memo: "PieceMemo | None
         for tok, w in zip(ids, word_ids):
             if w is not None:
                 per_word[w].append(tok)
-        out.append([p or [unk] for p in per_word])
+        out.append(([p or [unk] for p in per_word], all(per_word)))
     return out
 
 

@@ -50,13 +50,16 @@ def test_topk_residual_rule_by_hand():
     assert y.sum(axis=1) == pytest.approx([1.0, 1.0])
 
 
-def test_topk_logsumexp_rule_keeps_the_softmax_of_the_top_tags_and_stays_finite():
+def test_topk_logmeanexp_rule_keeps_the_softmax_of_the_top_tags_and_stays_finite():
     rng = np.random.default_rng(1)
     x = (rng.normal(size=(50, 30)) * 4).astype(np.float32)
-    x[0] = [100.0] + [-100.0] * 29  # nearly all mass on one tag: the residual floor applies
-    spec = FieldSpec("emissions", "word", "float16", (30,), "zarr", encoding={"topk": 5, "fill": "logsumexp"})
+    x[0] = [100.0] + [-100.0] * 29  # nearly all mass on one tag
+    x[1, :3] = [11.3, 2.1, -1.0]  # a tiny residual: the fill stays below the kept values
+    spec = FieldSpec("emissions", "word", "float16", (30,), "zarr", encoding={"topk": 5, "fill": "logmeanexp"})
     arrays, y = _roundtrip(x, spec)
-    assert np.isfinite(y).all()
+    assert np.isfinite(y).all() and y[0, 1:].tolist() == pytest.approx([-100.0] * 29)
+    kept_min = np.sort(x, axis=1)[:, -5]
+    assert (arrays["fill/emissions"] <= kept_min + 1e-4).all()
 
     def softmax(a):
         e = np.exp(a - a.max(axis=1, keepdims=True))
@@ -65,12 +68,24 @@ def test_topk_logsumexp_rule_keeps_the_softmax_of_the_top_tags_and_stays_finite(
     p, q = softmax(x.astype(np.float64)), softmax(y.astype(np.float64))
     idx = np.argsort(-x, axis=1)[:, :5]
     top_p, top_q = np.take_along_axis(p, idx, 1), np.take_along_axis(q, idx, 1)
-    assert np.abs(top_p - top_q)[1:].max() < 5e-3  # fp16 storage of the values
+    assert np.abs(top_p - top_q).max() < 5e-3  # fp16 storage of the values
     rest = np.ones_like(q, dtype=bool)
     np.put_along_axis(rest, idx, False, 1)
-    for i in range(1, 50):  # the rest is spread evenly, with the residual mass
+    for i in range(50):  # the rest is spread evenly, with the residual mass
         assert np.ptp(q[i][rest[i]]) < 1e-9
         assert q[i][rest[i]].sum() == pytest.approx(1 - top_p[i].sum(), abs=5e-3)
+    # by hand: [2, 1, 0] top-1 -> the others get log(mean(e^1, e^0)) = log((e + 1) / 2)
+    small = FieldSpec("emissions", "word", "float32", (3,), "zarr", encoding={"topk": 1, "fill": "logmeanexp"})
+    _, y = _roundtrip(np.array([[2.0, 1.0, 0.0]], np.float32), small)
+    assert y[0].tolist() == pytest.approx([2.0, np.log((np.e + 1) / 2), np.log((np.e + 1) / 2)])
+
+
+def test_non_finite_values_are_refused_when_encoding():
+    spec = FieldSpec("h", "word", "int8", (4,), "zarr", encoding={"quantize": "int8-absmax"})
+    x = np.zeros((3, 4), np.float32)
+    x[2, 1] = np.nan
+    with pytest.raises(FieldError, match="field 'h': unit 2 holds NaN or inf"):
+        encode(x, spec, to_storage)
 
 
 def test_pca_matches_the_covariance_eigenvectors_and_reconstructs_low_rank_data():
@@ -219,7 +234,11 @@ def test_build_refuses_options_that_cannot_work(tiny_encoder, tmp_path):
         toy_cache(tiny_encoder, tmp_path, hidden_project=8)
     with pytest.raises(Exception, match="the teacher's states have 32 dimensions; project to fewer"):
         toy_cache(tiny_encoder, tmp_path, hidden_layers=(1,), hidden_project=32)
-    assert not Path(tmp_path / "cache" / "manifest.json").exists()
+    with pytest.raises(
+        Exception, match=r"its sample holds \d+ words; project to fewer dimensions or raise --shard-size"
+    ):
+        toy_cache(tiny_encoder, tmp_path, hidden_layers=(1,), hidden_project=20, shard_size=2)
+    assert not (tmp_path / "cache").exists()  # refused before anything is written
 
 
 # -- students on the stored space ------------------------------------------------------------------

@@ -16,11 +16,12 @@ Whatever it says, a reader returns float32 values of the field's per-unit ``shap
     * ``fill: "residual"`` (probabilities: CRF marginals): each missing tag gets
       ``max(0, 1 - Σ top-N) / (T - N)``: the row sums to 1 and the residual mass is spread
       evenly. The residual is computed from the stored values, not stored.
-    * ``fill: "logsumexp"`` (scores: emissions, logits): the full row's ``l = logsumexp(x)`` is kept
-      in ``logsumexp/<name>`` ``[units]`` and each missing tag gets
-      ``l + log(max(1 - Σ softmax top-N, 1e-6) / (T - N))``. The rebuilt row's softmax equals the
-      teacher's on the top N tags and spreads the rest evenly. It is finite, unlike ``-inf``, so a
-      loss that regresses logits (XtremeDistil's MSE) stays defined.
+    * ``fill: "logmeanexp"`` (scores: emissions, logits): each missing tag gets
+      ``f = log(mean(exp(x_missing)))``, one float32 per unit kept in ``fill/<name>``, computed at
+      encoding time from the full row (no cancellation). The rebuilt row has the teacher's
+      logsumexp, so its softmax equals the teacher's on the top N tags exactly and spreads the
+      residual mass evenly over the rest; ``f`` is never above the smallest kept value, and it is
+      finite, unlike ``-inf``, so a loss that regresses logits (XtremeDistil's MSE) stays defined.
 
 ``project_from: D`` and ``project_export: FILE``
     The values are PCA coefficients ``(x - μ) Cᵀ`` of the teacher's D-dimensional states; ``C``
@@ -38,10 +39,9 @@ import numpy as np
 from .errors import FieldError
 
 QUANTIZE = ("int8-absmax",)
-FILLS = ("residual", "logsumexp")
+FILLS = ("residual", "logmeanexp")
 KEYS = ("quantize", "topk", "fill", "project_from", "project_export")
-AUX_GROUPS = ("scale", "topk_index", "logsumexp")  # arrays beside an encoded field in a shard's zarr group
-RESIDUAL_FLOOR = 1e-6  # the least residual mass the logsumexp rule spreads (keeps logits finite)
+AUX_GROUPS = ("scale", "topk_index", "fill")  # arrays beside an encoded field in a shard's zarr group
 
 
 def check_encoding(spec) -> None:
@@ -109,8 +109,8 @@ def aux_arrays(spec) -> dict[str, tuple[tuple, np.dtype]]:
         out[f"scale/{spec.name}"] = ((), np.dtype("float32"))
     if "topk" in enc:
         out[f"topk_index/{spec.name}"] = ((enc["topk"],), _index_dtype(spec.shape[0]))
-        if enc["fill"] == "logsumexp":
-            out[f"logsumexp/{spec.name}"] = ((), np.dtype("float32"))
+        if enc["fill"] == "logmeanexp":
+            out[f"fill/{spec.name}"] = ((), np.dtype("float32"))
     return out
 
 
@@ -121,6 +121,9 @@ def encode(values: np.ndarray, spec, to_storage) -> dict[str, np.ndarray]:
     if not enc:
         return {spec.name: to_storage(values, spec)}
     x = np.asarray(values, dtype=np.float32)
+    if not np.isfinite(x).all():
+        bad = int(np.argwhere(~np.isfinite(x).reshape(len(x), -1).all(axis=1))[0, 0])
+        raise FieldError(f"field {spec.name!r}: unit {bad} holds NaN or inf, which its encoding cannot store")
     if "quantize" in enc:
         m = np.abs(x).reshape(len(x), -1).max(axis=1) if x.size else np.zeros(len(x), np.float32)
         safe = np.where(m > 0, m, 1.0).reshape(-1, *([1] * (x.ndim - 1)))
@@ -131,8 +134,11 @@ def encode(values: np.ndarray, spec, to_storage) -> dict[str, np.ndarray]:
         idx = np.argsort(-x, axis=1, kind="stable")[:, :k]
         top = np.take_along_axis(x, idx, axis=1)
         out = {spec.name: to_storage(top, spec), f"topk_index/{spec.name}": idx.astype(_index_dtype(spec.shape[0]))}
-        if enc["fill"] == "logsumexp":
-            out[f"logsumexp/{spec.name}"] = _logsumexp(x).astype(np.float32)
+        if enc["fill"] == "logmeanexp":
+            missing = np.ones_like(x, dtype=bool)
+            np.put_along_axis(missing, idx, False, axis=1)
+            rest = np.where(missing, x, -np.inf)
+            out[f"fill/{spec.name}"] = (_logsumexp(rest) - np.log(x.shape[1] - k)).astype(np.float32)
         return out
     return {spec.name: to_storage(x, spec)}  # projected values, stored as floats
 
@@ -154,7 +160,7 @@ def decode(arrays: dict[str, np.ndarray], spec, from_storage, where: str) -> np.
         scale = arrays[f"scale/{spec.name}"]
         if not np.isfinite(scale).all() or (scale < 0).any():
             raise FieldError(f"{where}/scale/{spec.name}: scales must be finite and >= 0")
-        return main.astype(np.float32) * (scale / 127.0).reshape(-1, *([1] * (main.ndim - 1)))
+        return (main.astype(np.float32) * (scale / 127.0).reshape(-1, *([1] * (main.ndim - 1)))).astype(np.float32)
     if "topk" in enc:
         t, k = spec.shape[0], enc["topk"]
         idx = arrays[f"topk_index/{spec.name}"].astype(np.int64)
@@ -164,13 +170,13 @@ def decode(arrays: dict[str, np.ndarray], spec, from_storage, where: str) -> np.
         if enc["fill"] == "residual":
             rest = np.maximum(0.0, 1.0 - top.sum(axis=1)) / (t - k)
         else:
-            lse = arrays[f"logsumexp/{spec.name}"]
-            mass = np.exp(top - lse[:, None]).sum(axis=1)
-            rest = lse + np.log(np.maximum(1.0 - mass, RESIDUAL_FLOOR) / (t - k))
+            rest = arrays[f"fill/{spec.name}"]
+            if not np.isfinite(rest).all():
+                raise FieldError(f"{where}/fill/{spec.name}: fill values must be finite")
         out = np.repeat(rest[:, None], t, axis=1).astype(np.float32)
         np.put_along_axis(out, idx, top, axis=1)
         return out
-    return from_storage(main, spec)
+    return from_storage(main, spec).astype(np.float32, copy=False)
 
 
 def reconstruct(coefficients: np.ndarray, components: np.ndarray, mean: np.ndarray) -> np.ndarray:

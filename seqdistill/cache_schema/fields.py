@@ -36,7 +36,7 @@ FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 DTYPES = INT_DTYPES + FLOAT_DTYPES + ("string",)
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-RESERVED = ("example_id", "offsets", "scale", "topk_index", "logsumexp")  # columns and zarr groups
+RESERVED = ("example_id", "offsets", "scale", "topk_index", "fill")  # columns and zarr groups
 
 _ARROW_SCALARS = {
     "bool": pa.bool_(),
@@ -119,8 +119,8 @@ class FieldSpec:
         return t
 
     def numpy_dtype(self) -> np.dtype:
-        """dtype of the values a reader returns (bf16 and quantized values come back as float32)."""
-        return np.dtype("float32" if self.dtype == "bfloat16" or "quantize" in self.encoding else self.dtype)
+        """dtype of the values a reader returns (bf16 and encoded values come back as float32)."""
+        return np.dtype("float32" if self.dtype == "bfloat16" or self.encoding else self.dtype)
 
     def storage_shape(self) -> tuple:
         """Per-unit shape of the stored values (``shape`` unless a top-k encoding keeps fewer)."""

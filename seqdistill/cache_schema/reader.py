@@ -118,7 +118,7 @@ class ShardData:
     def rows(self, keep: Sequence[int] | None = None) -> list[dict]:
         """:meth:`row` of every example (or of those in ``keep``), converting each Parquet column
         to Python once for the shard rather than value by value (the stream's hot path)."""
-        index = range(len(self)) if keep is None else keep
+        index = range(len(self)) if keep is None else list(keep)
         out = [{"example_id": self.example_ids[i]} for i in index]
         for layer, cols in self.columns.items():
             per_row = [{} for _ in out]
@@ -242,7 +242,10 @@ class CacheReader:
         from safetensors import SafetensorError
         from safetensors.numpy import load
 
-        spec = self.manifest.layer(layer).field(name)
+        try:
+            spec = self.manifest.layer(layer).field(name)
+        except KeyError as e:
+            raise CacheError(f"no field {name!r} in layer {layer!r} ({e.args[0]})") from None
         enc = spec.encoding
         if "project_from" not in enc:
             raise CacheError(f"field {name!r} of layer {layer!r} is not PCA-projected (its encoding: {enc or 'none'})")
@@ -260,6 +263,8 @@ class CacheReader:
                     f"{where}: {name}.{key} is {got}; field {name!r} needs {list(want[key])} "
                     f"({spec.shape[0]} components of {enc['project_from']} dimensions)"
                 )
+            if not np.isfinite(t).all():
+                raise FieldError(f"{where}: {name}.{key} holds NaN or inf")
         return comp.astype(np.float32), mean.astype(np.float32)
 
     def resolve(self, fields: Mapping[str, Sequence[str]] | None) -> dict[str, list[FieldSpec]]:
@@ -332,9 +337,19 @@ class CacheReader:
             offsets = {}
             for spec in dense:
                 if spec.level not in offsets:
-                    offsets[spec.level] = _read_array(group, f"{OFFSETS_GROUP}/{spec.level}", group_rel)
+                    off = _read_array(group, f"{OFFSETS_GROUP}/{spec.level}", group_rel)
+                    if off.ndim != 1 or not np.issubdtype(off.dtype, np.integer):
+                        raise ShardError(
+                            f"{group_rel}/{OFFSETS_GROUP}/{spec.level}: holds {off.dtype} {list(off.shape)}, not "
+                            "one integer offset per example; run `distill-cache verify`"
+                        )
+                    offsets[spec.level] = off
                 stored = _read_array(group, spec.name, group_rel)
-                if stored.dtype != spec.storage_dtype() or tuple(stored.shape[1:]) != spec.storage_shape():
+                if (
+                    stored.dtype != spec.storage_dtype()
+                    or stored.ndim != 1 + len(spec.storage_shape())
+                    or tuple(stored.shape[1:]) != spec.storage_shape()
+                ):
                     raise ShardError(
                         f"{group_rel}/{spec.name}: holds {stored.dtype} of per-{spec.level} shape "
                         f"{list(stored.shape[1:])}, the manifest says {spec.dtype} of shape "

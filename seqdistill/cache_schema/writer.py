@@ -123,6 +123,7 @@ class CacheWriter:
                         f"an interrupted build in {self.store.url} was written by another seqdistill version "
                         "(its examples layer has other fields); write to a new directory, or delete that one"
                     )
+                header = pending  # what the header on disk says (sources may be spelled otherwise now)
             else:
                 self.store.write_json_atomic(layer_header(EXAMPLES_LAYER), header)
             layer = LayerInfo.from_json(header["layer"])
@@ -154,6 +155,7 @@ class CacheWriter:
                     layer,
                     "an interrupted build in this cache",
                 )
+                header = pending  # what the header on disk says (its source may be spelled otherwise now)
             else:
                 self.store.write_json_atomic(layer_header(teacher.id), header)
             writer = LayerWriter(self, layer, num_shards)
@@ -488,7 +490,11 @@ def _write_zarr(tmp: str, columns: dict, fields: list[FieldSpec], n_words: np.nd
         if f.dtype == "float16" and flat.size and np.abs(flat[np.isfinite(flat)]).max(initial=0) > 65504:
             raise FieldError(f"{where}: field {f.name!r} overflows float16; store it as float32 or bfloat16")
         sizes[f.name] = 0
-        for path, data in encode(flat, f, to_storage).items():
+        try:
+            encoded = encode(flat, f, to_storage)
+        except FieldError as e:
+            raise FieldError(f"{where}: {e}") from None
+        for path, data in encoded.items():
             parent, _, name = path.rpartition("/")
             target = group.require_group(parent) if parent else group
             per_unit = data.shape[1:]

@@ -207,6 +207,23 @@ def build_cache(
     rows = [row for c in corpora for row in c.example_rows()]
     shards = [rows[i : i + cfg.shard_size] for i in range(0, len(rows), cfg.shard_size)]
     fingerprints = teacher_fingerprints(teacher_dir)
+    hidden_size = _hidden_size(teacher_dir)
+    # everything the options decide is checked before anything is written
+    if 0 < cfg.hidden_project and cfg.hidden_project >= hidden_size:
+        raise BuildError(
+            f"--hidden-project {cfg.hidden_project}: the teacher's states have {hidden_size} dimensions; "
+            "project to fewer"
+        )
+    sample_words = sum(r["n_words"] for r in _pca_sample(shards[0])) if cfg.hidden_project else 0
+    if cfg.hidden_project and sample_words < cfg.hidden_project:  # checked on every rank, before any write
+        raise BuildError(
+            f"--hidden-project {cfg.hidden_project}: the PCA is fitted on the first shard's words, and its "
+            f"sample holds {sample_words} words; project to fewer dimensions or raise --shard-size"
+        )
+    try:
+        fields = kind.fields(schema, hidden_size, options)
+    except TeacherError as e:
+        raise BuildError(str(e)) from None
 
     # One writer at a time (cache_schema/lock.py): rank 0 holds the lock for the whole build, so
     # that clearing the staging directory of a killed run never pulls files from a live one.
@@ -219,7 +236,6 @@ def build_cache(
         examples = writer.examples_layer(schema, [c.info() for c in corpora], len(shards))
 
         teacher: Teacher | None = None
-        hidden_size = _hidden_size(teacher_dir)
         device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
         precision = cfg.precision if device.startswith("cuda") else "fp32"
         info = TeacherInfo(
@@ -231,15 +247,6 @@ def build_cache(
             pooling,
             str(teacher_dir),
         )
-        if 0 < cfg.hidden_project and cfg.hidden_project >= hidden_size:
-            raise BuildError(
-                f"--hidden-project {cfg.hidden_project}: the teacher's states have {hidden_size} dimensions; "
-                "project to fewer"
-            )
-        try:
-            fields = kind.fields(schema, hidden_size, options)
-        except TeacherError as e:
-            raise BuildError(str(e)) from None
         layer = writer.teacher_layer(info, fields)
         mine = [i for i in range(len(shards)) if i % world == rank]
         todo_examples = [i for i in mine if not examples.is_committed(i)]
@@ -297,9 +304,7 @@ def _fit_projection(teacher: Teacher, cfg: BuildConfig, rows: list[dict], log) -
     most 20,000 of their words (encodings.fit_pca). Returns the tensors of the projection export,
     ``hidden_<l>.components`` ``[N, D]`` and ``hidden_<l>.mean`` ``[D]``, also under
     ``subword_hidden_<l>.*`` when subword fields are stored (the same projection)."""
-    rng = np.random.default_rng(0)
-    pick = sorted(rng.choice(len(rows), min(len(rows), PCA_SENTENCES), replace=False).tolist())
-    sample = [rows[i] for i in pick]
+    sample = _pca_sample(rows)
     states: dict[int, list[np.ndarray]] = {layer: [] for layer in cfg.hidden_layers}
     for batch in batches_by_length([r["n_words"] for r in sample], cfg.max_words_per_batch):
         out = teacher.outputs(
@@ -317,7 +322,10 @@ def _fit_projection(teacher: Teacher, cfg: BuildConfig, rows: list[dict], log) -
                 states[layer].append(host["hidden"][layer][j, : sample[i]["n_words"]])
     tensors: dict[str, np.ndarray] = {}
     for layer, parts in states.items():
-        components, mean, kept = fit_pca(np.concatenate(parts), cfg.hidden_project, seed=0)
+        try:
+            components, mean, kept = fit_pca(np.concatenate(parts), cfg.hidden_project, seed=0)
+        except (ValueError, np.linalg.LinAlgError) as e:  # NaN states, an SVD that does not converge
+            raise BuildError(f"hidden layer {layer}: the PCA of the first shard's sample failed ({e})") from None
         log(f"hidden layer {layer}: PCA to {cfg.hidden_project} dimensions keeps {100 * kept:.1f}% of the variance")
         for name in (f"hidden_{layer}", f"subword_hidden_{layer}") if cfg.subwords else (f"hidden_{layer}",):
             tensors[f"{name}.components"], tensors[f"{name}.mean"] = components, mean
@@ -325,6 +333,12 @@ def _fit_projection(teacher: Teacher, cfg: BuildConfig, rows: list[dict], log) -
 
 
 PCA_SENTENCES = 512
+
+
+def _pca_sample(rows: list[dict]) -> list[dict]:
+    """The sentences of the first shard the PCA is fitted on: ``PCA_SENTENCES`` drawn with seed 0."""
+    pick = np.random.default_rng(0).choice(len(rows), min(len(rows), PCA_SENTENCES), replace=False)
+    return [rows[i] for i in sorted(pick.tolist())]
 
 
 def _write_exports(teacher: Teacher, directory: str, cfg: BuildConfig, projection: dict | None) -> None:

@@ -74,12 +74,12 @@ class TeacherKind(ABC):
     default_k = 10  # paths per sentence when the build does not say (paper 000: K = 10 for a CRF)
     # Per-word tag distributions that --word-topk stores sparsely, with the rule that rebuilds the
     # tags left out (encodings.py): probabilities spread their residual mass, scores keep the row's
-    # logsumexp. Other per-word fields (SenTScore tag scores, nested type logits) stay dense.
+    # log-mean-exp. Other per-word fields (SenTScore tag scores, nested type logits) stay dense.
     topk_fills = {
-        "emissions": "logsumexp",
+        "emissions": "logmeanexp",
         "marginals": "residual",
-        "logits": "logsumexp",
-        "subword_logits": "logsumexp",
+        "logits": "logmeanexp",
+        "subword_logits": "logmeanexp",
     }
 
     def refusal(self, options: LayerOptions) -> str | None:
