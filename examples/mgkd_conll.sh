@@ -2,7 +2,9 @@
 # Paper 000's Table 1 on full CoNLL-2003 with the MiniLM-L6+CRF teacher (docs/RESULTS.md).
 #   TEACHER=.data/teachers/minilm-crf-conll WIKI=10000 EPOCHS=30 examples/mgkd_conll.sh
 # The teacher comes from `distill-cache finetune-teacher` (the command is in docs/RESULTS.md); the cache
-# from examples/conll_cache.sh.
+# from examples/conll_cache.sh, or CACHE=DIR for one built already (examples/mpnet_conll_cache.sh:
+#   CACHE=.data/mpnet/cache TEACHER=.data/teachers/mpnet-crf-conll-e1 OUT=.data/mgkd-mpnet examples/mgkd_conll.sh).
+# Variants NAME-chars add the student's byte CNN (--chars).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -10,30 +12,37 @@ TEACHER=${TEACHER:-.data/teachers/minilm-crf-conll}
 WIKI=${WIKI:-10000}
 EPOCHS=${EPOCHS:-30}
 OUT=${OUT:-.data/mgkd-conll}
+SEED=${SEED:-13}  # runs of another seed are named NAME-sSEED
 VARIANTS=${VARIANTS:-"vanilla te te-em te-pos te-seq te-da te-da-seq"}
 export TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
-TEACHER=$TEACHER WIKI=$WIKI examples/conll_cache.sh
-CACHE=${DATA:-.data/conll}/cache
+if [ -z "${CACHE:-}" ]; then
+  TEACHER=$TEACHER WIKI=$WIKI examples/conll_cache.sh
+  CACHE=${DATA:-.data/conll}/cache
+fi
 D=$($BIN/python -c "import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec('neuroner').origin).parent / 'data/conll2003/en')")
 train() {  # name, then distill-train options
   local name=$1; shift
+  [ "$SEED" != 13 ] && name=$name-s$SEED
   [ -f "$OUT/$name/training.json" ] && return 0
-  $BIN/distill-train --cache "$CACHE" --out "$OUT/$name" --epochs "$EPOCHS" --device cpu "$@" > "$OUT/$name.log" 2>&1
+  $BIN/distill-train --cache "$CACHE" --out "$OUT/$name" --epochs "$EPOCHS" --seed "$SEED" --device cpu "$@" > "$OUT/$name.log" 2>&1
 }
 for v in $VARIANTS; do
-  case $v in
-    vanilla)   train vanilla   --losses hard --no-unlabelled --embedding random ;;
-    te)        train te        --losses hard --no-unlabelled ;;
-    te-em)     train te-em     --losses hard,token-em --no-unlabelled ;;
-    te-pos)    train te-pos    --losses hard,token-pos --no-unlabelled ;;
-    te-seq)    train te-seq    --losses hard,seq-ce,fuzzy --k 5 --no-unlabelled ;;
-    te-da)     train te-da     --losses hard ;;
-    te-da-seq) train te-da-seq --losses hard,seq-ce,fuzzy --k 5 ;;
-    svd-da-seq) train svd-da-seq --losses hard,seq-ce,fuzzy --k 5 --embedding svd --embedding-dim 100 ;;
+  chars=(); base=$v
+  if [[ $v == *-chars ]]; then chars=(--chars); base=${v%-chars}; fi
+  case $base in
+    vanilla) train "$v" --losses hard --no-unlabelled --embedding random "${chars[@]}" ;;
+    te) train "$v" --losses hard --no-unlabelled "${chars[@]}" ;;
+    te-em) train "$v" --losses hard,token-em --no-unlabelled "${chars[@]}" ;;
+    te-pos) train "$v" --losses hard,token-pos --no-unlabelled "${chars[@]}" ;;
+    te-seq) train "$v" --losses hard,seq-ce,fuzzy --k 5 --no-unlabelled "${chars[@]}" ;;
+    te-da) train "$v" --losses hard "${chars[@]}" ;;
+    te-da-seq) train "$v" --losses hard,seq-ce,fuzzy --k 5 "${chars[@]}" ;;
+    svd-da-seq) train "$v" --losses hard,seq-ce,fuzzy --k 5 --embedding svd --embedding-dim 100 "${chars[@]}" ;;
   esac
 done
 [ -n "${NO_EVAL:-}" ] && exit 0  # train only (score later, on a quiet machine)
-models=("$TEACHER"); for v in $VARIANTS; do models+=("$OUT/$v"); done
+suffix=""; [ "$SEED" != 13 ] && suffix=-s$SEED
+models=("$TEACHER"); for v in $VARIANTS; do models+=("$OUT/$v$suffix"); done
 args=(); for m in "${models[@]}"; do args+=(--model "$m"); done
 $BIN/distill-eval "${args[@]}" --data "$D/test.txt" | tee "$OUT/eval.md"
