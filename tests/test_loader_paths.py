@@ -51,3 +51,29 @@ def test_shard_rows_equal_row_by_row(tiny_encoder, tmp_path):
 
     assert [plain(r) for r in data.rows(keep)] == [plain(data.row(i)) for i in keep]
     assert len(data.rows()) == len(data)
+
+
+def test_gold_sentences_keep_the_tags_of_one_fixed_sample(tiny_encoder, tmp_path):
+    from seqdistill.students.data import CacheStream, StreamConfig, parse_selection
+
+    reader = CacheReader(toy_cache(tiny_encoder, tmp_path, shard_size=16))
+    select = parse_selection(["toy/train", "raw"], reader)
+    fields = {"examples": ["words", "tags"], "tiny": ["kbest_paths"]}
+
+    class Rows(list):  # the stream marks each collated batch with its origin
+        pass
+
+    def gold_ids(seed, epoch):
+        stream = CacheStream(reader, fields, select, Rows, StreamConfig(8, 64, seed, gold_sentences=6))
+        stream.set_epoch(epoch)
+        rows = [r for batch in stream for r in batch]
+        assert len(rows) == 60 + 40  # every row still trains
+        return {r["example_id"] for r in rows if r["examples"]["tags"] is not None}
+
+    first = gold_ids(13, 0)
+    assert len(first) == 6 and all(i.startswith("toy/train/") for i in first)
+    assert gold_ids(13, 1) == first and gold_ids(14, 0) == first  # the same sample every epoch and seed
+    import pytest
+
+    with pytest.raises(ValueError, match="--gold-sentences 61: the training selection holds 60 labelled"):
+        CacheStream(reader, fields, select, Rows, StreamConfig(8, 64, 13, gold_sentences=61))

@@ -43,6 +43,13 @@ class RunConfig:
         "Train on a seeded sample of N of the unlabelled sentences (the same every epoch; default: all).",
         metavar="N",
     )
+    gold_sentences: int | None = option(
+        None,
+        "Keep the gold tags of a seeded sample of N labelled training sentences; the others train as "
+        "unlabelled rows, the teacher's paths as their labels (the low-resource setting; the sample does not "
+        "depend on --seed; default: all gold).",
+        metavar="N",
+    )
     dev: tuple[str, ...] = option(
         (), "CORPUS[/SPLIT] to stop early on, comma-separated (default: every */dev, */valid)."
     )

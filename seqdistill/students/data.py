@@ -26,6 +26,9 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader
 
 
+GOLD_SAMPLE_SEED = 0  # the gold sample is the same whatever the run's seed: runs compared differ in nothing else
+
+
 @dataclass
 class StreamConfig:
     batch_size: int = 32  # sentences (paper 000, Table 6)
@@ -33,6 +36,7 @@ class StreamConfig:
     seed: int = 13
     shuffle: bool = True
     unlabelled_sentences: int | None = None  # keep a seeded sample of this many unlabelled rows (None: all)
+    gold_sentences: int | None = None  # keep the gold tags of a seeded sample of this many labelled rows (None: all)
 
 
 def stream_config(cfg, shuffle: bool = True, sample: bool = True) -> StreamConfig:
@@ -44,22 +48,27 @@ def stream_config(cfg, shuffle: bool = True, sample: bool = True) -> StreamConfi
         cfg.seed,
         shuffle,
         getattr(cfg, "unlabelled_sentences", None) if sample else None,
+        getattr(cfg, "gold_sentences", None) if sample else None,
     )
 
 
 def sample_unlabelled(
-    reader: CacheReader, select: set[tuple[str, str]], n: int, seed: int
+    reader: CacheReader, select: set[tuple[str, str]], n: int, seed: int, labelled: bool = False
 ) -> dict[tuple[str, str], set[int]]:
-    """A seeded sample of ``n`` of the unlabelled rows of ``select``, the same every epoch (the
-    amount-of-unlabelled-data axis of paper 000, Fig. 5): ``{(corpus, split): row indices}``.
-    Decision: uniform over all selected unlabelled rows, in cache order, seeded by the run's seed."""
+    """A seeded sample of ``n`` of the unlabelled rows of ``select`` (``labelled``: of the labelled
+    rows), the same every epoch (the amount-of-unlabelled-data axis of paper 000, Fig. 5; with
+    ``labelled``, the rows that keep their gold tags): ``{(corpus, split): row indices}``.
+    Decision: uniform over all selected rows of the kind, in cache order, seeded by the run's seed."""
     pools = [
-        (c.name, c.split, c.examples) for c in reader.manifest.corpora if not c.labelled and (c.name, c.split) in select
+        (c.name, c.split, c.examples)
+        for c in reader.manifest.corpora
+        if c.labelled == labelled and (c.name, c.split) in select
     ]
     total = sum(k for _, _, k in pools)
     if n < 0 or n > total:
+        option, kind = ("--gold-sentences", "labelled") if labelled else ("--unlabelled-sentences", "unlabelled")
         raise ValueError(
-            f"--unlabelled-sentences {n}: the training selection holds {total:,} unlabelled sentences "
+            f"{option} {n}: the training selection holds {total:,} {kind} sentences "
             f"({', '.join(f'{c}/{s}' for c, s, _ in pools) or 'none'}); ask for 0 to {total:,}"
         )
     keep: dict[tuple[str, str], set[int]] = {(c, s): set() for c, s, _ in pools}
@@ -108,6 +117,10 @@ class CacheStream(IterableDataset):
         if self.cfg.unlabelled_sentences is not None:
             self.keep = sample_unlabelled(reader, select, self.cfg.unlabelled_sentences, self.cfg.seed)
             self.fields[EXAMPLES_LAYER] = sorted(set(self.fields[EXAMPLES_LAYER]) | {"index"})
+        self.gold = None  # (corpus, split) -> labelled row indices whose gold tags are kept, when sampled
+        if self.cfg.gold_sentences is not None:
+            self.gold = sample_unlabelled(reader, select, self.cfg.gold_sentences, GOLD_SAMPLE_SEED, labelled=True)
+            self.fields[EXAMPLES_LAYER] = sorted(set(self.fields[EXAMPLES_LAYER]) | {"index"})
         reader.resolve(self.fields)  # fail now, with the list of what the cache holds
         self.select, self.rank, self.world_size = select, rank, world_size
         self.epoch, self._skip = 0, {}
@@ -150,14 +163,18 @@ class CacheStream(IterableDataset):
             data = self.reader.read_shard(index, self.fields)
             corpus = data.get(EXAMPLES_LAYER, "corpus").to_pylist()
             split = data.get(EXAMPLES_LAYER, "split").to_pylist()
-            row_index = data.get(EXAMPLES_LAYER, "index").to_pylist() if self.keep is not None else None
+            sampled = self.keep is not None or self.gold is not None
+            row_index = data.get(EXAMPLES_LAYER, "index").to_pylist() if sampled else None
             wanted = [
                 i
                 for i, pair in enumerate(zip(corpus, split))
                 if pair in self.select
-                and (row_index is None or pair not in self.keep or row_index[i] in self.keep[pair])
+                and (self.keep is None or pair not in self.keep or row_index[i] in self.keep[pair])
             ]
-            for row in data.rows(wanted):
+            for i, row in zip(wanted, data.rows(wanted)):
+                pair = (corpus[i], split[i])
+                if self.gold is not None and pair in self.gold and row_index[i] not in self.gold[pair]:
+                    row[EXAMPLES_LAYER]["tags"] = None  # trains as an unlabelled row (the teacher's paths)
                 buffer.append(row)
                 if len(buffer) >= self.cfg.buffer_size:
                     yield from self._flush(buffer, rng)

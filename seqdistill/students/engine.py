@@ -142,6 +142,7 @@ class Context:
                 cfg.seed,
                 shuffle,
                 cfg.unlabelled_sentences if sample else None,
+                getattr(cfg, "gold_sentences", None) if sample else None,
             ),
             rank=0 if whole else self.rank,
             world_size=1 if whole else self.world,
