@@ -25,7 +25,6 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader
 
-
 GOLD_SAMPLE_SEED = 0  # the gold sample is the same whatever the run's seed: runs compared differ in nothing else
 
 
