@@ -244,7 +244,7 @@ def main() -> None:
     ap.add_argument("--layer", type=int, default=4, help="teacher hidden layer (hidden)")
     ap.add_argument("--embedding-dim", type=int, default=100)
     ap.add_argument("--hidden-size", type=int, default=200)
-    ap.add_argument("--epochs-per-step", type=int, default=3)
+    ap.add_argument("--epochs-per-step", type=int, default=1)
     ap.add_argument("--k", type=int, default=3, help="--word-topk of the top-k build (topk)")
     ap.add_argument("--student-epochs", type=int, default=8)
     ap.add_argument("--tags150", action="store_true")

@@ -133,7 +133,9 @@ def main() -> None:
     cfg = TrainConfig(k=5)
     stream, model = make_stream(args.cache, cfg)
 
-    load_t, mem_t, cache_t = [], [], []
+    from seqdistill.students.data import Prefetch
+
+    load_t, mem_t, cache_t, pre_t = [], [], [], []
     batches = None
     for _ in range(args.repeats):
         t0 = time.perf_counter()
@@ -143,8 +145,11 @@ def main() -> None:
         t0 = time.perf_counter()
         train_steps(model, DataLoader(stream, batch_size=None, num_workers=args.num_workers), cfg)
         cache_t.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        train_steps(model, Prefetch(DataLoader(stream, batch_size=None), 2), cfg)
+        pre_t.append(time.perf_counter() - t0)
     n = len(batches)
-    lo, me, ca = (statistics.median(x) for x in (load_t, mem_t, cache_t))
+    lo, me, ca, pr = (statistics.median(x) for x in (load_t, mem_t, cache_t, pre_t))
     words = sum(int(b.words.mask.sum()) for b in batches)
     print(
         f"cache: {args.cache}; {n} batches of {cfg.batch_size} sentences, {words:,} words per epoch; "
@@ -156,7 +161,11 @@ def main() -> None:
     print(f"| loader alone (read shards, collate) | {lo:.2f} | {n / lo:,.1f} |")
     print(f"| student on in-memory batches (fwd+bwd+step) | {me:.2f} | {n / me:,.1f} |")
     print(f"| student streaming from the cache ({args.num_workers} loader workers) | {ca:.2f} | {n / ca:,.1f} |")
-    print(f"\nloader / student consumption: {me / lo:.1f}x faster; epoch from cache / in memory: {ca / me:.2f}x\n")
+    print(f"| the same with a prefetch thread (2 batches ahead) | {pr:.2f} | {n / pr:,.1f} |")
+    print(
+        f"\nloader / student consumption: {me / lo:.1f}x faster; epoch from cache / in memory: {ca / me:.2f}x; "
+        f"with the prefetch thread: {pr / me:.2f}x\n"
+    )
 
     if args.skip_rss:
         return

@@ -62,6 +62,9 @@ class RunConfig:
     )
     checkpoint_every: int = option(200, "Optimiser updates between checkpoints (also at every epoch end).")
     num_workers: int = option(0, "DataLoader worker processes reading the cache.")
+    prefetch: int = option(
+        2, "With no worker processes: batches read and collated ahead in a thread, beside the step (0: off)."
+    )
     seed: int = option(13, "Seed of the weights, the batch order and the dropout masks.")
     device: str | None = option(None, "cpu, cuda, cuda:1 ... (default: cuda if available).")
     report_to: tuple[str, ...] = option(

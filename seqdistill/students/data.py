@@ -206,11 +206,63 @@ def gold_tags(rows: list[dict], schema) -> tuple[list[list[str]], torch.Tensor, 
     return words, tags, labelled
 
 
-def batches(stream: "CacheStream", num_workers: int = 0) -> DataLoader:
+def batches(stream: "CacheStream", num_workers: int = 0, prefetch: int = 0):
     """A DataLoader over a stream's batches. The order comes from (seed, epoch) alone; the loader
     gets its own generator because one without draws a seed from torch's global RNG at every
-    epoch, which would shift the dropout masks of a run resumed from a checkpoint."""
-    return DataLoader(stream, batch_size=None, num_workers=num_workers, generator=torch.Generator().manual_seed(0))
+    epoch, which would shift the dropout masks of a run resumed from a checkpoint. ``prefetch``:
+    with no worker processes, read and collate up to that many batches ahead in a thread."""
+    loader = DataLoader(stream, batch_size=None, num_workers=num_workers, generator=torch.Generator().manual_seed(0))
+    return Prefetch(loader, prefetch) if prefetch and not num_workers else loader
+
+
+class Prefetch:
+    """Iterate ``source`` in a background thread, up to ``depth`` items ahead. Reading Parquet and
+    Zarr, tokenizing and numpy release the GIL, so loading overlaps the training step. Errors are
+    raised in the consumer; a consumer that stops early (``close``, garbage collection) stops the
+    thread at its next item."""
+
+    def __init__(self, source, depth: int = 2):
+        self.source, self.depth = source, depth
+
+    def __len__(self):
+        return len(self.source)
+
+    def __iter__(self):
+        import queue
+        import threading
+
+        items: queue.Queue = queue.Queue(maxsize=self.depth)
+        stop = threading.Event()
+        done = object()
+
+        def produce():
+            try:
+                for item in self.source:
+                    while not stop.is_set():
+                        try:
+                            items.put((item, None), timeout=0.1)
+                            break
+                        except queue.Full:
+                            continue
+                    if stop.is_set():
+                        return
+            except BaseException as e:  # raised in the consumer
+                items.put((None, e))
+                return
+            items.put((done, None))
+
+        thread = threading.Thread(target=produce, name="seqdistill-prefetch", daemon=True)
+        thread.start()
+        try:
+            while True:
+                item, error = items.get()
+                if error is not None:
+                    raise error
+                if item is done:
+                    return
+                yield item
+        finally:
+            stop.set()
 
 
 def _seed(*parts: int) -> int:

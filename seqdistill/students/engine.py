@@ -484,7 +484,9 @@ class _Run:
             for m in modules.values():
                 m.train()
             source = (
-                batches(stage.batches, cfg.num_workers) if isinstance(stage.batches, CacheStream) else stage.batches
+                batches(stage.batches, cfg.num_workers, getattr(cfg, "prefetch", 0))
+                if isinstance(stage.batches, CacheStream)
+                else stage.batches
             )
             bar = tqdm(source, desc=f"{stage.name} {epoch + 1}", unit="batch", leave=False, disable=not self.lead)
             capped = False
