@@ -193,6 +193,8 @@ def tags150(args, work: Path) -> tuple[Path, str]:
             str(dst / "train.txt"),
             "--dev",
             str(dst / "dev.txt"),
+            "--test",  # the label schema covers every sub-type of the three files
+            str(dst / "test.txt"),
             "--out",
             str(teacher),
             "--head",
