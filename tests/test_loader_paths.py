@@ -73,6 +73,9 @@ def test_gold_sentences_keep_the_tags_of_one_fixed_sample(tiny_encoder, tmp_path
     first = gold_ids(13, 0)
     assert len(first) == 6 and all(i.startswith("toy/train/") for i in first)
     assert gold_ids(13, 1) == first and gold_ids(14, 0) == first  # the same sample every epoch and seed
+    only = CacheStream(reader, fields, select, Rows, StreamConfig(8, 64, 13, gold_sentences=6, gold_only=True))
+    rows = [r for batch in only for r in batch]
+    assert {r["example_id"] for r in rows if r["example_id"].startswith("toy/")} == first  # the others left out
     import pytest
 
     with pytest.raises(ValueError, match="--gold-sentences 61: the training selection holds 60 labelled"):

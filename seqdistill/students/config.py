@@ -47,7 +47,7 @@ class RunConfig:
         None,
         "Keep the gold tags of a seeded sample of N labelled training sentences; the others train as "
         "unlabelled rows, the teacher's paths as their labels (the low-resource setting; the sample does not "
-        "depend on --seed; default: all gold).",
+        "depend on --seed; default: all gold). With --no-unlabelled they are left out: N gold sentences only.",
         metavar="N",
     )
     dev: tuple[str, ...] = option(

@@ -36,6 +36,7 @@ class StreamConfig:
     shuffle: bool = True
     unlabelled_sentences: int | None = None  # keep a seeded sample of this many unlabelled rows (None: all)
     gold_sentences: int | None = None  # keep the gold tags of a seeded sample of this many labelled rows (None: all)
+    gold_only: bool = False  # with gold_sentences: drop the other labelled rows instead of training them unlabelled
 
 
 def stream_config(cfg, shuffle: bool = True, sample: bool = True) -> StreamConfig:
@@ -48,6 +49,7 @@ def stream_config(cfg, shuffle: bool = True, sample: bool = True) -> StreamConfi
         shuffle,
         getattr(cfg, "unlabelled_sentences", None) if sample else None,
         getattr(cfg, "gold_sentences", None) if sample else None,
+        not getattr(cfg, "unlabelled", True),
     )
 
 
@@ -173,6 +175,8 @@ class CacheStream(IterableDataset):
             for i, row in zip(wanted, data.rows(wanted)):
                 pair = (corpus[i], split[i])
                 if self.gold is not None and pair in self.gold and row_index[i] not in self.gold[pair]:
+                    if self.cfg.gold_only:
+                        continue
                     row[EXAMPLES_LAYER]["tags"] = None  # trains as an unlabelled row (the teacher's paths)
                 buffer.append(row)
                 if len(buffer) >= self.cfg.buffer_size:

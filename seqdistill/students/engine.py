@@ -143,6 +143,7 @@ class Context:
                 shuffle,
                 cfg.unlabelled_sentences if sample else None,
                 getattr(cfg, "gold_sentences", None) if sample else None,
+                not getattr(cfg, "unlabelled", True),
             ),
             rank=0 if whole else self.rank,
             world_size=1 if whole else self.world,

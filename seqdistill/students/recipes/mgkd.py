@@ -163,7 +163,7 @@ def plan(ctx: Context) -> Plan:
         raise CacheError(f"--k {cfg.k} is more than the {stored_k} paths per sentence the cache holds")
     train_names, dev_names = default_splits(reader, cfg)
     selected = parse_selection(train_names, reader)
-    unlabelled_rows = cfg.gold_sentences is not None or any(
+    unlabelled_rows = (cfg.gold_sentences is not None and cfg.unlabelled) or any(
         not c.labelled for c in reader.manifest.corpora if (c.name, c.split) in selected
     )
     if unlabelled_rows and kind != "crf":
