@@ -27,7 +27,8 @@ Whatever it says, a reader returns float32 values of the field's per-unit ``shap
     The values are PCA coefficients ``(x - μ) Cᵀ`` of the teacher's D-dimensional states; ``C``
     ``[N, D]`` and ``μ`` ``[D]`` are the tensors ``<name>.components`` and ``<name>.mean`` of the
     safetensors file ``FILE`` in the layer's exports. Readers return the coefficients (the stored
-    space): students learn their projection against it. :func:`reconstruct` maps them back.
+    space); :func:`reconstruct` maps them back (what a loss that is not invariant to a rotation of
+    the hidden space needs: XtremeDistil's representation loss).
 
 Combinations: ``project`` with ``quantize`` (PCA coefficients stored as int8); ``topk`` alone.
 """

@@ -39,9 +39,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ...cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
+from ...cache_schema.encodings import reconstruct
 from ...encoding import SubwordBatch, words_to_subwords
 from .. import losses as L
 from ..common import dev_f1, new_tagger, open_cache, read_split, splits_with_dev
@@ -157,10 +159,16 @@ class XDBatch:
 
 class XDCollate:
     def __init__(
-        self, tokenizer, schema: LabelSchema, teacher: str, logits_field: str | None, hidden_field: str | None
+        self,
+        tokenizer,
+        schema: LabelSchema,
+        teacher: str,
+        logits_field: str | None,
+        hidden_field: str | None,
+        pca: tuple[np.ndarray, np.ndarray] | None = None,
     ):
         self.tokenizer, self.schema, self.teacher = tokenizer, schema, teacher
-        self.logits_field, self.hidden_field = logits_field, hidden_field
+        self.logits_field, self.hidden_field, self.pca = logits_field, hidden_field, pca
 
     def __call__(self, rows: list[dict]) -> XDBatch:
         words, tags, labelled = gold_tags(rows, self.schema)
@@ -169,7 +177,10 @@ class XDCollate:
         if self.logits_field:
             batch.teacher_logits = pad_stack([r[self.teacher][self.logits_field] for r in rows], Lmax)
         if self.hidden_field:
-            batch.teacher_hidden = pad_stack([r[self.teacher][self.hidden_field] for r in rows], Lmax)
+            states = [r[self.teacher][self.hidden_field] for r in rows]
+            if self.pca is not None:  # PCA coefficients back to the teacher's space (see plan)
+                states = [reconstruct(c, *self.pca) for c in states]
+            batch.teacher_hidden = pad_stack(states, Lmax)
         return batch
 
 
@@ -219,7 +230,7 @@ def plan(ctx: Context) -> Plan:
     schema = reader.manifest.label_schema
     info = reader.manifest.teachers[teacher]
     logits_field = ("emissions" if info.kind == "crf" else "logits") if "ll" in used else None
-    hidden_field, hidden_size = None, None
+    hidden_field, hidden_size, pca = None, None, None
     stored = sorted(info.hidden_layers)
     if "rl" in used:
         if cfg.teacher_layer is None and len(stored) != 1:
@@ -235,7 +246,17 @@ def plan(ctx: Context) -> Plan:
                 f"{', '.join(map(str, stored)) or 'none'} (add one with distill-cache build --hidden-layers)"
             )
         hidden_field = f"hidden_{wanted}"
-        hidden_size = reader.manifest.layers[teacher].field(hidden_field).shape[0]
+        spec = reader.manifest.layers[teacher].field(hidden_field)
+        hidden_size = spec.shape[0]
+        if "project_from" in spec.encoding:
+            # Decision: eq. 6 compares softmaxes over the hidden dimensions, which a rotation onto
+            # PCA axes changes (the leading coefficients dominate: a peakier softmax, a 2.7x larger
+            # loss and -10 dev F1 in benchmarks/compact_cache.py). So this loss reconstructs the
+            # teacher's states (x = c C + mu, a fixed linear map per batch) and the projection
+            # maps onto the teacher's width; MT's hidden loss, an MSE after a learned linear map,
+            # learns against the stored coefficients directly.
+            pca = reader.projection(teacher, hidden_field)
+            hidden_size = spec.encoding["project_from"]
     train_names, dev_names = splits_with_dev(
         reader, cfg, "XtremeDistil restores each step's best weights by validation loss"
     )
@@ -251,7 +272,7 @@ def plan(ctx: Context) -> Plan:
     selected = parse_selection(train_names, reader)
     labelled_sel = {(c.name, c.split) for c in reader.manifest.corpora if c.labelled and (c.name, c.split) in selected}
     fields = {EXAMPLES_LAYER: ["words", "tags"], teacher: [f for f in (logits_field, hidden_field) if f]}
-    collate = XDCollate(tokenizer, schema, teacher, logits_field, hidden_field)
+    collate = XDCollate(tokenizer, schema, teacher, logits_field, hidden_field, pca)
     dev_stream = ctx.stream(
         fields, parse_selection(dev_names, reader), collate, shuffle=False, sample=False, whole=True
     )
