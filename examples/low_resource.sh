@@ -6,7 +6,10 @@
 #   one-best   + the rest on the teacher's 1-best paths          --gold-sentences GOLD --losses hard
 #   kbest      + the rest on its k-best paths (Seq-CE, fuzzy)    --gold-sentences GOLD --losses hard,seq-ce,fuzzy --k 5
 # Only the training split is used (--train conll/train: no Wikipedia), so the three differ in how
-# the non-gold sentences are used and nothing else. Resumable: run it again after a kill.
+# the non-gold sentences are used and nothing else. gold-only trains GOLD_EPOCHS (default: EPOCHS
+# times the split's size over GOLD, so that it takes as many updates as the others). Variants of
+# the k-best student (VARIANTS): kbest-fixed (eq. 8's fixed weights, not eq. 9's learned ones),
+# kbest-seqce (hard + Seq-CE, no fuzzy), kbest-k10 (K = 10). Resumable: run it again after a kill.
 #   CACHE=.data/demo/cache GOLD=200 TEST=.data/demo/test.txt examples/low_resource.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +18,9 @@ CACHE=${CACHE:-.data/demo/cache}
 GOLD=${GOLD:-200}
 EPOCHS=${EPOCHS:-10}
 SEEDS=${SEEDS:-"1 2 3"}
+VARIANTS=${VARIANTS:-"gold-only one-best kbest"}
+TRAIN_SIZE=$($BIN/python -c "from seqdistill.cache_schema import CacheReader; print(next(c.examples for c in CacheReader('$CACHE').manifest.corpora if (c.name, c.split) == ('conll', 'train')))")
+GOLD_EPOCHS=${GOLD_EPOCHS:-$(( EPOCHS * TRAIN_SIZE / GOLD ))}
 OUT=${OUT:-.data/low-resource/$(basename "$(dirname "$CACHE")")-gold$GOLD}
 TEST=${TEST:-.data/demo/test.txt}
 export TOKENIZERS_PARALLELISM=false
@@ -23,17 +29,25 @@ run() {  # name seed options...
   local name=$1 seed=$2; shift 2
   [ -f "$OUT/$name-s$seed/training.json" ] && return 0
   $BIN/distill-train mgkd --cache "$CACHE" --out "$OUT/$name-s$seed" --train conll/train --gold-sentences "$GOLD" \
-    --epochs "$EPOCHS" --seed "$seed" --device cpu "$@" > "$OUT/$name-s$seed.log" 2>&1
+    --seed "$seed" --device cpu "$@" > "$OUT/$name-s$seed.log" 2>&1
 }
 for seed in $SEEDS; do
-  run gold-only "$seed" --no-unlabelled --losses hard
-  run one-best "$seed" --losses hard
-  run kbest "$seed" --losses hard,seq-ce,fuzzy --k 5
+  for v in $VARIANTS; do
+    case $v in
+      gold-only) run gold-only "$seed" --no-unlabelled --losses hard --epochs "$GOLD_EPOCHS" ;;
+      one-best) run one-best "$seed" --losses hard --epochs "$EPOCHS" ;;
+      kbest) run kbest "$seed" --losses hard,seq-ce,fuzzy --k 5 --epochs "$EPOCHS" ;;
+      kbest-fixed) run kbest-fixed "$seed" --losses hard,seq-ce,fuzzy --k 5 --weighting fixed --epochs "$EPOCHS" ;;
+      kbest-seqce) run kbest-seqce "$seed" --losses hard,seq-ce --k 5 --epochs "$EPOCHS" ;;
+      kbest-k10) run kbest-k10 "$seed" --losses hard,seq-ce,fuzzy --k 10 --epochs "$EPOCHS" ;;
+    esac
+  done
 done
 [ -n "${NO_EVAL:-}" ] && exit 0
-args=(); for name in gold-only one-best kbest; do for seed in $SEEDS; do args+=(--model "$OUT/$name-s$seed"); done; done
-$BIN/distill-eval "${args[@]}" --data "$TEST" --no-latency --json > "$OUT/eval.json"
-$BIN/python - "$OUT/eval.json" <<'PY'
+args=(); for name in $VARIANTS; do for seed in $SEEDS; do args+=(--model "$OUT/$name-s$seed"); done; done
+tag=$(echo $VARIANTS | tr ' ' '+')
+$BIN/distill-eval "${args[@]}" --data "$TEST" --no-latency --json > "$OUT/eval-$tag.json"
+$BIN/python - "$OUT/eval-$tag.json" <<'PY'
 import json, statistics, sys
 rows = json.load(open(sys.argv[1]))
 by = {}
