@@ -7,7 +7,8 @@
 #   kbest      + the rest on its k-best paths (Seq-CE, fuzzy)    --gold-sentences GOLD --losses hard,seq-ce,fuzzy --k 5
 # Only the training split is used (--train conll/train: no Wikipedia), so the three differ in how
 # the non-gold sentences are used and nothing else. gold-only trains GOLD_EPOCHS (default: EPOCHS
-# times the split's size over GOLD, so that it takes as many updates as the others). Variants of
+# times the split's size over GOLD, so that it takes as many updates as the others; no early stop:
+# its dev F1 stays 0 for the first epochs, which would end it). Variants of
 # the k-best student (VARIANTS): kbest-fixed (eq. 8's fixed weights, not eq. 9's learned ones),
 # kbest-seqce (hard + Seq-CE, no fuzzy), kbest-k10 (K = 10). Resumable: run it again after a kill.
 #   CACHE=.data/demo/cache GOLD=200 TEST=.data/demo/test.txt examples/low_resource.sh
@@ -34,7 +35,7 @@ run() {  # name seed options...
 for seed in $SEEDS; do
   for v in $VARIANTS; do
     case $v in
-      gold-only) run gold-only "$seed" --no-unlabelled --losses hard --epochs "$GOLD_EPOCHS" ;;
+      gold-only) run gold-only "$seed" --no-unlabelled --losses hard --epochs "$GOLD_EPOCHS" --patience "$GOLD_EPOCHS" ;;
       one-best) run one-best "$seed" --losses hard --epochs "$EPOCHS" ;;
       kbest) run kbest "$seed" --losses hard,seq-ce,fuzzy --k 5 --epochs "$EPOCHS" ;;
       kbest-fixed) run kbest-fixed "$seed" --losses hard,seq-ce,fuzzy --k 5 --weighting fixed --epochs "$EPOCHS" ;;
