@@ -153,7 +153,8 @@ def main() -> None:
     )
     print(
         f"build {build:.1f} s; offline run {off_s:.1f} s (dev F1 {off_f1:.2f}); online run {on_s:.1f} s "
-        f"(dev F1 {on_f1:.2f}; {in_teacher:.1f} s of it in the teacher)\n"
+        f"(dev F1 {on_f1:.2f}; the teacher's calls took {in_teacher:.1f} s, in the thread that prefetches "
+        "batches beside the student's steps)\n"
     )
     print("| student runs | offline: build + runs (s) | online (s) | online / offline |")
     print("|---:|---:|---:|---:|")
