@@ -177,7 +177,9 @@ def decode(arrays: dict[str, np.ndarray], spec, from_storage, where: str) -> np.
         out = np.repeat(rest[:, None], t, axis=1).astype(np.float32)
         np.put_along_axis(out, idx, top, axis=1)
         return out
-    return from_storage(main, spec).astype(np.float32, copy=False)
+    if not enc:  # a plain field keeps its stored dtype (fp16 stays fp16; bf16 comes back as float32)
+        return from_storage(main, spec)
+    return from_storage(main, spec).astype(np.float32, copy=False)  # projected values
 
 
 def reconstruct(coefficients: np.ndarray, components: np.ndarray, mean: np.ndarray) -> np.ndarray:
