@@ -86,6 +86,12 @@ def build(out: Path, teacher: str, data: Path, extra: list[str], tag_names: list
     )
 
 
+def train_student(recipe: str, cache: Path, out: Path, seed: int, *options: str) -> None:
+    """``distill-train RECIPE`` from ``cache`` into ``out`` with ``options`` (skipped when trained)."""
+    cmd = [str(BIN / "distill-train"), recipe, "--cache", str(cache), "--out", str(out), *options]
+    run([*cmd, "--seed", str(seed), "--device", "cpu"], done=out / "training.json")
+
+
 def field_bytes_per_word(cache: Path, names: list[str]) -> dict[str, float]:
     manifest = json.loads((cache / "manifest.json").read_text())
     words = sum(s["words"] for s in manifest["layers"][0]["shards"])
@@ -114,32 +120,23 @@ def hidden(args) -> None:
         f1s = []
         for seed in range(args.seeds):
             student = work / name / f"xd-seed{seed}"
-            run(
-                [
-                    str(BIN / "distill-train"),
-                    "xtremedistil",
-                    "--cache",
-                    str(cache),
-                    "--out",
-                    str(student),
-                    "--schedule",
-                    args.schedule,
-                    "--batch-size",
-                    str(args.batch_size),
-                    "--teacher-layer",
-                    str(args.layer),
-                    "--embedding-dim",
-                    str(args.embedding_dim),
-                    "--hidden-size",
-                    str(args.hidden_size),
-                    "--epochs-per-step",
-                    str(args.epochs_per_step),
-                    "--seed",
-                    str(seed),
-                    "--device",
-                    "cpu",
-                ],
-                done=student / "training.json",
+            train_student(
+                "xtremedistil",
+                cache,
+                student,
+                seed,
+                "--schedule",
+                args.schedule,
+                "--batch-size",
+                str(args.batch_size),
+                "--teacher-layer",
+                str(args.layer),
+                "--embedding-dim",
+                str(args.embedding_dim),
+                "--hidden-size",
+                str(args.hidden_size),
+                "--epochs-per-step",
+                str(args.epochs_per_step),
             )
             f1s.append(evaluate(student, data / "test.txt"))
         rows.append((name, bpw, f1s))
@@ -160,25 +157,7 @@ def topk(args) -> None:
             f1s = []
             for seed in range(args.seeds):
                 student = work / name / f"{losses.replace(',', '+')}-seed{seed}"
-                run(
-                    [
-                        str(BIN / "distill-train"),
-                        "mgkd",
-                        "--cache",
-                        str(cache),
-                        "--out",
-                        str(student),
-                        "--losses",
-                        losses,
-                        "--epochs",
-                        str(args.student_epochs),
-                        "--seed",
-                        str(seed),
-                        "--device",
-                        "cpu",
-                    ],
-                    done=student / "training.json",
-                )
+                train_student("mgkd", cache, student, seed, "--losses", losses, "--epochs", str(args.student_epochs))
                 f1s.append(evaluate(student, data / "test.txt"))
             rows.append((f"{name} {losses}", bpw, f1s))
     report(rows, "emissions + marginals B/word", rows[0][1])

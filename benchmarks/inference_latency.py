@@ -37,6 +37,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from doc_section import write_section  # noqa: E402
+
 from seqdistill.inference import Tagger  # noqa: E402
 from seqdistill.pipeline.corpora import read_corpus  # noqa: E402
 from seqdistill.pipeline.evaluate import score_tagger  # noqa: E402
@@ -241,13 +243,7 @@ def main() -> None:
     print(text)
     (out / "table.md").write_text(text + "\n")
     if args.write:
-        doc = Path(args.write)
-        old = doc.read_text()
-        if BEGIN in old and END in old:
-            new = old[: old.index(BEGIN)] + text + old[old.index(END) + len(END) :]
-        else:
-            new = old.rstrip() + "\n\n## Inference: torch and ONNX Runtime (issue 19)\n\n" + text + "\n"
-        doc.write_text(new)
+        write_section(args.write, BEGIN, END, "## Inference: torch and ONNX Runtime (issue 19)", text)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from doc_section import write_section  # noqa: E402
+
+from seqdistill.pipeline.card import machine as card_machine  # noqa: E402
 from seqdistill.pipeline.corpora import read_corpus  # noqa: E402
 
 HEADING = "## Serving: distill-serve under load (issue 21)"
@@ -82,15 +85,8 @@ def cpu_seconds(pid: int) -> float:
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, no GPU, {platform.system()}"
+    m = card_machine(None)
+    return f"{m['cpu']}, {m['cores']} cores, no GPU, {m['os']}"
 
 
 def uvicorn_stack() -> str:
@@ -328,13 +324,7 @@ def main() -> None:
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
     if args.write:
-        doc = Path(args.write)
-        old = doc.read_text()
-        if BEGIN in old and END in old:
-            new = old[: old.index(BEGIN)] + text + old[old.index(END) + len(END) :]
-        else:
-            new = old.rstrip() + ("\n\n" if HEADING in old else f"\n\n{HEADING}\n\n") + text + "\n"
-        doc.write_text(new)
+        write_section(args.write, BEGIN, END, HEADING, text)
 
 
 if __name__ == "__main__":

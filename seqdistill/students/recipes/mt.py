@@ -143,7 +143,7 @@ def plan(ctx: Context) -> Plan:
     K = cfg.student_layers
     configs = {t: json.loads(reader.read_export(t, "encoder_config.json")) for t in teachers}
     teacher_layers = {t: int(c["num_hidden_layers"]) for t, c in configs.items()}
-    teacher_dims = {t: int(c["hidden_size"]) for t, c in configs.items()}  # replaced by the stored width below
+    teacher_dims: dict[str, int] = {}  # the stored width (PCA coefficients when built with --hidden-project)
     hidden_fields: list[list[str]] = []
     for t in teachers:
         need = [teacher_layer_for(j, teacher_layers[t], K) for j in range(1, K + 1)]
@@ -155,8 +155,11 @@ def plan(ctx: Context) -> Plan:
                 f"--hidden-layers {','.join(map(str, need))}, or train with --no-hidden-loss"
             )
         hidden_fields.append([f"hidden_{layer}" for layer in need] if cfg.hidden_loss else [])
-        if hidden_fields[-1]:  # the stored space: PCA coefficients when built with --hidden-project
-            teacher_dims[t] = reader.manifest.layers[t].field(hidden_fields[-1][0]).shape[0]
+        teacher_dims[t] = (
+            reader.manifest.layers[t].field(hidden_fields[-1][0]).shape[0]
+            if hidden_fields[-1]
+            else int(configs[t]["hidden_size"])
+        )
     train_names, dev_names = splits_with_dev(reader, cfg, "early stopping on dev F1")
 
     with tempfile.TemporaryDirectory(prefix="seqdistill-exports-") as tmp:
