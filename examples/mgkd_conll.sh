@@ -4,7 +4,8 @@
 # The teacher comes from `distill-cache finetune-teacher` (the command is in docs/RESULTS.md); the cache
 # from examples/conll_cache.sh, or CACHE=DIR for one built already (examples/mpnet_conll_cache.sh:
 #   CACHE=.data/mpnet/cache TEACHER=.data/teachers/mpnet-crf-conll-e1 OUT=.data/mgkd-mpnet examples/mgkd_conll.sh).
-# Variants NAME-chars add the student's byte CNN (--chars).
+# Variants NAME-chars add the student's byte CNN (--chars); te-da-seq-fixed is the MGKD student with
+# eq. 8's fixed loss weights instead of eq. 9's learned ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -38,6 +39,7 @@ for v in $VARIANTS; do
     te-seq) train "$v" --losses hard,seq-ce,fuzzy --k 5 --no-unlabelled "${chars[@]}" ;;
     te-da) train "$v" --losses hard "${chars[@]}" ;;
     te-da-seq) train "$v" --losses hard,seq-ce,fuzzy --k 5 "${chars[@]}" ;;
+    te-da-seq-fixed) train "$v" --losses hard,seq-ce,fuzzy --k 5 --weighting fixed "${chars[@]}" ;;
     svd-da-seq) train "$v" --losses hard,seq-ce,fuzzy --k 5 --embedding svd --embedding-dim 100 "${chars[@]}" ;;
   esac
 done

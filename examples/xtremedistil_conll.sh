@@ -2,6 +2,10 @@
 # Paper 001's Table 3 (strategies D0-D4.2) on full CoNLL-2003 with the MiniLM-L6+CRF teacher and
 # Wikipedia as transfer data, from the cache of examples/conll_cache.sh (docs/RESULTS.md).
 #   E=100 H=200 EPS=3 SCHEDULES="d0 d1 d2 d3.1 d3.2 d4.1 d4.2" examples/xtremedistil_conll.sh
+# CACHE=DIR trains from a cache built already (LAYER must be one of its hidden layers), e.g. the
+# MPNet-base one of examples/mpnet_conll_cache.sh:
+#   CACHE=.data/mpnet/cache LAYER=7 TEACHER=.data/teachers/mpnet-crf-conll-e1 OUT=.data/xd-mpnet \
+#     SCHEDULES=d4.2 examples/xtremedistil_conll.sh
 # E, H: the student's embedding dimension and LSTM units per direction; EPS: most epochs per stage
 # or unfreezing step (patience 1 on the validation loss); BATCH: sentences per batch, 32 here and
 # not the paper's 512 (Table 12), which was for 7.2M transfer sentences: on our 25k, 512 leaves 49
@@ -19,8 +23,10 @@ OUT=${OUT:-.data/xd-conll}
 SCHEDULES=${SCHEDULES:-"d0 d1 d2 d3.1 d3.2 d4.1 d4.2"}
 export TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
-TEACHER=$TEACHER LAYERS=$LAYER examples/conll_cache.sh
-CACHE=${DATA:-.data/conll}/cache
+if [ -z "${CACHE:-}" ]; then
+  TEACHER=$TEACHER LAYERS=$LAYER examples/conll_cache.sh
+  CACHE=${DATA:-.data/conll}/cache
+fi
 D=$($BIN/python -c "import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec('neuroner').origin).parent / 'data/conll2003/en')")
 for s in $SCHEDULES; do
   name=$s-e$E-h$H

@@ -31,6 +31,7 @@ from ..cache_schema import LabelSchema
 from ..cache_schema.storage import failpoint
 from ..checkpoint import CHECKPOINT, load_checkpoint, remove_checkpoint, save_checkpoint
 from ..metrics import span_scores, span_set_scores
+from .kinds import teacher_kind
 from .loading import build_teacher
 from .models import Teacher
 
@@ -230,7 +231,7 @@ def fit(
         t0, n = time.time(), skip
         for n, i in enumerate(bar, skip + 1):
             batch = order[i : i + cfg.batch_size]
-            tags = _tag_ids(batch, schema, layers=getattr(teachers[0], "kind", None) == "bilou-per-type")
+            tags = _gold_targets(batch, schema, teachers[0].kind)
             loss = loss_fn([s.words for s in batch], tags)
             optim.zero_grad(set_to_none=True)
             loss.backward()
@@ -301,20 +302,17 @@ def _same_run(out_dir: Path, saved: dict, now: dict) -> None:
             )
 
 
-def _tag_ids(batch, schema: LabelSchema, layers: bool = False) -> torch.Tensor:
-    """Flat gold tag ids ``[B, W]`` (-1 on padding); with ``layers`` and nested sentences, every
-    entity as per-type BILOU layers ``[B, W, E]`` (the bilou-per-type teacher's loss takes both)."""
-    W = max(len(s.words) for s in batch)
-    if layers and all(s.entities is not None for s in batch):
-        from ..bilou import layers_from_spans
-
-        out = torch.full((len(batch), W, len(schema.entity_types)), -1, dtype=torch.long)
-        for b, s in enumerate(batch):
-            out[b, : len(s.words)] = torch.tensor(
-                layers_from_spans(s.entities, len(s.words), list(schema.entity_types))
-            )
-        return out
-    tags = torch.full((len(batch), W), -1, dtype=torch.long)
-    for b, s in enumerate(batch):
-        tags[b, : len(s.tags)] = torch.tensor(schema.encode(s.tags))
-    return tags
+def _gold_targets(batch, schema: LabelSchema, kind: str) -> torch.Tensor:
+    """A batch's gold targets as the teacher's kind builds them for the cache's gold NLL
+    (``TeacherKind.gold_targets``): flat tag ids ``[B, W]``, or, for a bilou-per-type teacher,
+    per-type BILOU layers ``[B, W, E]`` from every entity of a nested sentence (else its tags)."""
+    rows = [
+        {
+            "tags": s.tags,
+            "n_words": len(s.words),
+            "entity_spans": None if s.entities is None else [(a, b) for a, b, _ in s.entities],
+            "entity_types": None if s.entities is None else [t for _, _, t in s.entities],
+        }
+        for s in batch
+    ]
+    return teacher_kind(kind).gold_targets(rows, schema)
