@@ -291,6 +291,18 @@ def test_cli_export_check_and_predict_from_stdin(tiny_encoder, tmp_path):
     r = CliRunner().invoke(export_main, ["--model", str(src), "--out", str(tmp_path / "e"), "--check", str(gold)])
     assert r.exit_code == 0, r.output
     assert "torch 100.00, export 100.00" in r.output
+    # the same gold as Parquet with integer tag ids, named by --tag-names
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    names = sorted({t for tg in tagged for t in tg})
+    ids = [[names.index(t) for t in tg] for tg in tagged]
+    pq.write_table(pa.table({"tokens": sentences(30, seed=5), "ner_tags": ids}), tmp_path / "gold.parquet")
+    check = ["--model", str(src), "--check", str(tmp_path / "gold.parquet")]
+    r = CliRunner().invoke(export_main, check + ["--out", str(tmp_path / "e3"), "--tag-names", ",".join(names)])
+    assert r.exit_code == 0 and "torch 100.00, export 100.00" in r.output, r.output
+    r = CliRunner().invoke(export_main, check + ["--out", str(tmp_path / "e4")])
+    assert r.exit_code == 1 and "--tag-names" in r.output
     # a drop beyond --max-f1-drop fails with exit 1 (here any drop at all: -1 allows none, even 0)
     r = CliRunner().invoke(
         export_main, ["--model", str(src), "--out", str(tmp_path / "e2"), "--check", str(gold), "--max-f1-drop", "-1"]

@@ -327,6 +327,26 @@ def test_few_shot_split(tmp_path):
     assert sizes + [len(open(paths["silver"]).read().splitlines())] == [3, 2, 4, 16 - 3 - 2 - 4]  # a partition
 
 
+def test_few_shot_split_names_integer_tags(tmp_path):
+    """A Parquet corpus with integer tag ids: --tag-names names them, and the files hold the names."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from click.testing import CliRunner
+
+    from seqdistill.pipeline.cli import main as cache_cli
+
+    rows = [(["Ann", "ran", str(i)], [1, 0, 0]) for i in range(8)]
+    table = pa.table({"tokens": [w for w, _ in rows], "ner_tags": [t for _, t in rows]})
+    pq.write_table(table, tmp_path / "ids.parquet")
+    args = ["few-shot-split", "--corpus", str(tmp_path / "ids.parquet"), "--train", "3", "--dev", "2"]
+    r = CliRunner().invoke(cache_cli, args + ["--out", str(tmp_path / "a")])
+    assert r.exit_code != 0 and "--tag-names" in r.output  # ids without names are refused, and the fix named
+    r = CliRunner().invoke(cache_cli, args + ["--out", str(tmp_path / "b"), "--tag-names", "O,B-PER"])
+    assert r.exit_code == 0, r.output
+    train = (tmp_path / "b" / "gold_train.txt").read_text().strip().split("\n\n")
+    assert len(train) == 3 and all(block.splitlines()[0].split() == ["Ann", "B-PER"] for block in train)
+
+
 def test_sentscore_student_learns_from_the_cache(encoder_dir, tmp_path):
     from click.testing import CliRunner
 

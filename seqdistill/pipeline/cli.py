@@ -502,7 +502,7 @@ def _finetune(encoders, co_finetune: bool, corpora, schema, out_dir, cfg, trust_
 
 
 @main.command("few-shot-split")
-@click.option("--corpus", "corpus_path", required=True, help="Labelled corpus (CoNLL, JSONL).")
+@click.option("--corpus", "corpus_path", required=True, help="Labelled corpus (CoNLL, JSONL, Parquet, hf:DIR[@SPLIT]).")
 @click.option(
     "--out",
     "out_dir",
@@ -520,12 +520,13 @@ def _finetune(encoders, co_finetune: bool, corpora, schema, out_dir, cfg, trust_
     help="Also hold out this many sentences as gold_test.txt (a corpus without a test split).",
 )
 @click.option("--seed", type=int, default=13, show_default=True)
-def few_shot_split_cmd(corpus_path, out_dir, n_train, n_dev, n_test, seed) -> None:
+@tag_names_option
+def few_shot_split_cmd(corpus_path, out_dir, n_train, n_dev, n_test, seed, tag_names) -> None:
     """Draw a small gold train/dev split; the rest of the corpus becomes silver text (labels hidden)."""
     from .splits import few_shot_split
 
     try:
-        paths = few_shot_split(corpus_path, out_dir, n_train, n_dev, seed, n_test)
+        paths = few_shot_split(corpus_path, out_dir, n_train, n_dev, seed, n_test, tag_names=tag_names)
     except CorpusError as e:
         raise click.ClickException(str(e)) from None
     for k, v in paths.items():

@@ -466,13 +466,15 @@ def export_model(model_dir, out_dir, *, quantize: str = "none", trust_remote_cod
     return out
 
 
-def check_export(model_dir, export_dir, data: str, *, fmt: str = "auto") -> tuple[float, float]:
+def check_export(
+    model_dir, export_dir, data: str, *, fmt: str = "auto", tag_names: tuple[str, ...] | None = None
+) -> tuple[float, float]:
     """Micro F1 of the torch model and of its export on a labelled corpus (every span of a
-    nested corpus)."""
+    nested corpus); ``tag_names`` names integer tag ids of a Parquet or ``hf:`` corpus."""
     from .corpora import read_corpus
     from .evaluate import score_tagger
 
-    corpus = read_corpus(data, "check", "test", format=fmt)
+    corpus = read_corpus(data, "check", "test", format=fmt, tag_names=tag_names)
     return (score_tagger(Tagger.load(model_dir), corpus)["f1"], score_tagger(Tagger.load(export_dir), corpus)["f1"])
 
 
@@ -490,7 +492,10 @@ def check_export(model_dir, export_dir, data: str, *, fmt: str = "auto") -> tupl
     "--check",
     "check_data",
     default=None,
-    help="Labelled corpus (CoNLL or JSONL): score the export against the torch model on it.",
+    help="Labelled corpus (CoNLL, JSONL, Parquet, hf:DIR[@SPLIT]): score the export against the torch model on it.",
+)
+@click.option(
+    "--tag-names", default=None, metavar="A,B,...", help="Names of integer tag ids in --check's corpus, id 0 first."
 )
 @click.option(
     "--max-f1-drop",
@@ -500,13 +505,14 @@ def check_export(model_dir, export_dir, data: str, *, fmt: str = "auto") -> tupl
     help="With --check: the most F1 points the export may lose; beyond it, exit 1.",
 )
 @click.option("--trust-remote-code", is_flag=True, help="Allow a teacher's own code from its directory.")
-def main(model_dir, out_dir, quantize, check_data, max_f1_drop, trust_remote_code) -> None:
+def main(model_dir, out_dir, quantize, check_data, tag_names, max_f1_drop, trust_remote_code) -> None:
     """Export a student or teacher to a self-contained ONNX directory (graph, tokenizer, label
     schema, decoding tables, export.json), loadable with ``seqdistill.Tagger.load`` and by
     ``distill-eval`` and ``distill-predict``."""
-    from .corpora import CorpusError
+    from .corpora import CorpusError, parse_tag_names
 
     try:
+        names = parse_tag_names(tag_names)
         out = export_model(model_dir, out_dir, quantize=quantize, trust_remote_code=trust_remote_code)
         meta = json.loads((out / EXPORT_JSON).read_text())
         click.echo(
@@ -514,7 +520,7 @@ def main(model_dir, out_dir, quantize, check_data, max_f1_drop, trust_remote_cod
             f"{(out / ONNX_FILE).stat().st_size / 2**20:.1f} MiB)"
         )
         if check_data:
-            torch_f1, export_f1 = check_export(model_dir, out, check_data)
+            torch_f1, export_f1 = check_export(model_dir, out, check_data, tag_names=names)
             drop = 100 * (torch_f1 - export_f1)
             click.echo(
                 f"F1 on {check_data}: torch {100 * torch_f1:.2f}, export {100 * export_f1:.2f} "

@@ -12,17 +12,26 @@ paper); the files keep the corpus's own tag scheme.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 from .corpora import CorpusError, read_corpus
 
 
 def few_shot_split(
-    corpus_path: str, out_dir, n_train: int, n_dev: int, seed: int = 13, n_test: int = 0
+    corpus_path: str,
+    out_dir,
+    n_train: int,
+    n_dev: int,
+    seed: int = 13,
+    n_test: int = 0,
+    tag_names: Sequence[str] | None = None,
 ) -> dict[str, str]:
     """Write ``gold_train.txt``, ``gold_dev.txt`` (CoNLL, ``word tag`` lines), ``silver.txt``
-    (raw text) and, with ``n_test``, ``gold_test.txt`` under ``out_dir``; return their paths."""
-    corpus = read_corpus(corpus_path, "corpus", "train")
+    (raw text) and, with ``n_test``, ``gold_test.txt`` under ``out_dir``; return their paths.
+    ``tag_names`` names integer tag ids of a Parquet or ``hf:`` corpus (``--tag-names``); the
+    files written hold the tag strings."""
+    corpus = read_corpus(corpus_path, "corpus", "train", tag_names=tag_names)
     if corpus.nested:
         raise CorpusError(
             corpus_path,
