@@ -15,7 +15,8 @@ from ..cache_schema.storage import parse_storage_options
 from ..teachers import TeacherError
 from ..teachers.finetune import FinetuneConfig
 from .build import DTYPES, BuildConfig
-from .corpora import FORMATS, CorpusError, derive_label_schema, parse_tag_names, read_corpus
+from .corpora import FORMATS, CorpusError, derive_label_schema, read_corpus
+from .options import tag_names_option
 
 
 def _storage_options(values: tuple[str, ...]) -> dict:
@@ -24,22 +25,6 @@ def _storage_options(values: tuple[str, ...]) -> dict:
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--storage-option") from None
 
-
-def _tag_names(ctx, param, value: str | None) -> tuple[str, ...] | None:
-    try:
-        return parse_tag_names(value)
-    except ValueError as e:
-        raise click.BadParameter(str(e)) from None
-
-
-tag_names_option = click.option(
-    "--tag-names",
-    default=None,
-    metavar="A,B,...",
-    callback=_tag_names,
-    help="Names of integer tag ids, id 0 first (Parquet, hf:DIR or JSONL ner_tags whose features carry no "
-    "ClassLabel names); tag strings ignore them.",
-)
 
 storage_option = click.option(
     "--storage-option",

@@ -103,6 +103,16 @@ class Sentence:
     row: int | None = None  # row of a row-based corpus (Parquet, hf:), counted from 0; errors name it
     column: str | None = None  # the column of the tags in that row, for error messages
 
+    def gold_fields(self) -> dict:
+        """The examples layer's gold fields of this sentence (``n_words``, ``tags``,
+        ``entity_spans``, ``entity_types``): what ``TeacherKind.gold_targets`` reads."""
+        return {
+            "n_words": len(self.words),
+            "tags": self.tags,
+            "entity_spans": None if self.entities is None else [[a, b] for a, b, _ in self.entities],
+            "entity_types": None if self.entities is None else [t for _, _, t in self.entities],
+        }
+
     def line_of(self, position: int) -> int:
         return self.tag_lines[position] if self.tag_lines else self.line
 
@@ -175,11 +185,8 @@ class Corpus:
                 "split": self.split,
                 "index": i,
                 "doc_id": s.doc_id,
-                "n_words": len(s.words),
                 "words": s.words,
-                "tags": s.tags,
-                "entity_spans": None if s.entities is None else [[a, b] for a, b, _ in s.entities],
-                "entity_types": None if s.entities is None else [t for _, _, t in s.entities],
+                **s.gold_fields(),
             }
             for i, s in enumerate(self.sentences)
         ]

@@ -54,6 +54,7 @@ from ..inference.tagger import Tagger
 from ..inference.torch_models import TorchStudent, TorchTeacher, is_student_dir
 from ..students.models import BiLSTMCRF
 from ..students.sru import sru_recurrence
+from .options import tag_names_option
 
 OPSET = 17
 QUANTIZE = ("none", "int8")
@@ -494,9 +495,7 @@ def check_export(
     default=None,
     help="Labelled corpus (CoNLL, JSONL, Parquet, hf:DIR[@SPLIT]): score the export against the torch model on it.",
 )
-@click.option(
-    "--tag-names", default=None, metavar="A,B,...", help="Names of integer tag ids in --check's corpus, id 0 first."
-)
+@tag_names_option
 @click.option(
     "--max-f1-drop",
     type=float,
@@ -509,10 +508,9 @@ def main(model_dir, out_dir, quantize, check_data, tag_names, max_f1_drop, trust
     """Export a student or teacher to a self-contained ONNX directory (graph, tokenizer, label
     schema, decoding tables, export.json), loadable with ``seqdistill.Tagger.load`` and by
     ``distill-eval`` and ``distill-predict``."""
-    from .corpora import CorpusError, parse_tag_names
+    from .corpora import CorpusError
 
     try:
-        names = parse_tag_names(tag_names)
         out = export_model(model_dir, out_dir, quantize=quantize, trust_remote_code=trust_remote_code)
         meta = json.loads((out / EXPORT_JSON).read_text())
         click.echo(
@@ -520,7 +518,7 @@ def main(model_dir, out_dir, quantize, check_data, tag_names, max_f1_drop, trust
             f"{(out / ONNX_FILE).stat().st_size / 2**20:.1f} MiB)"
         )
         if check_data:
-            torch_f1, export_f1 = check_export(model_dir, out, check_data, tag_names=names)
+            torch_f1, export_f1 = check_export(model_dir, out, check_data, tag_names=tag_names)
             drop = 100 * (torch_f1 - export_f1)
             click.echo(
                 f"F1 on {check_data}: torch {100 * torch_f1:.2f}, export {100 * export_f1:.2f} "

@@ -304,15 +304,7 @@ def _same_run(out_dir: Path, saved: dict, now: dict) -> None:
 
 def _gold_targets(batch, schema: LabelSchema, kind: str) -> torch.Tensor:
     """A batch's gold targets as the teacher's kind builds them for the cache's gold NLL
-    (``TeacherKind.gold_targets``): flat tag ids ``[B, W]``, or, for a bilou-per-type teacher,
-    per-type BILOU layers ``[B, W, E]`` from every entity of a nested sentence (else its tags)."""
-    rows = [
-        {
-            "tags": s.tags,
-            "n_words": len(s.words),
-            "entity_spans": None if s.entities is None else [(a, b) for a, b, _ in s.entities],
-            "entity_types": None if s.entities is None else [t for _, _, t in s.entities],
-        }
-        for s in batch
-    ]
-    return teacher_kind(kind).gold_targets(rows, schema)
+    (``TeacherKind.gold_targets`` over each sentence's ``gold_fields()``): flat tag ids ``[B, W]``,
+    or, for a bilou-per-type teacher, per-type BILOU layers ``[B, W, E]`` from every entity of a
+    nested sentence (else its tags)."""
+    return teacher_kind(kind).gold_targets([s.gold_fields() for s in batch], schema)
