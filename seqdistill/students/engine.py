@@ -390,6 +390,18 @@ class _Run:
                 {"identity": self.identity, "position": self.pos, "step": self.pos["step"]},
             )
 
+    def checkpoint_position(self, modules: dict, optim, plateau, epoch: int, consumed: dict, sums: dict, n: int):
+        """:meth:`checkpoint` mid-epoch: how far this epoch's stream parts got and its running loss sums."""
+        self.checkpoint(
+            modules,
+            optim,
+            epoch=epoch,
+            consumed={str(k): v for k, v in consumed.items()},
+            sums=sums,
+            n=n,
+            plateau=plateau.state_dict() if plateau else None,
+        )
+
     # -- the loop -------------------------------------------------------------------------------------
     def go(self, plan: Plan) -> dict:
         cfg, pos = self.cfg, self.pos
@@ -482,6 +494,7 @@ class _Run:
             consumed = {int(k): v for k, v in pos["consumed"].items() if int(k) // self.workers == self.rank}
             stage.batches.skip(consumed)  # this rank's parts, mid-epoch after a resume
             sums, n = dict(pos["sums"]), pos["n"]
+
             for m in modules.values():
                 m.train()
             source = (
@@ -522,29 +535,13 @@ class _Run:
                 if capped:
                     break
                 if cfg.checkpoint_every and pos["step"] % cfg.checkpoint_every == 0:
-                    self.checkpoint(
-                        modules,
-                        optim,
-                        epoch=epoch,
-                        consumed={str(k): v for k, v in consumed.items()},
-                        sums=sums,
-                        n=n,
-                        plateau=plateau.state_dict() if plateau else None,
-                    )
+                    self.checkpoint_position(modules, optim, plateau, epoch, consumed, sums, n)
             record = self.end_epoch(plan, stage, epoch, sums, n, optim, capped)
             if plateau is not None and not capped:
                 plateau.step(record[stage.metric])
             stop = epoch + 1 - pos["best_epoch"] >= stage.patience
             if capped:  # resumable mid-epoch: the same command without --max-steps goes on from here
-                self.checkpoint(
-                    modules,
-                    optim,
-                    epoch=epoch,
-                    consumed={str(k): v for k, v in consumed.items()},
-                    sums=sums,
-                    n=n,
-                    plateau=plateau.state_dict() if plateau else None,
-                )
+                self.checkpoint_position(modules, optim, plateau, epoch, consumed, sums, n)
                 return True
             if stop or epoch + 1 == stage.epochs:
                 if stage.keep == "restore":

@@ -127,11 +127,19 @@ class Teacher(nn.Module):
         with torch.inference_mode():
             with self.autocast(precision):
                 out = self.encode(batch_words, hidden_layers, subwords)
-            if tags is not None:  # NLL of the gold tags under the factorised softmax model
-                tags = tags.to(self.device)
-                logp = torch.log_softmax(out.logits.float(), -1).gather(2, tags.clamp(min=0).unsqueeze(2)).squeeze(2)
-                out.gold_nll = -(logp * (out.word_mask & (tags >= 0))).sum(1)
+            self.add_structure(out, k, marginals)
+            if tags is not None:
+                out.gold_nll = self.gold_nll(out, tags)
             return out
+
+    def add_structure(self, out: TeacherOutput, k: int, marginals: bool) -> None:
+        """What this kind adds to ``out`` beyond the encoder's (k-best paths, marginals): nothing here."""
+
+    def gold_nll(self, out: TeacherOutput, tags: Tensor) -> Tensor:
+        """Per-sentence NLL of the gold tags under the factorised softmax model."""
+        tags = tags.to(self.device)
+        logp = torch.log_softmax(out.logits.float(), -1).gather(2, tags.clamp(min=0).unsqueeze(2)).squeeze(2)
+        return -(logp * (out.word_mask & (tags >= 0))).sum(1)
 
     # -- identity -------------------------------------------------------------------------------
     def fingerprints(self) -> dict[str, str]:
@@ -184,27 +192,14 @@ class CRFTeacher(Teacher):
     def decode(self, out: TeacherOutput) -> Tensor:
         return self.crf.decode(out.logits, out.word_mask)
 
-    def outputs(
-        self,
-        batch_words,
-        tags: Tensor | None = None,
-        *,
-        k: int = 10,
-        marginals: bool = True,
-        hidden_layers=(),
-        subwords: bool = False,
-        precision: str | None = "bf16",
-    ) -> TeacherOutput:
-        with torch.inference_mode():
-            with self.autocast(precision):
-                out = self.encode(batch_words, hidden_layers, subwords)
-            best = self.crf.kbest(out.logits, out.word_mask, k)
-            out.log_z, out.kbest_paths, out.kbest_log_probs = best.log_z, best.paths, best.log_probs
-            if marginals:
-                out.marginals = self.crf.marginals(out.logits, out.word_mask)
-            if tags is not None:
-                out.gold_nll = self.crf.nll(out.logits, out.word_mask, tags.to(self.device))
-            return out
+    def add_structure(self, out: TeacherOutput, k: int, marginals: bool) -> None:
+        best = self.crf.kbest(out.logits, out.word_mask, k)
+        out.log_z, out.kbest_paths, out.kbest_log_probs = best.log_z, best.paths, best.log_probs
+        if marginals:
+            out.marginals = self.crf.marginals(out.logits, out.word_mask)
+
+    def gold_nll(self, out: TeacherOutput, tags: Tensor) -> Tensor:
+        return self.crf.nll(out.logits, out.word_mask, tags.to(self.device))
 
     def crf_scores(self) -> dict[str, Tensor]:
         """Transitions, start and end scores as used (-inf where the scheme forbids)."""
@@ -275,25 +270,11 @@ class BilouTeacher(Teacher):
             out = self.encode(batch_words)
             return predicted_spans(decode_layers(out.logits, out.word_mask).cpu(), out.word_mask.cpu(), self.types)
 
-    def outputs(
-        self,
-        batch_words,
-        tags: Tensor | None = None,
-        *,
-        k: int = 10,
-        marginals: bool = True,
-        hidden_layers=(),
-        subwords: bool = False,
-        precision: str | None = "bf16",
-    ) -> TeacherOutput:
-        with torch.inference_mode():
-            with self.autocast(precision):
-                out = self.encode(batch_words, hidden_layers, subwords)
-            if tags is not None:  # the summed per-type NLL of the gold layers (flat ids [B, W] or layers [B, W, E])
-                layers = (tags if tags.dim() == 3 else self.layer_targets(tags.cpu())).to(self.device)
-                logp = torch.log_softmax(out.logits.float(), -1).gather(-1, layers.clamp(min=0).unsqueeze(-1))
-                out.gold_nll = -(logp.squeeze(-1) * (layers >= 0)).sum((1, 2))
-            return out
+    def gold_nll(self, out: TeacherOutput, tags: Tensor) -> Tensor:
+        """The summed per-type NLL of the gold layers (flat ids [B, W] or layers [B, W, E])."""
+        layers = (tags if tags.dim() == 3 else self.layer_targets(tags.cpu())).to(self.device)
+        logp = torch.log_softmax(out.logits.float(), -1).gather(-1, layers.clamp(min=0).unsqueeze(-1))
+        return -(logp.squeeze(-1) * (layers >= 0)).sum((1, 2))
 
 
 TEACHER_CLASSES = {"crf": CRFTeacher, "softmax": TokenClassifierTeacher, "bilou-per-type": BilouTeacher}

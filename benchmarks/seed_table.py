@@ -1,0 +1,85 @@
+"""Mean ± std over seeds of the models one `distill-eval --json` run scored (docs/RESULTS.md).
+
+    .venv/bin/python benchmarks/seed_table.py EVAL.json [EVAL2.json ...] [--reference te]
+
+A model directory named ``NAME-sSEED`` is seed SEED of variant NAME; one without the suffix is the
+default seed of the example scripts (13). Test F1 comes from the JSON; dev F1 (the best epoch) from
+each model's ``training.json`` where there is one. With ``--reference``, every other variant also
+gets its difference to the reference paired by seed (mean ± std of the per-seed differences), which
+is tighter than comparing two means when a seed moves both runs the same way. The std is the sample
+std (n - 1), as in `distill-train report`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+from pathlib import Path
+
+DEFAULT_SEED = 13  # the example scripts' seed when SEED is not set
+
+
+def variant_and_seed(model: str) -> tuple[str, int]:
+    name = Path(model).name
+    m = re.fullmatch(r"(.+)-s(\d+)", name)
+    return (m.group(1), int(m.group(2))) if m else (name, DEFAULT_SEED)
+
+
+def cell(values: list[float]) -> str:
+    if not values:
+        return "—"
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def table(records: list[dict], reference: str | None = None) -> str:
+    test: dict[str, dict[int, float]] = {}
+    dev: dict[str, dict[int, float]] = {}
+    for r in records:
+        variant, seed = variant_and_seed(r["model"])
+        if r.get("kind") == "teacher":  # a teacher is one model, not a seed of a student variant
+            variant, seed = f"teacher: {Path(r['model']).name}", 0
+        test.setdefault(variant, {})[seed] = 100 * r["f1"]
+        training = Path(r["model"]) / "training.json"
+        if training.exists() and (f1 := json.loads(training.read_text()).get("best_dev_f1")) is not None:
+            dev.setdefault(variant, {})[seed] = f1 if f1 > 1 else 100 * f1
+    if reference is not None and reference not in test:
+        raise SystemExit(f"--reference {reference}: no model of that variant in the JSON (have: {', '.join(test)})")
+    head = "| variant | seeds | dev F1 | test F1 | test F1 per seed |" + (
+        f" Δ {reference} (paired) |" if reference else ""
+    )
+    lines = [head, "|---|---|---:|---:|---|" + ("---:|" if reference else "")]
+    for variant, by_seed in test.items():
+        seeds = sorted(by_seed)
+        row = (
+            f"| {variant} | {', '.join(map(str, seeds)) if seeds != [0] else '—'} | {cell([dev.get(variant, {})[s] for s in seeds if s in dev.get(variant, {})])}"
+            f" | {cell([by_seed[s] for s in seeds])} | {', '.join(f'{by_seed[s]:.2f}' for s in seeds)} |"
+        )
+        if reference:
+            ref = test[reference]
+            diffs = [by_seed[s] - ref[s] for s in seeds if s in ref]
+            row += " |" if variant == reference or seeds == [0] or not diffs else f" {cell(diffs)} ({len(diffs)}) |"
+        lines.append(row)
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("evals", nargs="+", type=Path, help="JSON files written by `distill-eval --json`")
+    ap.add_argument("--reference", help="variant to pair the others against by seed (e.g. te)")
+    args = ap.parse_args()
+    records = []
+    for path in args.evals:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise SystemExit(f"{path}: not a distill-eval --json file ({e})") from e
+        records += data if isinstance(data, list) else [data]
+    print(table(records, args.reference), end="")
+
+
+if __name__ == "__main__":
+    main()
