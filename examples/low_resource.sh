@@ -37,10 +37,10 @@ for seed in $SEEDS; do
     case $v in
       gold-only) run gold-only "$seed" --no-unlabelled --losses hard --epochs "$GOLD_EPOCHS" --patience "$GOLD_EPOCHS" ;;
       one-best) run one-best "$seed" --losses hard --epochs "$EPOCHS" ;;
-      kbest) run kbest "$seed" --losses hard,seq-ce,fuzzy --k 5 --epochs "$EPOCHS" ;;
+      kbest) run kbest "$seed" --losses hard,seq-ce,fuzzy --k 5 --weighting uncertainty --epochs "$EPOCHS" ;;
       kbest-fixed) run kbest-fixed "$seed" --losses hard,seq-ce,fuzzy --k 5 --weighting fixed --epochs "$EPOCHS" ;;
-      kbest-seqce) run kbest-seqce "$seed" --losses hard,seq-ce --k 5 --epochs "$EPOCHS" ;;
-      kbest-k10) run kbest-k10 "$seed" --losses hard,seq-ce,fuzzy --k 10 --epochs "$EPOCHS" ;;
+      kbest-seqce) run kbest-seqce "$seed" --losses hard,seq-ce --k 5 --weighting uncertainty --epochs "$EPOCHS" ;;
+      kbest-k10) run kbest-k10 "$seed" --losses hard,seq-ce,fuzzy --k 10 --weighting uncertainty --epochs "$EPOCHS" ;;
     esac
   done
 done

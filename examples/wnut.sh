@@ -50,8 +50,8 @@ for v in $VARIANTS; do
   case $v in
     vanilla) train "$v" --losses hard --no-unlabelled --embedding random ;;
     te) train "$v" --losses hard --no-unlabelled ;;
-    te-da-seq) train "$v" --losses hard,seq-ce,fuzzy --k 5 ;;
-    te-da-seq-chars) train "$v" --losses hard,seq-ce,fuzzy --k 5 --chars ;;
+    te-da-seq) train "$v" --losses hard,seq-ce,fuzzy --k 5 --weighting uncertainty ;;
+    te-da-seq-chars) train "$v" --losses hard,seq-ce,fuzzy --k 5 --weighting uncertainty --chars ;;
   esac
 done
 [ -n "${NO_EVAL:-}" ] && exit 0

@@ -125,6 +125,8 @@ def test_mgkd_student_learns_from_a_cache_whose_teacher_is_gone(cache, tmp_path)
             str(tmp_path / "s"),
             "--losses",
             "hard,seq-ce,fuzzy",
+            "--weighting",
+            "uncertainty",
             "--k",
             "3",
             "--embedding",
