@@ -19,6 +19,7 @@ import statistics
 from pathlib import Path
 
 DEFAULT_SEED = 13  # the example scripts' seed when SEED is not set
+TEACHER_SEED = -1  # a teacher's one row: no seed, no paired difference
 
 
 def variant_and_seed(model: str) -> tuple[str, int]:
@@ -39,13 +40,14 @@ def table(records: list[dict], reference: str | None = None) -> str:
     test: dict[str, dict[int, float]] = {}
     dev: dict[str, dict[int, float]] = {}
     for r in records:
-        variant, seed = variant_and_seed(r["model"])
         if r.get("kind") == "teacher":  # a teacher is one model, not a seed of a student variant
-            variant, seed = f"teacher: {Path(r['model']).name}", 0
+            variant, seed = f"teacher: {Path(r['model']).name}", TEACHER_SEED
+        else:
+            variant, seed = variant_and_seed(r["model"])
         test.setdefault(variant, {})[seed] = 100 * r["f1"]
         training = Path(r["model"]) / "training.json"
         if training.exists() and (f1 := json.loads(training.read_text()).get("best_dev_f1")) is not None:
-            dev.setdefault(variant, {})[seed] = f1 if f1 > 1 else 100 * f1
+            dev.setdefault(variant, {})[seed] = 100 * f1
     if reference is not None and reference not in test:
         raise SystemExit(f"--reference {reference}: no model of that variant in the JSON (have: {', '.join(test)})")
     head = "| variant | seeds | dev F1 | test F1 | test F1 per seed |" + (
@@ -54,14 +56,16 @@ def table(records: list[dict], reference: str | None = None) -> str:
     lines = [head, "|---|---|---:|---:|---|" + ("---:|" if reference else "")]
     for variant, by_seed in test.items():
         seeds = sorted(by_seed)
+        dev_f1 = dev.get(variant, {})
         row = (
-            f"| {variant} | {', '.join(map(str, seeds)) if seeds != [0] else '—'} | {cell([dev.get(variant, {})[s] for s in seeds if s in dev.get(variant, {})])}"
-            f" | {cell([by_seed[s] for s in seeds])} | {', '.join(f'{by_seed[s]:.2f}' for s in seeds)} |"
+            f"| {variant} | {'—' if seeds == [TEACHER_SEED] else ', '.join(map(str, seeds))}"
+            f" | {cell([dev_f1[s] for s in seeds if s in dev_f1])} | {cell([by_seed[s] for s in seeds])}"
+            f" | {', '.join(f'{by_seed[s]:.2f}' for s in seeds)} |"
         )
         if reference:
             ref = test[reference]
-            diffs = [by_seed[s] - ref[s] for s in seeds if s in ref]
-            row += " |" if variant == reference or seeds == [0] or not diffs else f" {cell(diffs)} ({len(diffs)}) |"
+            diffs = [by_seed[s] - ref[s] for s in seeds if s in ref]  # a teacher's seed is in no student's
+            row += f" {cell(diffs)} ({len(diffs)}) |" if variant != reference and diffs else " |"
         lines.append(row)
     return "\n".join(lines) + "\n"
 

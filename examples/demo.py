@@ -156,11 +156,12 @@ def main() -> None:
         f"   distill-train mgkd --cache {WORK / 'cache'} --losses hard,seq-ce,fuzzy --k 5 --weighting uncertainty"
         f" --out {WORK / 'mgkd'}"
     )
+    # eq. 9, the paper's loss weighting, with which docs/RESULTS.md's demo table was made
     train_student(
         str(WORK / "cache"),
         WORK / "mgkd",
         MGKDConfig(losses=("hard", "seq-ce", "fuzzy"), k=5, weighting="uncertainty", **common),
-    )  # eq. 9, the paper's weighting, as docs/RESULTS.md's demo table was made
+    )
     print(f"[{time.time() - t:.0f} s]")
 
     t = step("5. deploy: the MGKD student as ONNX with int8 weights")

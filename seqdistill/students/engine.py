@@ -494,7 +494,6 @@ class _Run:
             consumed = {int(k): v for k, v in pos["consumed"].items() if int(k) // self.workers == self.rank}
             stage.batches.skip(consumed)  # this rank's parts, mid-epoch after a resume
             sums, n = dict(pos["sums"]), pos["n"]
-
             for m in modules.values():
                 m.train()
             source = (
