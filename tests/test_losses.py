@@ -10,9 +10,11 @@ from seqdistill.students.losses import (
     UncertaintyWeighting,
     hard_loss,
     seq_ce_loss,
+    seq_ce_renormalised_loss,
     seq_fuzzy_loss,
     student_path_log_probs,
     teacher_softmax,
+    tempered_kbest,
     token_kl_loss,
 )
 
@@ -30,6 +32,26 @@ def test_seq_ce_and_fuzzy_by_hand():
     full = torch.log(torch.tensor([[0.6, 0.4]]))
     assert seq_ce_loss(full, full).item() == pytest.approx(-(0.6 * math.log(0.6) + 0.4 * math.log(0.4)), rel=1e-5)
     assert torch.isfinite(seq_fuzzy_loss(full, full)).all()
+
+
+def test_renormalised_seq_ce_and_tempered_kbest_by_hand():
+    t = torch.log(torch.tensor([[0.5, 0.2, 0.0]]))  # third beam padded
+    s = torch.log(torch.tensor([[0.3, 0.1, 0.0]]))
+    # without the residual term: teacher 5/7, 2/7 against student 3/4, 1/4
+    want = -(5 / 7 * math.log(3 / 4) + 2 / 7 * math.log(1 / 4))
+    assert seq_ce_renormalised_loss(t, s).item() == pytest.approx(want, rel=1e-6)
+    # T = 2: sqrt(0.5), sqrt(0.2) renormalised to the K paths' mass 0.7; the padded beam stays -inf
+    q = tempered_kbest(t, 2.0).exp()[0]
+    a, b = math.sqrt(0.5), math.sqrt(0.2)
+    assert q.tolist() == pytest.approx([0.7 * a / (a + b), 0.7 * b / (a + b), 0.0], rel=1e-6)
+    assert tempered_kbest(t, 1.0) is t
+    assert tempered_kbest(t, 0.05).exp()[0, 0].item() == pytest.approx(0.7, rel=1e-6)  # all on the best
+    # so the fuzzy loss and the residual term do not move with T
+    assert seq_fuzzy_loss(tempered_kbest(t, 3.0), s).item() == pytest.approx(seq_fuzzy_loss(t, s).item(), rel=1e-6)
+    # a row without paths scores 0 and stays finite under both
+    none = torch.full((1, 3), NEG)
+    assert seq_ce_renormalised_loss(none, s).item() == 0.0
+    assert torch.isneginf(tempered_kbest(none, 2.0)).all()
 
 
 def test_losses_are_minimised_where_the_student_matches_the_teacher():

@@ -69,6 +69,36 @@ def seq_ce_loss(teacher_log_probs: Tensor, student_log_probs: Tensor) -> Tensor:
     return ce - (1 - p_sum_t) * _log1mexp(log_sum_s)
 
 
+def seq_ce_renormalised_loss(teacher_log_probs: Tensor, student_log_probs: Tensor) -> Tensor:
+    """Seq-CE without the residual term: both distributions renormalised over the K paths,
+
+        L = - sum_j (p_j^t / p_sum^t) log(p_j^s / p_sum^s)
+
+    Not in paper 000 (issue 22's residual-mass candidate): it keeps only how the teacher ranks its
+    K paths against each other, and leaves the mass outside them to the fuzzy loss (eq. 6). A row
+    without paths scores 0."""
+    t_norm = teacher_log_probs - torch.logsumexp(teacher_log_probs, dim=1, keepdim=True)
+    s_norm = student_log_probs - torch.logsumexp(student_log_probs, dim=1, keepdim=True)
+    valid = torch.isfinite(teacher_log_probs) & torch.isfinite(s_norm)
+    return -torch.where(valid, t_norm.exp() * s_norm, torch.zeros_like(s_norm)).sum(1)
+
+
+def tempered_kbest(teacher_log_probs: Tensor, temperature: float) -> Tensor:
+    """The teacher's k-best distribution at temperature T with its top-K mass kept:
+
+        log p~_j^t = log p_sum^t + log softmax_j(log p_j^t / T)
+
+    T = 1 gives p^t back; T > 1 spreads the K paths' mass more evenly over them, T < 1 moves it to
+    the best path. p_sum^t, and so the residual term of eq. 4 and the fuzzy loss (eq. 6), do not
+    change. Not in paper 000 (issue 22's temperature candidate): the cache holds log Z only at
+    T = 1, so a temperature over all paths cannot be computed from it; this one acts on the K."""
+    if temperature == 1.0:
+        return teacher_log_probs
+    log_sum = torch.logsumexp(teacher_log_probs, dim=1, keepdim=True)
+    tempered = log_sum + torch.log_softmax(teacher_log_probs / temperature, dim=1)
+    return torch.where(torch.isfinite(log_sum), tempered, teacher_log_probs)
+
+
 def seq_fuzzy_loss(teacher_log_probs: Tensor, student_log_probs: Tensor) -> Tensor:
     """Fuzzy (coarse-grained) loss, the binary cross entropy of the top-K mass (eq. 6):
 

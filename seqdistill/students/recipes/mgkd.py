@@ -43,6 +43,15 @@ class MGKDConfig(RunConfig):
     )
     weights: tuple[float, ...] = option((), "Fixed weights, comma-separated, one per loss (default 1).")
     temperature: float = option(1.0, "Temperature of the token-level losses.")
+    seq_temperature: float = option(
+        1.0,
+        "T of the teacher's k-best distribution in seq-ce: p_j^(1/T) renormalised over the K paths to their "
+        "mass (1: eq. 4 as in the paper; > 1 spreads it, < 1 sharpens it).",
+    )
+    residual: bool = option(
+        True,
+        "Seq-CE with eq. 4's residual term; --no-residual: both distributions renormalised over the K paths.",
+    )
     embedding: str = option(
         "teacher", "Input embeddings: the teacher's (TE), their SVD reduction, or random.", choices=EMBEDDINGS
     )
@@ -135,7 +144,8 @@ def loss_parts(model: BiLSTMCRF, batch: Batch, cfg: MGKDConfig, device) -> dict[
         t_lp = batch.kbest_log_probs.to(device)
         s_lp = L.student_path_log_probs(emissions, mask, batch.kbest_paths.to(device), trans, start, end, log_z)
         if "seq-ce" in cfg.losses:
-            parts["seq-ce"] = L.seq_ce_loss(t_lp, s_lp).mean()
+            seq_ce = L.seq_ce_loss if cfg.residual else L.seq_ce_renormalised_loss
+            parts["seq-ce"] = seq_ce(L.tempered_kbest(t_lp, cfg.seq_temperature), s_lp).mean()
         if "fuzzy" in cfg.losses:
             parts["fuzzy"] = L.seq_fuzzy_loss(t_lp, s_lp).mean()
     if "token-em" in cfg.losses:
@@ -152,6 +162,8 @@ def plan(ctx: Context) -> Plan:
     cfg: MGKDConfig = ctx.cfg
     if not cfg.losses:
         raise ValueError(f"no losses: choose from {', '.join(LOSSES)}")
+    if cfg.seq_temperature <= 0:
+        raise ValueError(f"--seq-temperature {cfg.seq_temperature}: a temperature must be above 0")
     if cfg.weights and len(cfg.weights) != len(cfg.losses):
         raise ValueError(f"weights: {len(cfg.weights)} weights for {len(cfg.losses)} losses")
     reader, teacher = open_cache(ctx.reader, cfg.teacher, cfg.embedding)
