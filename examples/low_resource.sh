@@ -11,8 +11,8 @@
 # its dev F1 stays 0 for the first epochs, which would end it). Variants of
 # the k-best student (VARIANTS): kbest-fixed (eq. 8's fixed weights, not eq. 9's learned ones),
 # kbest-seqce (hard + Seq-CE, no fuzzy), kbest-k10 (K = 10), and on top of kbest-fixed the teacher's
-# k-best distribution at temperature 2 or 0.5 (kbest-t2, kbest-t05) or Seq-CE renormalised over
-# the K paths without eq. 4's residual term (kbest-norm). Resumable: run it again after a kill.
+# k-best distribution at temperature T (kbest-tT: kbest-t2, kbest-t0.5, ...) or Seq-CE renormalised
+# over the K paths without eq. 4's residual term (kbest-norm). Resumable: run it again after a kill.
 #   CACHE=.data/demo/cache GOLD=200 TEST=.data/demo/test.txt examples/low_resource.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,8 +42,7 @@ for seed in $SEEDS; do
       kbest) run kbest "$seed" --losses hard,seq-ce,fuzzy --k 5 --weighting uncertainty --epochs "$EPOCHS" ;;
       kbest-fixed) run kbest-fixed "$seed" --losses hard,seq-ce,fuzzy --k 5 --weighting fixed --epochs "$EPOCHS" ;;
       kbest-seqce) run kbest-seqce "$seed" --losses hard,seq-ce --k 5 --weighting uncertainty --epochs "$EPOCHS" ;;
-      kbest-t2) run kbest-t2 "$seed" --losses hard,seq-ce,fuzzy --k 5 --weighting fixed --seq-temperature 2 --epochs "$EPOCHS" ;;
-      kbest-t05) run kbest-t05 "$seed" --losses hard,seq-ce,fuzzy --k 5 --weighting fixed --seq-temperature 0.5 --epochs "$EPOCHS" ;;
+      kbest-t*) run "$v" "$seed" --losses hard,seq-ce,fuzzy --k 5 --weighting fixed --seq-temperature "${v#kbest-t}" --epochs "$EPOCHS" ;;
       kbest-norm) run kbest-norm "$seed" --losses hard,seq-ce,fuzzy --k 5 --weighting fixed --no-residual --epochs "$EPOCHS" ;;
       kbest-k10) run kbest-k10 "$seed" --losses hard,seq-ce,fuzzy --k 10 --weighting uncertainty --epochs "$EPOCHS" ;;
     esac
