@@ -90,8 +90,9 @@ def tempered_kbest(teacher_log_probs: Tensor, temperature: float) -> Tensor:
 
     T = 1 gives p^t back; T > 1 spreads the K paths' mass more evenly over them, T < 1 moves it to
     the best path. p_sum^t, and so the residual term of eq. 4 and the fuzzy loss (eq. 6), do not
-    change. Not in paper 000 (issue 22's temperature candidate): the cache holds log Z only at
-    T = 1, so a temperature over all paths cannot be computed from it; this one acts on the K."""
+    change. Not in paper 000 (issue 22's temperature candidate): the cache holds the paths'
+    probabilities at T = 1 and not the teacher's transition scores, so log Z at another T, and a
+    temperature over all paths, cannot be computed from it; this one acts on the K."""
     if temperature == 1.0:
         return teacher_log_probs
     log_sum = torch.logsumexp(teacher_log_probs, dim=1, keepdim=True)
