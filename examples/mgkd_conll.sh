@@ -6,7 +6,8 @@
 #   CACHE=.data/mpnet/cache TEACHER=.data/teachers/mpnet-crf-conll-e1 OUT=.data/mgkd-mpnet examples/mgkd_conll.sh).
 # Variants NAME-chars add the student's byte CNN (--chars). The variants of docs/RESULTS.md's tables
 # use eq. 9's learned loss weights (--weighting uncertainty, the paper's); te-da-seq-fixed is the MGKD
-# student with eq. 8's fixed weights, distill-train's default since issue 22.
+# student with eq. 8's fixed weights, distill-train's default since issue 22; te-da-seq-fixed-tT
+# (te-da-seq-fixed-t0.5, ...) that student with the teacher's K paths at temperature T.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -41,6 +42,8 @@ for v in $VARIANTS; do
     te-seq) train "$v" --losses hard,seq-ce,fuzzy --k 5 --no-unlabelled "${eq9[@]}" "${chars[@]}" ;;
     te-da) train "$v" --losses hard "${chars[@]}" ;;
     te-da-seq) train "$v" --losses hard,seq-ce,fuzzy --k 5 "${eq9[@]}" "${chars[@]}" ;;
+    te-da-seq-fixed-t*) train "$v" --losses hard,seq-ce,fuzzy --k 5 --weighting fixed \
+      --seq-temperature "${base#te-da-seq-fixed-t}" "${chars[@]}" ;;
     te-da-seq-fixed) train "$v" --losses hard,seq-ce,fuzzy --k 5 --weighting fixed "${chars[@]}" ;;
     svd-da-seq) train "$v" --losses hard,seq-ce,fuzzy --k 5 --embedding svd --embedding-dim 100 "${eq9[@]}" "${chars[@]}" ;;
   esac
