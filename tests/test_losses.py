@@ -54,6 +54,16 @@ def test_renormalised_seq_ce_and_tempered_kbest_by_hand():
     assert torch.isneginf(tempered_kbest(none, 2.0)).all()
 
 
+def test_a_row_without_paths_scores_zero_and_leaves_finite_gradients():
+    t = torch.tensor([[math.log(0.5), math.log(0.2), NEG], [NEG, NEG, NEG]])
+    for loss in (seq_ce_loss, seq_ce_renormalised_loss, seq_fuzzy_loss):
+        s = torch.tensor([[math.log(0.3), math.log(0.1), NEG], [NEG, NEG, NEG]], requires_grad=True)
+        out = loss(tempered_kbest(t, 2.0), s)
+        assert out[1].item() == 0.0 and torch.isfinite(out).all()
+        out.sum().backward()
+        assert torch.isfinite(s.grad).all() and (s.grad[1] == 0).all()
+
+
 def test_losses_are_minimised_where_the_student_matches_the_teacher():
     t = torch.log(torch.tensor([[0.5, 0.2]]))
     s = torch.log(torch.tensor([[0.5, 0.2]])).requires_grad_(True)

@@ -55,18 +55,28 @@ def student_path_log_probs(
     return torch.where(valid, flat - log_z.unsqueeze(1), torch.full_like(flat, float("-inf")))
 
 
+def _without_empty_rows(teacher_log_probs: Tensor, student_log_probs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Rows that hold at least one path ``[B]``, and both inputs with the rows that hold none set to 0:
+    a finite stand-in whose loss is masked out, so that no NaN reaches the gradients (a logsumexp
+    over -inf only has none)."""
+    has = torch.isfinite(teacher_log_probs).any(1)
+    keep = has.unsqueeze(1)
+    return has, torch.where(keep, teacher_log_probs, 0.0), torch.where(keep, student_log_probs, 0.0)
+
+
 def seq_ce_loss(teacher_log_probs: Tensor, student_log_probs: Tensor) -> Tensor:
     """k-best cross entropy with the residual term (eq. 4):
 
         L_Seq-ce = - sum_j p_j^t log p_j^s - (1 - p_sum^t) log(1 - p_sum^s)
 
-    ``[B, K]`` log-probabilities, -inf on padded beams."""
+    ``[B, K]`` log-probabilities, -inf on padded beams. A row without paths scores 0."""
+    has, teacher_log_probs, student_log_probs = _without_empty_rows(teacher_log_probs, student_log_probs)
     p_t = teacher_log_probs.exp()
     valid = torch.isfinite(teacher_log_probs)
     ce = -(p_t * torch.where(valid, student_log_probs, torch.zeros_like(student_log_probs))).sum(1)
     p_sum_t = p_t.sum(1).clamp(max=1.0)
     log_sum_s = torch.logsumexp(student_log_probs, dim=1)
-    return ce - (1 - p_sum_t) * _log1mexp(log_sum_s)
+    return torch.where(has, ce - (1 - p_sum_t) * _log1mexp(log_sum_s), 0.0)
 
 
 def seq_ce_renormalised_loss(teacher_log_probs: Tensor, student_log_probs: Tensor) -> Tensor:
@@ -77,10 +87,12 @@ def seq_ce_renormalised_loss(teacher_log_probs: Tensor, student_log_probs: Tenso
     Not in paper 000 (issue 22's residual-mass candidate): it keeps only how the teacher ranks its
     K paths against each other, and leaves the mass outside them to the fuzzy loss (eq. 6). A row
     without paths scores 0."""
+    has, teacher_log_probs, student_log_probs = _without_empty_rows(teacher_log_probs, student_log_probs)
     t_norm = teacher_log_probs - torch.logsumexp(teacher_log_probs, dim=1, keepdim=True)
     s_norm = student_log_probs - torch.logsumexp(student_log_probs, dim=1, keepdim=True)
     valid = torch.isfinite(teacher_log_probs) & torch.isfinite(s_norm)
-    return -torch.where(valid, t_norm.exp() * s_norm, torch.zeros_like(s_norm)).sum(1)
+    ce = -torch.where(valid, t_norm.exp() * s_norm, torch.zeros_like(s_norm)).sum(1)
+    return torch.where(has, ce, 0.0)
 
 
 def tempered_kbest(teacher_log_probs: Tensor, temperature: float) -> Tensor:
@@ -103,10 +115,13 @@ def tempered_kbest(teacher_log_probs: Tensor, temperature: float) -> Tensor:
 def seq_fuzzy_loss(teacher_log_probs: Tensor, student_log_probs: Tensor) -> Tensor:
     """Fuzzy (coarse-grained) loss, the binary cross entropy of the top-K mass (eq. 6):
 
-    L_Seq-fuzzy = - p_sum^t log p_sum^s - (1 - p_sum^t) log(1 - p_sum^s)"""
+    L_Seq-fuzzy = - p_sum^t log p_sum^s - (1 - p_sum^t) log(1 - p_sum^s)
+
+    A row without paths scores 0."""
+    has, teacher_log_probs, student_log_probs = _without_empty_rows(teacher_log_probs, student_log_probs)
     p_sum_t = teacher_log_probs.exp().sum(1).clamp(max=1.0)
     log_sum_s = torch.logsumexp(student_log_probs, dim=1)
-    return -p_sum_t * log_sum_s - (1 - p_sum_t) * _log1mexp(log_sum_s)
+    return torch.where(has, -p_sum_t * log_sum_s - (1 - p_sum_t) * _log1mexp(log_sum_s), 0.0)
 
 
 def token_kl_loss(student_logits: Tensor, teacher_probs: Tensor, mask: Tensor, temperature: float = 1.0) -> Tensor:
