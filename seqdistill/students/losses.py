@@ -90,7 +90,7 @@ def seq_ce_renormalised_loss(teacher_log_probs: Tensor, student_log_probs: Tenso
     has, teacher_log_probs, student_log_probs = _without_empty_rows(teacher_log_probs, student_log_probs)
     t_norm = teacher_log_probs - torch.logsumexp(teacher_log_probs, dim=1, keepdim=True)
     s_norm = student_log_probs - torch.logsumexp(student_log_probs, dim=1, keepdim=True)
-    valid = torch.isfinite(teacher_log_probs) & torch.isfinite(s_norm)
+    valid = torch.isfinite(teacher_log_probs)  # the student's paths are the teacher's: the same beams are padding
     ce = -torch.where(valid, t_norm.exp() * s_norm, torch.zeros_like(s_norm)).sum(1)
     return torch.where(has, ce, 0.0)
 
