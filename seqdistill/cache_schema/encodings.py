@@ -42,7 +42,6 @@ from .errors import FieldError
 QUANTIZE = ("int8-absmax",)
 FILLS = ("residual", "logmeanexp")
 KEYS = ("quantize", "topk", "fill", "project_from", "project_export")
-AUX_GROUPS = ("scale", "topk_index", "fill")  # arrays beside an encoded field in a shard's zarr group
 
 
 def check_encoding(spec) -> None:

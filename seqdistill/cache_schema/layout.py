@@ -21,10 +21,6 @@ DENSE = "dense.zarr"
 OFFSETS_GROUP = "offsets"  # dense.zarr/offsets/word and dense.zarr/offsets/subword
 
 
-def layer_dir(layer: str) -> str:
-    return f"layers/{layer}"
-
-
 def layer_header(layer: str) -> str:
     return f"layers/{layer}/layer.json"
 

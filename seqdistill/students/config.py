@@ -74,9 +74,6 @@ class RunConfig:
     )
 
 
-RUN_FIELDS = {f.name for f in dataclasses.fields(RunConfig)}
-
-
 def field_type(cls, name: str):
     """The field's type, ``X | None`` unwrapped: (base type, element type of a tuple, optional)."""
     hint = typing.get_type_hints(cls)[name]

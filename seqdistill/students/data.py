@@ -39,20 +39,6 @@ class StreamConfig:
     gold_only: bool = False  # with gold_sentences: drop the other labelled rows instead of training them unlabelled
 
 
-def stream_config(cfg, shuffle: bool = True, sample: bool = True) -> StreamConfig:
-    """The stream settings of a recipe's config (``batch_size``, ``buffer_size``, ``seed`` and,
-    for a training stream (``sample``), ``unlabelled_sentences``)."""
-    return StreamConfig(
-        cfg.batch_size,
-        cfg.buffer_size,
-        cfg.seed,
-        shuffle,
-        getattr(cfg, "unlabelled_sentences", None) if sample else None,
-        getattr(cfg, "gold_sentences", None) if sample else None,
-        not getattr(cfg, "unlabelled", True),
-    )
-
-
 def sample_unlabelled(
     reader: CacheReader, select: set[tuple[str, str]], n: int, seed: int, labelled: bool = False
 ) -> dict[tuple[str, str], set[int]]:
