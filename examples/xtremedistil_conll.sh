@@ -10,6 +10,7 @@
 # or unfreezing step (patience 1 on the validation loss); BATCH: sentences per batch, 32 here and
 # not the paper's 512 (Table 12), which was for 7.2M transfer sentences: on our 25k, 512 leaves 49
 # updates an epoch, and a D1 student trained that way reached 33 dev F1 after 8 epochs.
+# SELECT=dev-f1: the steps that train on labels keep and stop on dev F1 (--select; runs named NAME-f1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -19,6 +20,8 @@ H=${H:-200}
 EPS=${EPS:-3}
 BATCH=${BATCH:-32}
 LAYER=${LAYER:-4}
+SELECT=${SELECT:-val-loss}
+SFX=""; if [ "$SELECT" = dev-f1 ]; then SFX=-f1; fi
 OUT=${OUT:-.data/xd-conll}
 SCHEDULES=${SCHEDULES:-"d0 d1 d2 d3.1 d3.2 d4.1 d4.2"}
 export TOKENIZERS_PARALLELISM=false
@@ -29,14 +32,14 @@ if [ -z "${CACHE:-}" ]; then
 fi
 D=$($BIN/python -c "import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec('neuroner').origin).parent / 'data/conll2003/en')")
 for s in $SCHEDULES; do
-  name=$s-e$E-h$H
+  name=$s-e$E-h$H$SFX
   [ -f "$OUT/$name/training.json" ] && continue
   $BIN/distill-train --cache "$CACHE" --out "$OUT/$name" --recipe xtremedistil --schedule "$s" \
-    --teacher-layer "$LAYER" --embedding-dim "$E" --hidden-size "$H" --epochs-per-step "$EPS" --patience 1 \
+    --teacher-layer "$LAYER" --embedding-dim "$E" --hidden-size "$H" --epochs-per-step "$EPS" --patience 1 --select "$SELECT" \
     --batch-size "$BATCH" \
     --device cpu > "$OUT/$name.log" 2>&1
 done
 [ -n "${NO_EVAL:-}" ] && exit 0  # train only (score later, on a quiet machine)
-models=("$TEACHER"); for s in $SCHEDULES; do models+=("$OUT/$s-e$E-h$H"); done
+models=("$TEACHER"); for s in $SCHEDULES; do models+=("$OUT/$s-e$E-h$H$SFX"); done
 args=(); for m in "${models[@]}"; do args+=(--model "$m"); done
 $BIN/distill-eval "${args[@]}" --data "$D/test.txt" | tee "$OUT/eval-e$E-h$H.md"

@@ -1,6 +1,7 @@
 """The one trainer (issue 20): what it keeps, when it stops, its records and its checkpoints, on
 scripted metrics so that each rule is checked exactly; and the recipe registry and run configs."""
 
+import dataclasses
 import json
 
 import pytest
@@ -140,6 +141,30 @@ def test_restore_stage_ends_with_the_weights_of_its_best_epoch(cache, tmp_path, 
     assert (record["epochs"], record["best_epoch"], record["m"]) == (2, 0, 0.1)
     for k, v in model.state_dict().items():
         assert torch.equal(v, snapshots[0][k]), k
+
+
+def test_a_checkpoint_older_than_an_option_resumes_at_its_default_only(tmp_path):
+    """A checkpoint written before a setting existed (its saved config lacks the key) resumes when
+    the run leaves that setting at its default, and is refused by name when it does not."""
+    from seqdistill.students.recipes.xtremedistil import XtremeDistilConfig
+
+    def settings(cfg):
+        return json.loads(
+            json.dumps({k: v for k, v in dataclasses.asdict(cfg).items() if k not in engine.NOT_IDENTITY})
+        )
+
+    old = {"recipe": "xtremedistil", "cache": "c", "config": settings(XtremeDistilConfig())}
+    del old["config"]["select"]  # the option came later
+    defaults = engine.config_defaults(XtremeDistilConfig())
+    assert defaults["select"] == "val-loss" and defaults["losses"] == ["ce", "ll"]
+    now = {**old, "config": settings(XtremeDistilConfig())}
+    engine._check_identity(tmp_path, old, now, defaults)  # at the default: the same run
+    now = {**old, "config": settings(XtremeDistilConfig(select="dev-f1"))}
+    with pytest.raises(ValueError, match=r"another run \(select was None, now 'dev-f1'\)"):
+        engine._check_identity(tmp_path, old, now, defaults)
+    now = {**old, "config": settings(XtremeDistilConfig(lr=0.5))}
+    with pytest.raises(ValueError, match=r"another run \(lr was 0.001, now 0.5\)"):
+        engine._check_identity(tmp_path, old, now, defaults)  # a setting the checkpoint has still counts
 
 
 def test_another_runs_checkpoint_is_refused_by_name_and_restart_discards_it(cache, tmp_path, saves):

@@ -178,6 +178,27 @@ def test_xtremedistil_d4_student_learns_from_the_cache(cache, tmp_path):
     assert json.loads((tmp_path / "out.jsonl").read_text())["tags"] == ["B-PER", "O", "B-LOC"]
 
 
+def test_select_dev_f1_keeps_the_best_dev_f1_epoch_of_label_steps_only(cache, tmp_path):
+    """--select dev-f1: the CE stage keeps (and stops on) its best dev F1 epoch; RL and LL stages
+    still keep their lowest validation loss. The default keeps the validation loss everywhere."""
+    opts = dict(schedule="d4.1", teacher_layer=1, embedding_dim=8, hidden_size=8, batch_size=16, device="cpu")
+    opts.update(epochs_per_step=3, patience=3, lr=0.02)
+    for select in ("dev-f1", "val-loss"):
+        out = tmp_path / select
+        summary = train(cache, out, XD.XtremeDistilConfig(select=select, **opts), log=lambda *a: None)
+        records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        kept = {r["stage"]: r for r in summary["stages"]}  # the record each stage kept
+        for s in (1, 2, 3):
+            mine = [r for r in records if r["stage"] == s]
+            assert len(mine) == 3
+            metric = "dev_f1" if (select, s) == ("dev-f1", 3) else "val_loss"
+            assert {r["selected_on"] for r in mine} == {metric}
+            if metric == "dev_f1":
+                assert kept[s]["dev_f1"] >= max(r["dev_f1"] for r in mine)
+            else:
+                assert kept[s]["val_loss"] <= min(r["val_loss"] for r in mine)
+
+
 def test_missing_teacher_layer_lists_the_stored_ones(cache, tmp_path):
     with pytest.raises(Exception, match=r"no hidden layer 5 in the cache; stored layers: 1"):
         train(cache, tmp_path / "x", XD.XtremeDistilConfig(teacher_layer=5, device="cpu"), log=lambda *a: None)

@@ -40,7 +40,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -206,6 +206,19 @@ def identity(recipe: str, cfg, reader: CacheReader) -> dict:
     return {"recipe": recipe, "cache": cache_identity(reader), "config": json.loads(json.dumps(settings))}
 
 
+def config_defaults(cfg) -> dict:
+    """The defaults of ``cfg``'s settings, recorded as :func:`identity` records settings. Decision:
+    a checkpoint written before a setting existed ran with what is now its default, so a run at the
+    default resumes it (a new option does not strand the runs in progress)."""
+    out = {}
+    for f in fields(cfg):
+        if f.default is not MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not MISSING:
+            out[f.name] = f.default_factory()
+    return json.loads(json.dumps(out))
+
+
 def cache_identity(reader: CacheReader) -> str:
     """A digest of what a cache holds, whatever its path (a mirror or a copy is the same cache):
     its corpora (with their sources' sha256) and its teachers' fingerprints."""
@@ -234,7 +247,7 @@ def provenance(reader: CacheReader, names: list[str]) -> dict:
     }
 
 
-def _check_identity(out_dir: Path, saved: dict, now: dict) -> None:
+def _check_identity(out_dir: Path, saved: dict, now: dict, defaults: dict | None = None) -> None:
     for key in ("recipe", "cache"):
         if saved.get(key) != now[key]:
             raise ValueError(
@@ -244,6 +257,8 @@ def _check_identity(out_dir: Path, saved: dict, now: dict) -> None:
             )
     a, b = saved.get("config", {}), now["config"]
     for k in sorted(set(a) | set(b)):
+        if k not in a and k in (defaults or {}) and b.get(k) == defaults[k]:
+            continue  # a setting newer than the checkpoint, at its default (config_defaults)
         if a.get(k) != b.get(k):
             raise ValueError(
                 f"{out_dir / CHECKPOINT} is the checkpoint of another run ({k} was {a.get(k)!r}, now "
@@ -365,7 +380,7 @@ class _Run:
         saved = load_checkpoint(self.out_dir, {**modules, "best": self.best_weights}, None)
         if saved is None:
             return None
-        _check_identity(self.out_dir, saved["identity"], self.identity)
+        _check_identity(self.out_dir, saved["identity"], self.identity, config_defaults(self.cfg))
         self.pos.update(saved["position"])
         if self.world > 1:  # the checkpoint holds rank 0's RNG: each rank its own dropout masks again
             torch.manual_seed(self.cfg.seed * 1000 + self.rank + self.pos["step"])
