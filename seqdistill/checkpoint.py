@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import MISSING, fields
 from pathlib import Path
 
 import torch
@@ -98,3 +99,27 @@ def remove_checkpoint(out_dir) -> None:
     """Delete ``out_dir``'s checkpoint (and a half-swapped one) once a run has finished."""
     for name in (CHECKPOINT, f".{CHECKPOINT}.old", f".{CHECKPOINT}.tmp"):
         shutil.rmtree(Path(out_dir) / name, ignore_errors=True)
+
+
+def config_defaults(cfg) -> dict:
+    """The defaults of the dataclass ``cfg``'s settings, JSON-shaped as checkpoints record settings."""
+    out = {}
+    for f in fields(cfg):
+        if f.default is not MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not MISSING:
+            out[f.name] = f.default_factory()
+    return json.loads(json.dumps(out))
+
+
+def changed_setting(saved: dict, now: dict, defaults: dict, ignore=()) -> str | None:
+    """The first setting (by name) whose value in the run ``now`` differs from the checkpoint's
+    ``saved`` one, or None: the run may resume. Decision: a setting the checkpoint lacks (it was
+    written before the option existed) ran with what is now its default, so a run that leaves it at
+    the default is the same run; a new option does not strand the runs in progress."""
+    for k in sorted(set(saved) | set(now)):
+        if k in ignore or (k not in saved and k in defaults and now.get(k) == defaults[k]):
+            continue
+        if saved.get(k) != now.get(k):
+            return k
+    return None

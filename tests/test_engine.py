@@ -146,7 +146,9 @@ def test_restore_stage_ends_with_the_weights_of_its_best_epoch(cache, tmp_path, 
 def test_a_checkpoint_older_than_an_option_resumes_at_its_default_only(tmp_path):
     """A checkpoint written before a setting existed (its saved config lacks the key) resumes when
     the run leaves that setting at its default, and is refused by name when it does not."""
+    from seqdistill.checkpoint import config_defaults
     from seqdistill.students.recipes.xtremedistil import XtremeDistilConfig
+    from seqdistill.teachers.finetune import FinetuneConfig, _same_run
 
     def settings(cfg):
         return json.loads(
@@ -155,7 +157,7 @@ def test_a_checkpoint_older_than_an_option_resumes_at_its_default_only(tmp_path)
 
     old = {"recipe": "xtremedistil", "cache": "c", "config": settings(XtremeDistilConfig())}
     del old["config"]["select"]  # the option came later
-    defaults = engine.config_defaults(XtremeDistilConfig())
+    defaults = config_defaults(XtremeDistilConfig())
     assert defaults["select"] == "val-loss" and defaults["losses"] == ["ce", "ll"]
     now = {**old, "config": settings(XtremeDistilConfig())}
     engine._check_identity(tmp_path, old, now, defaults)  # at the default: the same run
@@ -165,6 +167,12 @@ def test_a_checkpoint_older_than_an_option_resumes_at_its_default_only(tmp_path)
     now = {**old, "config": settings(XtremeDistilConfig(lr=0.5))}
     with pytest.raises(ValueError, match=r"another run \(lr was 0.001, now 0.5\)"):
         engine._check_identity(tmp_path, old, now, defaults)  # a setting the checkpoint has still counts
+    # the same rule for finetune-teacher's checkpoints
+    saved = {"config": json.loads(json.dumps(dataclasses.asdict(FinetuneConfig())))}
+    del saved["config"]["pooling"]
+    _same_run(tmp_path, saved, {"config": dataclasses.asdict(FinetuneConfig())})
+    with pytest.raises(ValueError, match=r"another run \(pooling was None, now 'mean'\)"):
+        _same_run(tmp_path, saved, {"config": dataclasses.asdict(FinetuneConfig(pooling="mean"))})
 
 
 def test_another_runs_checkpoint_is_refused_by_name_and_restart_discards_it(cache, tmp_path, saves):

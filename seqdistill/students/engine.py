@@ -40,7 +40,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -49,7 +49,14 @@ from tqdm import tqdm
 from .. import distributed
 from ..cache_schema import CacheReader
 from ..cache_schema.storage import failpoint
-from ..checkpoint import CHECKPOINT, load_checkpoint, remove_checkpoint, save_checkpoint
+from ..checkpoint import (
+    CHECKPOINT,
+    changed_setting,
+    config_defaults,
+    load_checkpoint,
+    remove_checkpoint,
+    save_checkpoint,
+)
 from .data import CacheStream, StreamConfig, batches, parse_selection
 from .models import save_student
 
@@ -206,19 +213,6 @@ def identity(recipe: str, cfg, reader: CacheReader) -> dict:
     return {"recipe": recipe, "cache": cache_identity(reader), "config": json.loads(json.dumps(settings))}
 
 
-def config_defaults(cfg) -> dict:
-    """The defaults of ``cfg``'s settings, recorded as :func:`identity` records settings. Decision:
-    a checkpoint written before a setting existed ran with what is now its default, so a run at the
-    default resumes it (a new option does not strand the runs in progress)."""
-    out = {}
-    for f in fields(cfg):
-        if f.default is not MISSING:
-            out[f.name] = f.default
-        elif f.default_factory is not MISSING:
-            out[f.name] = f.default_factory()
-    return json.loads(json.dumps(out))
-
-
 def cache_identity(reader: CacheReader) -> str:
     """A digest of what a cache holds, whatever its path (a mirror or a copy is the same cache):
     its corpora (with their sources' sha256) and its teachers' fingerprints."""
@@ -256,15 +250,13 @@ def _check_identity(out_dir: Path, saved: dict, now: dict, defaults: dict | None
                 "(or another --out)"
             )
     a, b = saved.get("config", {}), now["config"]
-    for k in sorted(set(a) | set(b)):
-        if k not in a and k in (defaults or {}) and b.get(k) == defaults[k]:
-            continue  # a setting newer than the checkpoint, at its default (config_defaults)
-        if a.get(k) != b.get(k):
-            raise ValueError(
-                f"{out_dir / CHECKPOINT} is the checkpoint of another run ({k} was {a.get(k)!r}, now "
-                f"{b.get(k)!r}): run the same command to resume it, or start afresh with --restart "
-                "(or another --out)"
-            )
+    k = changed_setting(a, b, defaults or {})
+    if k is not None:
+        raise ValueError(
+            f"{out_dir / CHECKPOINT} is the checkpoint of another run ({k} was {a.get(k)!r}, now "
+            f"{b.get(k)!r}): run the same command to resume it, or start afresh with --restart "
+            "(or another --out)"
+        )
 
 
 class _Records:

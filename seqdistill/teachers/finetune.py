@@ -29,7 +29,14 @@ from tqdm import tqdm
 
 from ..cache_schema import LabelSchema
 from ..cache_schema.storage import failpoint
-from ..checkpoint import CHECKPOINT, load_checkpoint, remove_checkpoint, save_checkpoint
+from ..checkpoint import (
+    CHECKPOINT,
+    changed_setting,
+    config_defaults,
+    load_checkpoint,
+    remove_checkpoint,
+    save_checkpoint,
+)
 from ..metrics import span_scores, span_set_scores
 from .kinds import teacher_kind
 from .loading import build_teacher
@@ -287,9 +294,8 @@ def _same_run(out_dir: Path, saved: dict, now: dict) -> None:
     for key in sorted(set(saved) | set(now)):
         a, b = saved.get(key), now.get(key)
         if key == "config" and isinstance(a, dict) and isinstance(b, dict):
-            diff = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k) and k != "checkpoint_every"]
-            if diff:
-                k = diff[0]
+            k = changed_setting(a, b, config_defaults(FinetuneConfig()), ignore=("checkpoint_every",))
+            if k is not None:
                 raise ValueError(
                     f"{out_dir / CHECKPOINT} is the checkpoint of another run ({k} was {a.get(k)!r}, "
                     f"now {b.get(k)!r}): run the same command to resume it, or remove it (or use "
