@@ -39,17 +39,18 @@ sys.path.insert(0, str(ROOT))
 
 from doc_section import write_section  # noqa: E402
 
+from seqdistill.corpora import read_corpus  # noqa: E402
+from seqdistill.deploy.evaluate import score_tagger  # noqa: E402
+from seqdistill.deploy.export import export_model  # noqa: E402
 from seqdistill.inference import Tagger  # noqa: E402
-from seqdistill.pipeline.corpora import read_corpus  # noqa: E402
-from seqdistill.pipeline.evaluate import score_tagger  # noqa: E402
-from seqdistill.pipeline.export import export_model  # noqa: E402
 
 BEGIN, END = "<!-- inference_latency:begin -->", "<!-- inference_latency:end -->"
 
 
 def build_students(teacher_dir: Path, out: Path) -> dict[str, Path]:
     """Untrained XtremeDistil 50x100 / 100x200 and CNN+SRU++ students over the teacher's vocabulary."""
-    from seqdistill.students.models import StudentConfig, init_embeddings, save_student, student_architectures
+    from seqdistill.students.archs import architectures as student_architectures
+    from seqdistill.students.base import StudentConfig, init_embeddings, save_student
     from seqdistill.teachers import load_teacher
 
     teacher = load_teacher(teacher_dir)

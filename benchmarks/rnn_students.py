@@ -24,9 +24,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from seqdistill.pipeline.evaluate import evaluate_taggers  # noqa: E402
-from seqdistill.students.models import StudentConfig, save_student  # noqa: E402
-from seqdistill.students.rnn_tagger import RNNTagger  # noqa: E402
+from seqdistill.deploy.evaluate import evaluate_taggers  # noqa: E402
+from seqdistill.students.archs.rnn_tagger import RNNTagger  # noqa: E402
+from seqdistill.students.base import StudentConfig, save_student  # noqa: E402
 
 
 def main() -> None:

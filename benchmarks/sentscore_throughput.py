@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from seqdistill.cache_schema import LabelSchema  # noqa: E402
-from seqdistill.pipeline.corpora import read_corpus  # noqa: E402
+from seqdistill.corpora import read_corpus  # noqa: E402
 from seqdistill.teachers.sentscore import SentFormat, sentscore, sentscore_one_at_a_time  # noqa: E402
 
 

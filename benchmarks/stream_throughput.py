@@ -38,9 +38,10 @@ def make_stream(cache: str, cfg: TrainConfig):
     from safetensors.torch import load as load_st
     from transformers import AutoTokenizer
 
+    from seqdistill.students.archs.bilstm_crf import BiLSTMCRF
+    from seqdistill.students.base import StudentConfig, init_embeddings
     from seqdistill.students.common import default_splits
     from seqdistill.students.data import CacheStream, StreamConfig, parse_selection
-    from seqdistill.students.models import BiLSTMCRF, StudentConfig, init_embeddings
     from seqdistill.students.recipes.mgkd import Collate
 
     reader = CacheReader(cache)

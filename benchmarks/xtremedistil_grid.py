@@ -26,8 +26,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from seqdistill.pipeline.evaluate import evaluate_taggers  # noqa: E402
-from seqdistill.students.models import save_student  # noqa: E402
+from seqdistill.deploy.evaluate import evaluate_taggers  # noqa: E402
+from seqdistill.students.base import save_student  # noqa: E402
 from seqdistill.students.recipes import train  # noqa: E402
 from seqdistill.students.recipes.xtremedistil import XtremeDistilConfig  # noqa: E402
 

@@ -45,7 +45,7 @@ def package_dir(name: str) -> Path:
 
 def write_conll_subset(src: Path, dst: Path, n: int | None) -> int:
     """The first n sentences of a CoNLL file (word and NER columns); -DOCSTART- lines dropped."""
-    from seqdistill.pipeline import read_corpus
+    from seqdistill.corpora import read_corpus
 
     corpus = read_corpus(src, "c", "x")
     sents = corpus.sentences[:n] if n else corpus.sentences
@@ -79,13 +79,13 @@ def step(title: str) -> float:
 
 
 def main() -> None:
+    from seqdistill.cache_build.build import BuildConfig, CorpusSpec, build_cache
     from seqdistill.cache_schema import CacheReader
     from seqdistill.cache_schema.info import cache_summary
-    from seqdistill.pipeline import derive_label_schema, read_corpus
-    from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
-    from seqdistill.pipeline.card import write_card
-    from seqdistill.pipeline.evaluate import evaluate_taggers, format_results
-    from seqdistill.pipeline.export import export_model
+    from seqdistill.corpora import derive_label_schema, read_corpus
+    from seqdistill.deploy.card import write_card
+    from seqdistill.deploy.evaluate import evaluate_taggers, format_results
+    from seqdistill.deploy.export import export_model
     from seqdistill.students.recipes import train as train_student
     from seqdistill.students.recipes.mgkd import MGKDConfig
     from seqdistill.teachers.finetune import FinetuneConfig, finetune

@@ -29,10 +29,10 @@ from pathlib import Path
 
 import torch
 
-from seqdistill.pipeline import derive_label_schema, read_corpus
+from seqdistill.corpora import derive_label_schema, read_corpus
 from seqdistill.teachers.finetune import _tag_ids, evaluate, warmup_linear_decay
+from seqdistill.teachers.kinds.sentscore import build_sentscore_teacher
 from seqdistill.teachers.sentscore import encode_batch
-from seqdistill.teachers.seq2seq import build_sentscore_teacher
 
 
 def step(params, optim, sched, loss) -> float:

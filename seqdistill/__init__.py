@@ -5,7 +5,9 @@ Two stages joined by one artifact, the soft-label cache (see docs/cache-format.m
 loads what comes out (a student, a teacher, or an exported ONNX directory) and tags text.
 """
 
-__version__ = "0.1.0"
+from .version import __version__
+
+__all__ = ["Tagger", "__version__"]
 
 
 def __getattr__(name):  # ``seqdistill.Tagger`` without importing torch at ``import seqdistill``

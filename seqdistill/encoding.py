@@ -2,7 +2,8 @@
 
 Every model of the project reads words through this module, whatever runs it (torch in training,
 ONNX Runtime in an exported directory), so a model sees the same inputs wherever it runs. It needs
-torch and a tokenizer, and no teacher or student code.
+torch and a tokenizer, and no teacher or student code. One idea in one module (over 400 lines):
+the framing of words for every model, kept together so that the runtimes cannot drift apart.
 
 Teachers (and the ONNX export of a teacher):
 

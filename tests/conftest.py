@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from seqdistill.cache_schema import CacheWriter, FieldSpec, TeacherInfo
-from seqdistill.pipeline import derive_label_schema, read_corpus
+from seqdistill.corpora import derive_label_schema, read_corpus
 
 CONLL = """-DOCSTART- -X- -X- O
 
@@ -184,8 +184,8 @@ def toy_cache(encoder: str, d, **build) -> str:
     whose teacher directory is deleted afterwards: stage two must not need it."""
     import shutil
 
+    from seqdistill.cache_build.build import BuildConfig, CorpusSpec, build_cache
     from seqdistill.cache_schema import LabelSchema
-    from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
     from seqdistill.teachers import build_teacher
 
     build_teacher(encoder, LabelSchema("IOB2", ("LOC", "PER")), "crf").save(d / "teacher")
@@ -283,7 +283,7 @@ def resumes_and_runs_under_torchrun(recipe: str, cache: str, options: dict, tmp_
             "--master-port",
             str(port),
             "-m",
-            "seqdistill.students.cli",
+            "seqdistill.cli.train",
             "--config",
             str(tmp_path / "run.toml"),
             "--cache",

@@ -5,9 +5,9 @@ import torch
 from conftest import toy_corpus
 
 from seqdistill.bilou import BILOU_TAGS, layers_from_spans
+from seqdistill.cache_build.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.cache_schema import CacheReader, LabelSchema, verify_cache
-from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
-from seqdistill.pipeline.corpora import read_corpus
+from seqdistill.corpora import read_corpus
 from seqdistill.teachers import build_teacher, load_teacher
 from seqdistill.teachers.finetune import FinetuneConfig, finetune
 
@@ -73,8 +73,8 @@ def test_finetunes_decodes_to_the_schema_and_builds_a_cache(tiny_encoder, tmp_pa
 def test_rnn_student_learns_from_a_bilou_teacher_cache(tiny_encoder, tmp_path, distill):
     from click.testing import CliRunner
 
-    from seqdistill.students.cli import main as train_cli
-    from seqdistill.students.models import load_student
+    from seqdistill.cli.train import main as train_cli
+    from seqdistill.students.archs import load_student
 
     d = tmp_path
     build_teacher(tiny_encoder, SCHEMA, "bilou-per-type").save(d / "t")

@@ -11,9 +11,9 @@ import torch
 from click.testing import CliRunner
 from conftest import CONLL, RAW
 
+from seqdistill.cache_build.build import BuildConfig, CorpusSpec, batches_by_length, build_cache
 from seqdistill.cache_schema import CacheReader, LabelSchema, verify_cache
-from seqdistill.pipeline.build import BuildConfig, CorpusSpec, batches_by_length, build_cache
-from seqdistill.pipeline.cli import main as cache_cli
+from seqdistill.cli.cache import main as cache_cli
 from seqdistill.teachers import build_teacher, load_teacher
 
 SCHEMA = LabelSchema("IOB2", ("LOC", "MISC", "ORG", "PER"))
@@ -195,7 +195,7 @@ def _cli_build(out, crf_dir, specs, env=None, runner=None, extra=()):
         "cpu",
         *extra,
     ]
-    cmd = (runner or [sys.executable, "-m", "seqdistill.pipeline.cli"]) + args
+    cmd = (runner or [sys.executable, "-m", "seqdistill.cli.cache"]) + args
     full_env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", **(env or {})}
     return subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=300)
 
@@ -278,7 +278,7 @@ def test_two_process_torchrun_build_equals_a_single_process_build(teachers, corp
         "--master-port",
         str(_free_port()),
         "-m",
-        "seqdistill.pipeline.cli",
+        "seqdistill.cli.cache",
     ]
     r = _cli_build(out, crf_dir, corpus_paths, {"OMP_NUM_THREADS": "1"}, runner=torchrun)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -15,7 +15,7 @@ from seqdistill.cache_schema import (
     verify_cache,
 )
 from seqdistill.cache_schema.manifest import seal
-from seqdistill.pipeline.cli import main as cache_cli
+from seqdistill.cli.cache import main as cache_cli
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from conftest import TEACHER_FIELDS, build_cache
 
 from seqdistill.cache_schema import CacheError, CacheReader, FieldError, FieldSpec, verify_cache
-from seqdistill.pipeline.cli import main as cache_cli
+from seqdistill.cli.cache import main as cache_cli
 
 
 def _urls(tmp_path, request):

@@ -8,8 +8,8 @@ from click.testing import CliRunner
 from conftest import toy_cache, toy_corpus
 
 from seqdistill.cache_schema import CacheReader
-from seqdistill.pipeline.card import MARK, read_card
-from seqdistill.pipeline.evaluate import eval_main
+from seqdistill.deploy.card import MARK, read_card
+from seqdistill.deploy.evaluate import eval_main
 from seqdistill.students.recipes import train
 from seqdistill.students.recipes.mgkd import MGKDConfig
 
@@ -24,7 +24,7 @@ def student(tiny_encoder, tmp_path_factory):
 
 
 def test_card_holds_the_measured_figures_and_the_provenance(student, tmp_path):
-    from seqdistill.pipeline.export import export_model
+    from seqdistill.deploy.export import export_model
 
     cache, s = student
     onnx = export_model(s, tmp_path / "onnx", quantize="int8")

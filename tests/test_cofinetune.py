@@ -6,9 +6,9 @@ import pytest
 import torch
 from conftest import toy_corpus
 
+from seqdistill.cache_build.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.cache_schema import CacheReader, LabelSchema, verify_cache
-from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
-from seqdistill.pipeline.corpora import read_corpus
+from seqdistill.corpora import read_corpus
 from seqdistill.teachers import load_teacher
 from seqdistill.teachers.cofinetune import co_groups, co_teachers, cofinetune, standalone, teacher_names
 from seqdistill.teachers.finetune import FinetuneConfig
@@ -99,7 +99,7 @@ def test_names_are_safe_and_unique():
 def test_cli_co_finetunes_and_refuses_what_it_cannot(tiny_encoder, wide_encoder, tmp_path):
     from click.testing import CliRunner
 
-    from seqdistill.pipeline.cli import main
+    from seqdistill.cli.cache import main
 
     train, dev = toy_corpus(tmp_path / "train.txt", 24, 0), toy_corpus(tmp_path / "dev.txt", 8, 1)
     base = ["finetune-teacher", "--train", train, "--dev", dev, "--epochs", "1", "--batch-size", "8", "--device", "cpu"]

@@ -3,8 +3,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from seqdistill.pipeline import CorpusError, derive_label_schema, read_corpus
-from seqdistill.pipeline.cli import main as cache_cli
+from seqdistill.cli.cache import main as cache_cli
+from seqdistill.corpora import CorpusError, derive_label_schema, read_corpus
 
 
 def test_conll_reader_documents_columns_and_fingerprint(corpus_files):

@@ -13,7 +13,7 @@ from seqdistill.cache_schema import CacheReader, FieldError, FieldSpec, verify_c
 from seqdistill.cache_schema.encodings import decode, encode, fit_pca, project, reconstruct
 from seqdistill.cache_schema.fields import from_storage, to_storage
 from seqdistill.cache_schema.manifest import seal
-from seqdistill.pipeline.cli import main as cache_cli
+from seqdistill.cli.cache import main as cache_cli
 
 
 def _roundtrip(x, spec):
@@ -247,7 +247,7 @@ def _records(out: Path) -> list[dict]:
 
 
 def test_xtremedistil_compares_with_the_states_rebuilt_from_pca_int8(caches, tmp_path):
-    from seqdistill.students.cli import main as train_cli
+    from seqdistill.cli.train import main as train_cli
 
     out = tmp_path / "xd"
     args = ["xtremedistil", "--cache", caches[1], "--out", str(out), "--schedule", "d4", "--teacher-layer", "1"]
@@ -263,7 +263,7 @@ def test_xtremedistil_compares_with_the_states_rebuilt_from_pca_int8(caches, tmp
 
 
 def test_mt_hidden_loss_uses_the_stored_width(tiny_encoder, tmp_path):
-    from seqdistill.students.cli import main as train_cli
+    from seqdistill.cli.train import main as train_cli
 
     cache = toy_cache(
         tiny_encoder, tmp_path, hidden_layers=(1, 2), export_layers=1, hidden_dtype="int8", hidden_project=8

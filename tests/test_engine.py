@@ -1,7 +1,6 @@
 """The one trainer (issue 20): what it keeps, when it stops, its records and its checkpoints, on
 scripted metrics so that each rule is checked exactly; and the recipe registry and run configs."""
 
-import dataclasses
 import json
 
 import pytest
@@ -38,12 +37,12 @@ def _toy_plan(model, metric_values, snapshots=None, **stage):
 
     def plan(ctx):
         s = Stage(
-            "toy",
-            ListBatches(lambda epoch: list(range(8)), lambda idx: _Batch(data[idx]), 2),
-            lambda b: {"sq": model(b.x).pow(2).mean()},
-            lambda: list(model.parameters()),
-            lambda ps: torch.optim.SGD(ps, lr=0.1),
-            evaluate,
+            name="toy",
+            batches=ListBatches(lambda epoch: list(range(8)), lambda idx: _Batch(data[idx]), 2),
+            loss=lambda b: {"sq": model(b.x).pow(2).mean()},
+            params=lambda: list(model.parameters()),
+            optimizer=lambda ps: torch.optim.SGD(ps, lr=0.1),
+            evaluate=evaluate,
             metric="m",
             **stage,
         )
@@ -148,31 +147,28 @@ def test_a_checkpoint_older_than_an_option_resumes_at_its_default_only(tmp_path)
     the run leaves that setting at its default, and is refused by name when it does not."""
     from seqdistill.checkpoint import config_defaults
     from seqdistill.students.recipes.xtremedistil import XtremeDistilConfig
-    from seqdistill.teachers.finetune import FinetuneConfig, _same_run
-
-    def settings(cfg):
-        return json.loads(
-            json.dumps({k: v for k, v in dataclasses.asdict(cfg).items() if k not in engine.NOT_IDENTITY})
-        )
+    from seqdistill.teachers.finetune import FinetuneConfig
+    from seqdistill.training import check_identity, settings
 
     old = {"recipe": "xtremedistil", "cache": "c", "config": settings(XtremeDistilConfig())}
     del old["config"]["select"]  # the option came later
     defaults = config_defaults(XtremeDistilConfig())
     assert defaults["select"] == "val-loss" and defaults["losses"] == ["ce", "ll"]
     now = {**old, "config": settings(XtremeDistilConfig())}
-    engine._check_identity(tmp_path, old, now, defaults)  # at the default: the same run
+    check_identity(tmp_path, old, now, defaults)  # at the default: the same run
     now = {**old, "config": settings(XtremeDistilConfig(select="dev-f1"))}
     with pytest.raises(ValueError, match=r"another run \(select was None, now 'dev-f1'\)"):
-        engine._check_identity(tmp_path, old, now, defaults)
+        check_identity(tmp_path, old, now, defaults)
     now = {**old, "config": settings(XtremeDistilConfig(lr=0.5))}
     with pytest.raises(ValueError, match=r"another run \(lr was 0.001, now 0.5\)"):
-        engine._check_identity(tmp_path, old, now, defaults)  # a setting the checkpoint has still counts
-    # the same rule for finetune-teacher's checkpoints
-    saved = {"config": json.loads(json.dumps(dataclasses.asdict(FinetuneConfig())))}
+        check_identity(tmp_path, old, now, defaults)  # a setting the checkpoint has still counts
+    # the same rule for finetune-teacher's checkpoints (the same trainer)
+    saved = {"encoder": "e", "config": settings(FinetuneConfig())}
     del saved["config"]["pooling"]
-    _same_run(tmp_path, saved, {"config": dataclasses.asdict(FinetuneConfig())})
+    defaults = config_defaults(FinetuneConfig())
+    check_identity(tmp_path, saved, {"encoder": "e", "config": settings(FinetuneConfig())}, defaults)
     with pytest.raises(ValueError, match=r"another run \(pooling was None, now 'mean'\)"):
-        _same_run(tmp_path, saved, {"config": dataclasses.asdict(FinetuneConfig(pooling="mean"))})
+        check_identity(tmp_path, saved, {"encoder": "e", "config": settings(FinetuneConfig(pooling="mean"))}, defaults)
 
 
 def test_another_runs_checkpoint_is_refused_by_name_and_restart_discards_it(cache, tmp_path, saves):
@@ -240,7 +236,7 @@ def test_six_recipes_registered_each_with_its_own_options():
 
 
 def test_cli_refuses_another_recipes_option_and_reproduces_a_run_from_its_config(cache, tmp_path):
-    from seqdistill.students.cli import main as train_cli
+    from seqdistill.cli.train import main as train_cli
 
     r = CliRunner().invoke(train_cli, ["rnn", "--cache", cache, "--out", str(tmp_path / "x"), "--k", "3"])
     assert r.exit_code == 2 and "--k is an option of the mgkd recipe, not of rnn" in r.output
@@ -283,7 +279,7 @@ def test_cli_refuses_another_recipes_option_and_reproduces_a_run_from_its_config
 
 
 def test_svd_width_beyond_the_teachers_embeddings_is_refused_before_training(cache, tmp_path):
-    from seqdistill.students.cli import main as train_cli
+    from seqdistill.cli.train import main as train_cli
 
     # the tiny teacher's embeddings are 32 wide: xtremedistil's default E = 300 cannot be an SVD of them
     r = CliRunner().invoke(

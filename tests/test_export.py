@@ -15,10 +15,11 @@ import torch
 from click.testing import CliRunner
 
 from seqdistill.cache_schema import LabelSchema
+from seqdistill.deploy.export import export_model
+from seqdistill.deploy.export import main as export_main
 from seqdistill.inference import ExportError, Tagger, split_words
-from seqdistill.pipeline.export import export_model
-from seqdistill.pipeline.export import main as export_main
-from seqdistill.students.models import StudentConfig, save_student, student_architectures
+from seqdistill.students.archs import architectures as student_architectures
+from seqdistill.students.base import StudentConfig, save_student
 
 SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
 BIOES = LabelSchema("BIOES", ("LOC", "ORG", "PER"))
@@ -99,8 +100,8 @@ def torch_tags(model_dir, sents):
     from seqdistill.inference.torch_models import is_student_dir
 
     if is_student_dir(Path(model_dir)):
+        from seqdistill.students.archs import load_student
         from seqdistill.students.common import predict_tags
-        from seqdistill.students.models import load_student
 
         model, tok = load_student(model_dir)
         return predict_tags(model, tok, sents, batch_size=7)
@@ -143,14 +144,26 @@ def test_every_student_kind_exports_with_the_torch_tags(tiny_encoder, tmp_path, 
         in_torch.params_without_embeddings,
     )
     if arch == "rnn-tagger":  # nested spans from the per-type layers, as the rnn recipe reads them
-        from seqdistill.students.models import load_student
+        from seqdistill.students.archs import load_student
         from seqdistill.students.recipes.rnn import predict_spans
 
         model, tok = load_student(src)
         assert exported.predict_spans(sents) == predict_spans(model, tok, sents)
 
 
-@pytest.mark.parametrize("kind", ["crf", "softmax", "bilou-per-type"])
+def test_the_export_tests_cover_every_registered_architecture_and_teacher_kind():
+    """A new student architecture or teacher kind (one module, docs/ARCHITECTURE.md) is found by its
+    registry; this keeps the export tests below from silently leaving it out."""
+    from seqdistill.teachers import KINDS
+
+    assert {a for a, _ in STUDENTS} == set(student_architectures())
+    assert set(EXPORTED_KINDS) | {"sentscore"} == set(KINDS)  # sentscore refuses export (its own test)
+
+
+EXPORTED_KINDS = ["crf", "softmax", "bilou-per-type"]
+
+
+@pytest.mark.parametrize("kind", EXPORTED_KINDS)
 def test_every_teacher_kind_exports_with_the_torch_tags(tiny_encoder, tmp_path, kind):
     src = make_teacher(tiny_encoder, tmp_path / "t", kind)
     out = export_model(src, tmp_path / "onnx")
@@ -280,7 +293,7 @@ assert not any(m.startswith(("seqdistill.teachers", "seqdistill.students")) for 
 
 
 def test_cli_export_check_and_predict_from_stdin(tiny_encoder, tmp_path):
-    from seqdistill.pipeline.evaluate import eval_main, predict_main
+    from seqdistill.deploy.evaluate import eval_main, predict_main
 
     src = make_student(tiny_encoder, tmp_path / "s", "bilstm-crf")
     gold = tmp_path / "gold.txt"
@@ -330,11 +343,9 @@ def test_cli_export_check_and_predict_from_stdin(tiny_encoder, tmp_path):
 
 
 def test_sentscore_teachers_are_not_exported_and_say_why(tmp_path):
-    from seqdistill.pipeline.export import _teacher_graph
+    from seqdistill.teachers import TeacherError
+    from seqdistill.teachers.kinds.sentscore import SentScoreTeacher
 
-    class Fake:
-        what = "sentscore"
-        module = type("M", (), {"source_dir": tmp_path})()
-
-    with pytest.raises(ExportError, match="distil it into a student"):
-        _teacher_graph(Fake())
+    teacher = type("Loaded", (), {"source_dir": tmp_path})()  # export_graph reads nothing else
+    with pytest.raises(TeacherError, match="distil it into a student"):
+        SentScoreTeacher.export_graph(teacher)

@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from conftest import CONLL, RAW
 from test_build import QUIET, _assert_same, _cfg, _contents, teachers  # noqa: F401
 
+from seqdistill.cache_build.build import CorpusSpec, build_cache
 from seqdistill.cache_schema import CacheReader, verify_cache
-from seqdistill.pipeline import CorpusError, read_corpus
-from seqdistill.pipeline.build import CorpusSpec, build_cache
-from seqdistill.pipeline.cli import main as cache_cli
-from seqdistill.pipeline.evaluate import eval_main
+from seqdistill.cli.cache import main as cache_cli
+from seqdistill.corpora import CorpusError, read_corpus
+from seqdistill.deploy.evaluate import eval_main
 
 # conll2003's ClassLabel order on the Hub: the ids are not the cache's tag ids
 NAMES = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
@@ -294,8 +294,8 @@ def test_datasets_is_imported_only_for_hf_corpora(tmp_path):
     p = _parquet(tmp_path / "s.parquet", [["a"]], [["O"]])
     code = (
         "import sys\n"
-        "from seqdistill.pipeline.cli import main\n"
-        "from seqdistill.pipeline import read_corpus\n"
+        "from seqdistill.cli.cache import main\n"
+        "from seqdistill.corpora import read_corpus\n"
         f"read_corpus({p!r}, 'c')\n"
         "assert 'datasets' not in sys.modules, 'datasets imported'\n"
     )

@@ -8,10 +8,10 @@ from click.testing import CliRunner
 from conftest import toy_corpus
 from safetensors.torch import load_file
 
+from seqdistill.cache_build.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.cache_schema import LabelSchema
-from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
-from seqdistill.students.cli import main as train_cli
-from seqdistill.students.models import load_student
+from seqdistill.cli.train import main as train_cli
+from seqdistill.students.archs import load_student
 from seqdistill.students.recipes import train as train_mt_student
 from seqdistill.students.recipes.mt import MTConfig, teacher_layer_for
 from seqdistill.teachers import build_teacher
@@ -173,7 +173,7 @@ def test_mt_student_learns_from_two_teachers(two_teacher_cache, tmp_path, soft_l
         for record in runs["history"]:
             assert record["teacher_weights"][t] == pytest.approx(sum(w) / len(w), rel=1e-5)
         assert sum(w) / len(w) < 0.99  # random teachers: their gold CE is far from 0
-    from seqdistill.pipeline.evaluate import eval_main
+    from seqdistill.deploy.evaluate import eval_main
 
     r = CliRunner().invoke(
         eval_main, ["--model", str(tmp_path / "mt"), "--data", toy_corpus(tmp_path / "t.txt", 10, 7), "--json"]

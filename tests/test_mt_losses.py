@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from seqdistill.students.mt_losses import (
+from seqdistill.students.losses import (
     MTHiddenLoss,
     ensemble_distillation_loss,
     mt_distillation_loss,

@@ -72,11 +72,11 @@ def test_nested_corpus_through_teacher_cache_student_and_eval(tiny_encoder, tmp_
     from click.testing import CliRunner
     from conftest import toy_corpus
 
+    from seqdistill.cache_build.build import BuildConfig, CorpusSpec, build_cache
     from seqdistill.cache_schema import CacheReader, verify_cache
-    from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
-    from seqdistill.pipeline.corpora import derive_label_schema, read_corpus
-    from seqdistill.pipeline.evaluate import evaluate_taggers
-    from seqdistill.students.cli import main as train_cli
+    from seqdistill.cli.train import main as train_cli
+    from seqdistill.corpora import derive_label_schema, read_corpus
+    from seqdistill.deploy.evaluate import evaluate_taggers
     from seqdistill.students.common import read_spans
     from seqdistill.teachers import load_teacher
     from seqdistill.teachers.finetune import FinetuneConfig, finetune
@@ -162,7 +162,7 @@ def test_nested_corpus_through_teacher_cache_student_and_eval(tiny_encoder, tmp_
 
 def test_corpus_records_and_overlaps_of_one_type(tmp_path):
     from seqdistill.cache_schema import CorpusInfo
-    from seqdistill.pipeline.corpora import CorpusError, derive_label_schema, read_corpus
+    from seqdistill.corpora import CorpusError, derive_label_schema, read_corpus
 
     old = {
         "name": "c",

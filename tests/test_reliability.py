@@ -27,12 +27,12 @@ from safetensors.torch import load_file
 from test_build import QUIET, _assert_same, _cfg, _cli_build, _contents, corpus_paths, teachers  # noqa: F401
 
 import seqdistill
+from seqdistill.cache_build.build import build_cache
 from seqdistill.cache_schema import BuildLock, CacheLockedError, CacheReader, verify_cache
 from seqdistill.cache_schema.lock import LOCK, LockHolder, _pid_namespace
 from seqdistill.cache_schema.manifest import seal
 from seqdistill.cache_schema.storage import FAILPOINT_ENV, FAILPOINT_TRACE_ENV, CacheStore
-from seqdistill.pipeline.build import build_cache
-from seqdistill.students.cli import main as train_cli
+from seqdistill.cli.train import main as train_cli
 from seqdistill.students.recipes import train as train_student
 from seqdistill.students.recipes.mgkd import MGKDConfig as TrainConfig
 
@@ -464,7 +464,7 @@ def test_torchrun_ddp_training_reads_each_example_once_and_matches_one_process(c
             "--master-port",
             str(port),
             "-m",
-            "seqdistill.students.cli",
+            "seqdistill.cli.train",
             "--out",
             str(tmp_path / "ddp"),
             *args,

@@ -5,9 +5,9 @@ import torch
 
 from seqdistill.bilou import is_valid
 from seqdistill.cache_schema import LabelSchema
-from seqdistill.students.models import StudentConfig
-from seqdistill.students.rnn_tagger import RNNTagger
-from seqdistill.students.tagger import SubwordBatch
+from seqdistill.encoding import SubwordBatch
+from seqdistill.students.archs.rnn_tagger import RNNTagger
+from seqdistill.students.base import StudentConfig
 
 TYPES = ["LOC", "ORG", "PER"]
 

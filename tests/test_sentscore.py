@@ -122,8 +122,8 @@ def test_sentscore_teacher_precision(tokenizer):
     """``outputs`` takes the build's precision like every teacher: fp32 on CPU whatever is asked
     (bf16 gives the same scores bit for bit), and a precision that does not exist is refused."""
     from seqdistill.cache_schema import LabelSchema
-    from seqdistill.teachers.models import TeacherError
-    from seqdistill.teachers.seq2seq import SentScoreTeacher
+    from seqdistill.teachers import TeacherError
+    from seqdistill.teachers.kinds.sentscore import SentScoreTeacher
 
     teacher = SentScoreTeacher(_bert2bert(len(tokenizer)), tokenizer, LabelSchema("sBIO", ("LOC", "PER")))
     words = _sentences(5, seed=3)
@@ -203,7 +203,7 @@ def test_sentscore_teacher_finetunes_and_builds_a_cache(encoder_dir, tmp_path):
     from click.testing import CliRunner
 
     from seqdistill.cache_schema import CacheReader, verify_cache
-    from seqdistill.pipeline.cli import main as cache_cli
+    from seqdistill.cli.cache import main as cache_cli
     from seqdistill.teachers import load_teacher
 
     (tmp_path / "train.txt").write_text(CONLL)
@@ -305,7 +305,7 @@ def test_sentscore_kd_loss_by_hand():
 
 
 def test_few_shot_split(tmp_path):
-    from seqdistill.pipeline.splits import few_shot_split
+    from seqdistill.corpora.splits import few_shot_split
 
     (tmp_path / "all.txt").write_text(CONLL)
     few_shot_split(str(tmp_path / "all.txt"), tmp_path / "fs", 3, 2, seed=1)
@@ -333,7 +333,7 @@ def test_few_shot_split_names_integer_tags(tmp_path):
     import pyarrow.parquet as pq
     from click.testing import CliRunner
 
-    from seqdistill.pipeline.cli import main as cache_cli
+    from seqdistill.cli.cache import main as cache_cli
 
     rows = [(["Ann", "ran", str(i)], [1, 0, 0]) for i in range(8)]
     table = pa.table({"tokens": [w for w, _ in rows], "ner_tags": [t for _, t in rows]})
@@ -350,10 +350,10 @@ def test_few_shot_split_names_integer_tags(tmp_path):
 def test_sentscore_student_learns_from_the_cache(encoder_dir, tmp_path):
     from click.testing import CliRunner
 
-    from seqdistill.pipeline.cli import main as cache_cli
-    from seqdistill.students.cli import main as train_cli
+    from seqdistill.cli.cache import main as cache_cli
+    from seqdistill.cli.train import main as train_cli
+    from seqdistill.students.archs import load_student
     from seqdistill.students.common import predict_tags
-    from seqdistill.students.models import load_student
 
     (tmp_path / "all.txt").write_text(CONLL * 2)
     r = CliRunner().invoke(

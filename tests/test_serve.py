@@ -13,8 +13,8 @@ import httpx
 import pytest
 from test_export import make_student
 
+from seqdistill.deploy.serve import Limits, create_app, front_matter, sentence_json, serve_in_thread
 from seqdistill.inference import Tagger
-from seqdistill.pipeline.serve import Limits, create_app, front_matter, sentence_json, serve_in_thread
 
 LIMITS = Limits(max_body_bytes=4096, max_texts=8, max_text_chars=300)
 TEXTS = [
@@ -158,7 +158,7 @@ class EchoTagger:
 def test_the_wait_adapts_to_the_company_requests_keep():
     """A lone client never waits for company; N steady clients form batches of N without waiting
     for the deadline; after a burst a lone request waits the deadline once."""
-    from seqdistill.pipeline.serve import MicroBatcher
+    from seqdistill.deploy.serve import MicroBatcher
 
     async def main():
         tagger = EchoTagger()
@@ -284,12 +284,12 @@ def test_a_poisoned_request_fails_alone_in_a_batch(served, monkeypatch):
 def test_the_command_serves_an_exported_directory(tiny_encoder, tmp_path, monkeypatch):
     """distill-serve's options reach the app; uvicorn.run is replaced by the same server in a
     thread (a subprocess would spend seconds importing torch; benchmarks/serve_load.py runs
-    ``python -m seqdistill.pipeline.serve``)."""
+    ``python -m seqdistill.deploy.serve``)."""
     import uvicorn
     from click.testing import CliRunner
 
-    from seqdistill.pipeline.export import export_model
-    from seqdistill.pipeline.serve import serve_main
+    from seqdistill.deploy.export import export_model
+    from seqdistill.deploy.serve import serve_main
 
     src = make_student(tiny_encoder, tmp_path / "s", "bilstm-crf")
     out = export_model(src, tmp_path / "onnx")
@@ -318,7 +318,7 @@ def test_the_command_serves_an_exported_directory(tiny_encoder, tmp_path, monkey
 def test_the_command_refuses_a_missing_directory(tmp_path):
     from click.testing import CliRunner
 
-    from seqdistill.pipeline.serve import serve_main
+    from seqdistill.deploy.serve import serve_main
 
     r = CliRunner().invoke(serve_main, ["--model", str(tmp_path / "none")])
     assert r.exit_code != 0 and "no such model directory" in r.output

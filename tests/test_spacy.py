@@ -32,7 +32,7 @@ DIFFERENT = "U.S.-based firms don't hire Smith's team in Rome."  # spaCy: "U.S.-
 
 @pytest.fixture(scope="module")
 def models(tiny_encoder, tmp_path_factory):
-    from seqdistill.pipeline.export import export_model
+    from seqdistill.deploy.export import export_model
 
     d = tmp_path_factory.mktemp("spacy")
     flat = make_student(tiny_encoder, d / "flat", "bilstm-crf")
@@ -67,7 +67,7 @@ def test_flat_student_ents_are_distill_predicts_spans(models, tmp_path):
     offsets), text by text and for a doc of several lines (a sentence per line, as distill-predict)."""
     from click.testing import CliRunner
 
-    from seqdistill.pipeline.evaluate import predict_main
+    from seqdistill.deploy.evaluate import predict_main
 
     (tmp_path / "in.txt").write_text("\n".join(TEXTS) + "\n")
     out = tmp_path / "out.jsonl"

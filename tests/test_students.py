@@ -11,9 +11,9 @@ from conftest import toy_cache
 from torch.utils.data import DataLoader
 
 from seqdistill.cache_schema import CacheReader, LabelSchema
+from seqdistill.students.archs import load_student
 from seqdistill.students.common import predict_tags
 from seqdistill.students.data import CacheStream, StreamConfig, parse_selection
-from seqdistill.students.models import load_student
 from seqdistill.students.recipes import train as train_student
 from seqdistill.students.recipes.mgkd import MGKDConfig as TrainConfig
 
@@ -105,8 +105,8 @@ def test_stream_reads_only_the_fields_asked_for(cache, monkeypatch):
 
 def test_training_never_imports_the_teachers_package():
     code = (
-        "import sys, seqdistill.students.cli, seqdistill.students.recipes; seqdistill.students.recipes.recipes(); "
-        "bad = [m for m in sys.modules if m.startswith('seqdistill.teachers') or m == 'seqdistill.pipeline.build']; "
+        "import sys, seqdistill.cli.train, seqdistill.students.recipes; seqdistill.students.recipes.recipes(); "
+        "bad = [m for m in sys.modules if m.startswith('seqdistill.teachers') or m == 'seqdistill.cache_build.build']; "
         "assert not bad, bad"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -114,7 +114,7 @@ def test_training_never_imports_the_teachers_package():
 
 
 def test_mgkd_student_learns_from_a_cache_whose_teacher_is_gone(cache, tmp_path):
-    from seqdistill.students.cli import main as train_cli
+    from seqdistill.cli.train import main as train_cli
 
     r = CliRunner().invoke(
         train_cli,
@@ -156,7 +156,7 @@ def test_mgkd_student_learns_from_a_cache_whose_teacher_is_gone(cache, tmp_path)
     assert {"loss_hard", "loss_seq-ce", "loss_fuzzy", "dev_f1", "weights"} <= set(first)
     model, tok = load_student(tmp_path / "s")
     assert predict_tags(model, tok, [["anna", "visits", "the", "rome"]]) == [["B-PER", "O", "O", "B-LOC"]]
-    from seqdistill.pipeline.evaluate import eval_main
+    from seqdistill.deploy.evaluate import eval_main
 
     (tmp_path / "test.txt").write_text("peter B-PER\nvisits O\nparis B-LOC\n\n")
     r = CliRunner().invoke(eval_main, ["--model", str(tmp_path / "s"), "--data", str(tmp_path / "test.txt")])
@@ -165,7 +165,7 @@ def test_mgkd_student_learns_from_a_cache_whose_teacher_is_gone(cache, tmp_path)
 
 
 def test_eval_comparison_says_factors_of_at_least_one():
-    from seqdistill.pipeline.evaluate import format_results
+    from seqdistill.deploy.evaluate import format_results
 
     def row(name, params, b1, b32, f1):
         return {
@@ -278,7 +278,8 @@ def test_char_feature_sees_case_and_ignores_padding():
     """Issue 22: the char CNN (Ma & Hovy) over each word's bytes: max-pooled over the real bytes
     only, so a word's feature does not depend on the longest word of its batch; case changes it."""
     from seqdistill.encoding import word_bytes
-    from seqdistill.students.models import BiLSTMCRF, StudentConfig
+    from seqdistill.students.archs.bilstm_crf import BiLSTMCRF
+    from seqdistill.students.base import StudentConfig
 
     ids = word_bytes([["Paris", "é"], ["a"]])
     assert ids.shape == (2, 2, 5)
@@ -299,8 +300,8 @@ def test_char_feature_sees_case_and_ignores_padding():
 
 
 def test_mgkd_student_with_chars_learns_and_exports(cache, tmp_path):
+    from seqdistill.deploy.export import export_model
     from seqdistill.inference import Tagger
-    from seqdistill.pipeline.export import export_model
 
     summary = train_student(
         cache,

@@ -8,7 +8,7 @@ import sys
 import pytest
 from conftest import toy_cache
 
-from seqdistill.students.sweep import check_runs, expand, load_grid, report
+from seqdistill.deploy.sweep import check_runs, expand, load_grid, report
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def _sweep(cache, grid, out):
     cmd = [
         sys.executable,
         "-m",
-        "seqdistill.students.cli",
+        "seqdistill.cli.train",
         "sweep",
         "--cache",
         cache,
@@ -104,7 +104,7 @@ def test_sweep_runs_resumes_and_reports(cache, tmp_path):
         for n in (0, 20)
     }
     assert steps == {0: 2, 20: 3}
-    from seqdistill.students.sweep import plot
+    from seqdistill.deploy.sweep import plot
 
     paths = plot(out, teacher_f1=90.0)
     assert [p.name for p in paths] == [

@@ -6,7 +6,7 @@ import torch
 from conftest import toy_corpus
 
 from seqdistill.cache_schema import CacheReader, CacheWriter, LabelSchema, TeacherInfo, verify_cache
-from seqdistill.pipeline.corpora import read_corpus
+from seqdistill.corpora import read_corpus
 from seqdistill.teachers import KINDS, LayerOptions, build_teacher, to_host
 
 SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))

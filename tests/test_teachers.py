@@ -175,7 +175,7 @@ def _toy_corpus(path, n, seed):
 
 
 def test_finetune_teacher_command_learns_and_saves_a_loadable_teacher(tiny_encoder, tmp_path):
-    from seqdistill.pipeline.cli import main as cache_cli
+    from seqdistill.cli.cache import main as cache_cli
 
     train = _toy_corpus(tmp_path / "train.txt", 48, 0)
     dev = _toy_corpus(tmp_path / "dev.txt", 12, 1)
@@ -227,7 +227,7 @@ def test_layerwise_learning_rates(tiny_encoder):
     }
 
 
-@pytest.mark.parametrize("point", ["finetune-step:5", "finetune-step:6", "finetune-step:13"])
+@pytest.mark.parametrize("point", ["train-step:5", "train-step:6", "train-step:13"])
 def test_finetune_killed_anywhere_resumes_to_the_same_weights(tiny_encoder, tmp_path, point):
     """Issue 22, item 1: a fine-tune killed mid-epoch (5: a checkpoint at step 4 of epoch 1; 6: the
     epoch's last batch; 13: in epoch 3) continues with the same command and ends with the weights
@@ -236,7 +236,7 @@ def test_finetune_killed_anywhere_resumes_to_the_same_weights(tiny_encoder, tmp_
     from test_reliability import _in_child
 
     from seqdistill.cache_schema.storage import FAILPOINT_ENV
-    from seqdistill.pipeline.corpora import read_corpus
+    from seqdistill.corpora import read_corpus
     from seqdistill.teachers.finetune import FinetuneConfig, finetune
 
     train = read_corpus(str(_toy_corpus(tmp_path / "train.txt", 40, 0)), "train", "train").sentences

@@ -9,7 +9,7 @@ import torch
 from click.testing import CliRunner
 from conftest import resumes_and_runs_under_torchrun, toy_cache
 
-from seqdistill.students.recipes.token_kd import teacher_probs, token_kd_loss
+from seqdistill.students.losses import teacher_probs, token_kd_loss
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +42,9 @@ def test_token_kd_loss_by_hand():
 
 
 def test_token_kd_student_learns_from_the_cache(cache, tmp_path):
-    from seqdistill.students.cli import main as train_cli
+    from seqdistill.cli.train import main as train_cli
+    from seqdistill.students.archs import load_student
     from seqdistill.students.common import predict_tags
-    from seqdistill.students.models import load_student
 
     r = CliRunner().invoke(
         train_cli,

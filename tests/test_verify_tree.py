@@ -12,7 +12,7 @@ from conftest import toy_cache
 from seqdistill.cache_schema import CacheReader, CacheWriter, verify_cache
 from seqdistill.cache_schema.storage import CacheStore
 from seqdistill.cache_schema.verify_tree import check_markers
-from seqdistill.pipeline.cli import main as cache_cli
+from seqdistill.cli.cache import main as cache_cli
 
 
 @pytest.fixture(scope="module")

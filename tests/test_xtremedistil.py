@@ -10,12 +10,14 @@ from click.testing import CliRunner
 from conftest import toy_cache
 
 from seqdistill.cache_schema import LabelSchema
+from seqdistill.encoding import words_to_subwords
 from seqdistill.students import losses as L
+from seqdistill.students.archs import load_student
+from seqdistill.students.archs.bilstm_tagger import GROUPS, BiLSTMTagger
+from seqdistill.students.base import StudentConfig
 from seqdistill.students.common import predict_tags
-from seqdistill.students.models import StudentConfig, load_student
 from seqdistill.students.recipes import train
 from seqdistill.students.recipes import xtremedistil as XD
-from seqdistill.students.tagger import GROUPS, BiLSTMTagger, words_to_subwords
 
 SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
 
@@ -112,7 +114,7 @@ def test_cosine_schedule_from_high_to_low():
 
 
 def test_xtremedistil_d4_student_learns_from_the_cache(cache, tmp_path):
-    from seqdistill.students.cli import main as train_cli
+    from seqdistill.cli.train import main as train_cli
 
     r = CliRunner().invoke(
         train_cli,
@@ -153,7 +155,7 @@ def test_xtremedistil_d4_student_learns_from_the_cache(cache, tmp_path):
     assert model.config.arch == "bilstm-tagger" and model.config.projection_dim == 32  # the teacher's width
     assert predict_tags(model, tok, [["anna", "visits", "the", "rome"]]) == [["B-PER", "O", "O", "B-LOC"]]
     # distill-eval and distill-predict take it like any model directory: no cache, no teacher
-    from seqdistill.pipeline.evaluate import eval_main, predict_main
+    from seqdistill.deploy.evaluate import eval_main, predict_main
 
     (tmp_path / "test.txt").write_text("peter B-PER\nvisits O\nparis B-LOC\n\nanna B-PER\nvisits O\nrome B-LOC\n")
     r = CliRunner().invoke(eval_main, ["--model", str(tmp_path / "xd"), "--data", str(tmp_path / "test.txt"), "--json"])
@@ -209,7 +211,7 @@ def test_missing_teacher_layer_lists_the_stored_ones(cache, tmp_path):
 def test_unlabelled_sample_applies_to_the_training_rows_only(cache, tmp_path):
     """--unlabelled-sentences samples the rows of the distillation stages; the CE stage and the
     dev stream (no unlabelled corpora) are unaffected, and the schedule counts the sample."""
-    from seqdistill.students.cli import main as train_cli
+    from seqdistill.cli.train import main as train_cli
 
     args = [
         "--cache",

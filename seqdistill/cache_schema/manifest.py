@@ -12,7 +12,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from .. import __version__
+from ..version import __version__
 from .errors import FormatVersionError, ManifestError
 from .fields import FieldSpec
 from .labels import LabelSchema, TagError

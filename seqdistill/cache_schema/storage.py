@@ -42,7 +42,7 @@ def failpoint(name: str) -> None:
     directory removed, the new one not yet moved in), ``shard-data:<layer>:<i>`` (data published,
     marker not yet written), ``shard-marker:<layer>:<i>``, ``exports-staged:<layer>``,
     ``exports-data:<layer>`` and ``manifest`` (everything written but the manifest). In training:
-    ``train-step:<n>`` (after optimiser step n) and ``finetune-step:<n>`` (after a teacher fine-tune's step n, counted across epochs) and ``checkpoint-swap:<n>`` (the old checkpoint
+    ``train-step:<n>`` (after optimiser step n of the one trainer, a student's or a teacher fine-tune's) and ``checkpoint-swap:<n>`` (the old checkpoint
     moved aside, the one of step n not yet in place)."""
     trace = os.environ.get(FAILPOINT_TRACE_ENV)
     if trace:

@@ -1,4 +1,5 @@
-"""Writing a cache: one shard at a time, each published atomically, the manifest last.
+"""Writing a cache: one shard at a time, each published atomically, the manifest last. One idea in
+one module (over 400 lines): the write protocol, whose steps only make sense together.
 
 A build calls :meth:`CacheWriter.examples_layer` and :meth:`CacheWriter.teacher_layer`, writes
 shards with :meth:`LayerWriter.write_shard` (skipping those :meth:`LayerWriter.is_committed`

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..cache_schema import LabelSchema
-from .decode import Decoder
+from ..decode import Decoder
 from .torch_models import Backend
 
 EXPORT_JSON = "export.json"
@@ -196,6 +196,23 @@ def window_inputs(tokenizer, words: list[list[str]], window: int, cls: int, sep:
     for i, (r, s) in enumerate(zip(rows, slots)):
         input_ids[i, : len(r)], attention[i, : len(r)], slot[i, : len(s)] = r, 1, s
     return {"input_ids": input_ids, "attention_mask": attention}, slot.reshape(-1)
+
+
+def example_feed(inputs: str, fields: dict, tokenizer, words: list[list[str]]) -> dict:
+    """The feed of a graph with ``inputs`` (bags, subwords, segments) and export.json ``fields`` for
+    ``words``: what ``distill-export`` traces a graph on, framed as :class:`OnnxModel` frames it."""
+    if inputs == "bags":
+        return bag_inputs(tokenizer, words, bool(fields.get("chars")))
+    if inputs == "subwords":
+        return subword_inputs(tokenizer, words, fields.get("pooling", "first"))
+    if fields.get("framing") == "teacher":
+        from ..encoding import WordTokenizer
+
+        seg = WordTokenizer(tokenizer, int(fields["max_length"]), fields.get("pooling", "first"))(words)
+        return {"input_ids": seg.input_ids.numpy(), "attention_mask": seg.attention_mask.numpy()}
+    return window_inputs(
+        tokenizer, words, int(fields["window"]), int(fields["cls_token_id"]), int(fields["sep_token_id"])
+    )[0]
 
 
 class OnnxModel(Backend):

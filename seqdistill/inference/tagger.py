@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .decode import Decoded
+from ..decode import Decoded
 from .torch_models import Backend
 from .words import join_words, split_words
 

@@ -1,5 +1,6 @@
 """Trained torch models behind one interface: a student directory or a teacher directory, each
-turned into word scores for the numpy decoder (``decode.py``).
+turned into word scores for the numpy decoder (``seqdistill.decode``), which the model names
+(``decoder()``, declared by its architecture or teacher kind).
 
 The student and teacher packages are imported only when such a directory is loaded, so that an
 exported directory (``onnx_runtime.py``) runs without them.
@@ -13,8 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..cache_schema import LabelSchema
-from .decode import Decoded, Decoder
+from ..decode import Decoded, Decoder
 
 
 def parameter_counts(model: torch.nn.Module) -> tuple[int, int]:
@@ -52,44 +52,15 @@ class Backend:
         return self.decoder(self.scores(words), np.array([len(w) for w in words]), with_scores, with_spans)
 
 
-def _numpy(tensors) -> tuple[np.ndarray, ...]:
-    return tuple(t.detach().float().cpu().numpy() for t in tensors)
-
-
-def bilou_decoder(schema: LabelSchema, entity_types) -> Decoder:
-    from ..bilou import transition_scores
-
-    return Decoder("bilou", schema, _numpy(transition_scores()), tuple(entity_types))
-
-
-def student_decoder(model) -> Decoder:
-    """A torch student's decoder: the CRF's Viterbi (BiLSTM-CRF, transformer with a CRF head),
-    the BILOU layers (rnn-tagger) or the argmax (softmax heads)."""
-    cfg = model.config
-    if cfg.arch == "rnn-tagger":
-        return bilou_decoder(cfg.schema, model.entity_types)
-    if getattr(model, "crf", None) is not None:
-        return Decoder("crf", cfg.schema, _numpy(model.crf.scores()))
-    return Decoder("argmax", cfg.schema)
-
-
-def teacher_decoder(teacher) -> Decoder:
-    if teacher.kind == "crf":
-        return Decoder("crf", teacher.schema, _numpy(teacher.crf.scores()))
-    if teacher.kind == "bilou-per-type":
-        return bilou_decoder(teacher.schema, teacher.types)
-    return Decoder("argmax", teacher.schema)
-
-
 class TorchStudent(Backend):
     kind = "student"
 
     def __init__(self, directory: Path, device: str = "cpu"):
-        from ..students.models import load_student
+        from ..students.archs import load_student
 
         self.module, self.tokenizer = load_student(directory, device)
         self.name, self.what = directory.name, self.module.config.arch
-        self.decoder = student_decoder(self.module)
+        self.decoder = self.module.decoder()
         self.params, self.params_without_embeddings = parameter_counts(self.module)
 
     def scores(self, words: list[list[str]]) -> np.ndarray:
@@ -108,7 +79,7 @@ class TorchTeacher(Backend):
         self.module = load_teacher(directory, trust_remote_code=trust_remote_code, device=device)
         self.tokenizer = self.module.tokenizer
         self.name, self.what = directory.name, self.module.kind
-        self.decoder = None if self.what == "sentscore" else teacher_decoder(self.module)
+        self.decoder = self.module.decoder()  # None: the teacher decodes itself (SenTScore's beam search)
         self.params, self.params_without_embeddings = parameter_counts(self.module)
 
     def scores(self, words: list[list[str]]) -> np.ndarray:
@@ -118,7 +89,7 @@ class TorchTeacher(Backend):
     def decode(self, words: list[list[str]], with_scores: bool = False, with_spans: bool = True) -> list[Decoded]:
         if self.decoder is not None:
             return super().decode(words, with_scores, with_spans)
-        # a SenTScore teacher decodes itself (the tag-wise beam search of paper 004): tags, no scores
+        # a teacher that decodes itself (SenTScore's tag-wise beam search, paper 004): tags, no scores
         from ..cache_schema.labels import tags_to_spans
 
         return [

@@ -1,7 +1,7 @@
 """What every student architecture shares: its config (``StudentConfig``, saved as the student
 directory's ``config.json``), filling its embeddings from the teacher's, and saving it the Hugging
-Face way (``config.json`` + ``model.safetensors`` + tokenizer). The architectures import this
-module; ``models.py`` imports the architectures (no cycle)."""
+Face way (``config.json`` + ``model.safetensors`` + tokenizer). The architectures (``archs/``) import
+this module; ``archs/__init__.py`` finds them and loads a student directory (no cycle)."""
 
 from __future__ import annotations
 

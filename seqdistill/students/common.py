@@ -12,9 +12,9 @@ from safetensors.torch import load as load_safetensors
 
 from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader
 from ..metrics import span_scores
+from .archs.bilstm_tagger import BiLSTMTagger
 from .base import EMBEDDINGS, StudentConfig, init_embeddings
 from .data import parse_selection
-from .tagger import BiLSTMTagger
 
 
 def open_cache(reader: CacheReader, teacher: str | None, embedding: str) -> tuple[CacheReader, str]:

@@ -3,7 +3,8 @@ turns command-line options and TOML files into a recipe's config.
 
 A recipe's config is a dataclass whose fields are declared with :func:`option`: the default (the
 paper's), a help text and, where the values are few, the choices. ``distill-train RECIPE``'s
-options are generated from those fields (``students/cli.py``), so help and defaults cannot drift;
+options are generated from those fields (``cli/train.py``; the field machinery is
+``seqdistill.config_fields``, which ``distill-cache build`` and ``finetune-teacher`` use too), so help and defaults cannot drift;
 a TOML file (``--config run.toml``, a sweep grid's ``[base]``) takes the same keys, with dashes or
 underscores. The resolved config of every run is saved as ``OUT/config.toml``, and
 ``distill-train --config OUT/config.toml`` runs it again.
@@ -15,18 +16,12 @@ string or a list; a bool is a flag (``--x/--no-x``) or ``true``/``false``.
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from ..config_fields import field_type, make_config, option
 
-def option(default=dataclasses.MISSING, help: str = "", choices: tuple | None = None, metavar: str | None = None):
-    """A config field with its command-line help (and choices)."""
-    meta = {"help": help, "choices": choices, "metavar": metavar}
-    if isinstance(default, (list, dict, set)):
-        return field(default_factory=lambda: type(default)(default), metadata=meta)
-    return field(default=default, metadata=meta)
+__all__ = ["RunConfig", "config_toml", "field_type", "make_config", "option", "read_toml"]
 
 
 @dataclass
@@ -72,66 +67,6 @@ class RunConfig:
         "Also log the epoch records to: tensorboard (OUT/tensorboard; the tensorboard extra).",
         choices=("tensorboard",),
     )
-
-
-def field_type(cls, name: str):
-    """The field's type, ``X | None`` unwrapped: (base type, element type of a tuple, optional)."""
-    hint = typing.get_type_hints(cls)[name]
-    optional = False
-    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        optional, hint = True, args[0]
-    if typing.get_origin(hint) is tuple:
-        return tuple, typing.get_args(hint)[0], optional
-    return hint, None, optional
-
-
-def convert(cls, name: str, value, where: str):
-    """``value`` (from the command line or TOML) as field ``name`` of ``cls`` wants it; a
-    ValueError names ``where`` and the field."""
-    base, element, optional = field_type(cls, name)
-    meta = next(f.metadata for f in dataclasses.fields(cls) if f.name == name)
-    try:
-        if value is None:
-            if not optional:
-                raise ValueError("a value is required")
-            return None
-        if base is tuple:
-            items = [x.strip() for x in value.split(",") if x.strip()] if isinstance(value, str) else list(value)
-            out = tuple(element(x) for x in items)
-            bad = [x for x in out if meta.get("choices") and x not in meta["choices"]]
-        elif base is bool:
-            if not isinstance(value, bool):
-                raise ValueError("true or false")
-            out, bad = value, []
-        else:
-            if base in (int, float) and isinstance(value, bool):
-                raise ValueError(f"a number, not {value}")
-            out = base(value)
-            if base is int and isinstance(value, float) and value != out:
-                raise ValueError(f"a whole number, not {value}")
-            bad = [out] if meta.get("choices") and out not in meta["choices"] else []
-        if bad:
-            raise ValueError(f"{bad[0]!r} is not one of {', '.join(map(str, meta['choices']))}")
-        return out
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"{where}: {name.replace('_', '-')}: {e}") from None
-
-
-def make_config(cls, values: dict, where: str):
-    """``cls`` from ``values`` (keys with dashes or underscores); a key that is not one of its
-    fields is an error naming the recipe options it could be."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    kwargs = {}
-    for key, value in values.items():
-        name = key.replace("-", "_")
-        if name not in names:
-            raise ValueError(
-                f"{where}: {key!r} is not an option of this recipe; its options: "
-                f"{', '.join(sorted(n.replace('_', '-') for n in names))}"
-            )
-        kwargs[name] = convert(cls, name, value, where)
-    return cls(**kwargs)
 
 
 def read_toml(path) -> dict:

@@ -30,6 +30,7 @@ authors' CUDA kernel fuses it); it has no length limit.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
@@ -169,3 +170,135 @@ def recurrent_stack(cell: str, input_size: int, hidden: int, layers: int) -> nn.
         raise ValueError(f"cell {cell!r} is not one of {', '.join(CELLS)}")
     make = {"lstm": BiLSTMLayer, "sru": BiSRU, "sru++": BiSRUpp}[cell]
     return nn.ModuleList(make(input_size if i == 0 else 2 * hidden, hidden) for i in range(layers))
+
+
+# -- the SRU recurrence in ONNX (``distill-export``; RNNTagger.export_graph) -----------------------------
+class SRUScan(torch.autograd.Function):
+    """The SRU recurrence (:func:`sru_recurrence`) time-major (``[T, N, H]``, ``keep
+    [T, N, 1]``, the biases already in f^ and r^) as one node of the exported graph: the TorchScript exporter writes it as a
+    ``seqdistill::SRUScan`` placeholder, which :func:`replace_sru_scans` turns into an ONNX ``Scan``
+    whose body is the 13 operations of one step (a scripted loop would export as a ``Loop`` of
+    about 25 operations a step, writing its output with a ``ScatterND`` that copies it whole)."""
+
+    @staticmethod
+    def forward(ctx, xs, fs, rs, highway, keep, v_f, v_r):
+        zero = torch.zeros_like(v_f)
+        u = torch.stack([xs, fs, rs], 2).transpose(0, 1)  # [N, T, 3, H]
+        return sru_recurrence(u, highway.transpose(0, 1), keep[..., 0].transpose(0, 1), v_f, v_r, zero, zero).transpose(
+            0, 1
+        )
+
+    @staticmethod
+    def symbolic(g, xs, fs, rs, highway, keep, v_f, v_r):
+        out = g.op("seqdistill::SRUScan", xs, fs, rs, highway, keep, v_f, v_r)
+        out.setType(xs.type())
+        return out
+
+
+def sru_scan_body(v_f: str, v_r: str):
+    """One SRU step as an ONNX graph (state ``c``; scan inputs x~, f^, r^, x', keep; ``v_f`` and
+    ``v_r`` read from the outer graph): outputs the new state and h_t."""
+    from onnx import TensorProto, helper
+
+    n = helper.make_node
+    nodes = [
+        n("Mul", [v_f, "c"], ["fc"]),
+        n("Add", ["f_in", "fc"], ["f_pre"]),
+        n("Sigmoid", ["f_pre"], ["f"]),
+        n("Mul", [v_r, "c"], ["rc"]),
+        n("Add", ["r_in", "rc"], ["r_pre"]),
+        n("Sigmoid", ["r_pre"], ["r"]),
+        n("Sub", ["c", "x"], ["cx"]),
+        n("Mul", ["f", "cx"], ["fcx"]),
+        n("Add", ["x", "fcx"], ["c_new"]),
+        n("Sub", ["c_new", "hw"], ["ch"]),
+        n("Mul", ["r", "ch"], ["rch"]),
+        n("Add", ["hw", "rch"], ["h"]),
+        n("Where", ["keep", "c_new", "c"], ["c_out"]),
+    ]
+    f32 = TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info(name, f32, None) for name in ("c", "x", "f_in", "r_in", "hw")]
+    inputs.append(helper.make_tensor_value_info("keep", TensorProto.BOOL, None))
+    outputs = [helper.make_tensor_value_info("c_out", f32, None), helper.make_tensor_value_info("h", f32, None)]
+    return helper.make_graph(nodes, "sru_step", inputs, outputs)
+
+
+def replace_sru_scans(path: Path) -> None:
+    """Turn every ``seqdistill::SRUScan`` placeholder of the ONNX file into a standard ``Scan``
+    over time (its initial state zeros of one step's shape), in place."""
+    import onnx
+    from onnx import helper
+
+    model = onnx.load(str(path))
+    graph = model.graph
+    nodes = []
+    replaced = set()
+    for i, node in enumerate(graph.node):
+        if node.domain != "seqdistill":
+            nodes.append(node)
+            continue
+        xs, fs, rs, hw, keep, v_f, v_r = node.input
+        step_shape, c0 = f"sru{i}_step_shape", f"sru{i}_c0"
+        nodes.append(helper.make_node("Shape", [xs], [step_shape], start=1))
+        nodes.append(
+            helper.make_node(
+                "ConstantOfShape",
+                [step_shape],
+                [c0],
+                value=helper.make_tensor("zero", onnx.TensorProto.FLOAT, [1], [0.0]),
+            )
+        )
+        nodes.append(
+            helper.make_node(
+                "Scan",
+                [c0, xs, fs, rs, hw, keep],
+                [f"sru{i}_c_last", node.output[0]],
+                body=sru_scan_body(v_f, v_r),
+                num_scan_inputs=5,
+            )
+        )
+        replaced.add(node.output[0])
+    graph.ClearField("node")
+    graph.node.extend(nodes)
+    kept = [v for v in graph.value_info if v.name not in replaced]  # shapes the tracer fixed for one example
+    graph.ClearField("value_info")
+    graph.value_info.extend(kept)
+    opsets = [o for o in model.opset_import if o.domain != "seqdistill"]
+    model.ClearField("opset_import")
+    model.opset_import.extend(opsets)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+class ExportSRU(nn.Module):
+    """A ``BiSRU``/``BiSRUpp`` layer's forward with the recurrence as one ``SRUScan`` (both directions
+    stacked on the batch, the backward one time-reversed, as ``BiSRU.forward``)."""
+
+    def __init__(self, layer: nn.Module):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        layer = self.layer
+        B, T, H = x.shape[0], x.shape[1], layer.hidden
+        u = layer.projections(x, mask).view(B, T, 2, 3, H)
+        hx = layer.highway(x)
+        u = torch.cat([u[:, :, 0], u[:, :, 1].flip(1)])  # [2B, T, 3, H]
+        both_mask = torch.cat([mask, mask.flip(1)])
+        params = {
+            k: torch.stack([getattr(layer.fwd, k), getattr(layer.bwd, k)]).repeat_interleave(B, 0)
+            for k in ("v_f", "v_r", "b_f", "b_r")
+        }
+        fs = u[:, :, 1] + params["b_f"].unsqueeze(1)
+        rs = u[:, :, 2] + params["b_r"].unsqueeze(1)
+        h = SRUScan.apply(
+            u[:, :, 0].transpose(0, 1),
+            fs.transpose(0, 1),
+            rs.transpose(0, 1),
+            torch.cat([hx, hx.flip(1)]).transpose(0, 1),
+            both_mask.transpose(0, 1).unsqueeze(-1),
+            params["v_f"],
+            params["v_r"],
+        ).transpose(0, 1)
+        h = h * both_mask.unsqueeze(-1).to(h.dtype)
+        return torch.cat([h[:B], h[B:].flip(1)], -1)

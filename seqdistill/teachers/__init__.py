@@ -1,20 +1,20 @@
-"""Everything that needs teacher weights: teacher models, fine-tuning, running them on a batch,
-and what each teacher kind writes into a cache (``kinds``)."""
+"""Everything that needs teacher weights: one module per teacher kind (``kinds/``: its model, what
+it writes to a cache, its decoder and export graph), the encoder teachers' common model
+(``encoder.py``), loading, and fine-tuning."""
 
 from .base import TeacherError, TeacherOutput, teacher_fingerprints
-from .kinds import KINDS, LayerOptions, TeacherKind, teacher_kind, to_host
+from .encoder import Teacher, export_for_students
+from .kind import LayerOptions, TeacherKind, to_host
+from .kinds import KINDS, teacher_kind
 from .loading import build_teacher, load_teacher
-from .models import CRFTeacher, Teacher, TokenClassifierTeacher, export_for_students
 
 __all__ = [
-    "CRFTeacher",
     "KINDS",
     "LayerOptions",
     "Teacher",
     "TeacherError",
     "TeacherKind",
     "TeacherOutput",
-    "TokenClassifierTeacher",
     "build_teacher",
     "export_for_students",
     "load_teacher",

@@ -55,7 +55,7 @@ class TeacherOutput:
 def inference_autocast(device: torch.device, precision: str | None = "bf16"):
     """Mixed precision for a teacher's inference: bf16 or fp16 autocast on GPU; CPU always stays
     fp32 (decision: CPU builds stay exact and reproducible; on an AMX CPU, bf16 weights would make
-    batched SenTScore 1.45x faster, docs/BENCHMARKS.md, a gain left to an explicit option)."""
+    batched SenTScore faster, docs/BENCHMARKS.md, a gain left to an explicit option)."""
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, None: None, "fp32": None}
     if precision not in dtypes:
         raise TeacherError(f"precision {precision!r} is not one of bf16, fp16, fp32")

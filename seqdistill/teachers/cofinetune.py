@@ -25,9 +25,9 @@ from torch import nn
 
 from ..cache_schema import LabelSchema
 from .base import TeacherError
+from .encoder import Teacher
 from .finetune import FinetuneConfig, fit, layerwise_groups
 from .loading import build_teacher
-from .models import CRFTeacher, Teacher
 
 
 class SharedHead(nn.Module):
@@ -114,7 +114,7 @@ def standalone(teacher: Teacher) -> Teacher:
         max_length=teacher.max_length,
     )
     out.classifier = teacher.classifier.folded()
-    if isinstance(teacher, CRFTeacher):
+    if getattr(teacher, "crf", None) is not None:  # the shared CRF of a crf kind
         out.crf.load_state_dict(teacher.crf.state_dict())
     return out.to(teacher.device).eval()
 
@@ -156,9 +156,9 @@ def cofinetune(
     def loss(words, tags):  # Σ_i CE(y, y_i) (§2.1)
         return sum(t.loss(words, tags) for t in teachers)
 
-    def save():
+    def save(d: Path):
         for t, name in zip(teachers, names):
-            standalone(t).save(out_dir / name)
+            standalone(t).save(d / name)
 
     summary = fit(
         loss,
@@ -172,6 +172,7 @@ def cofinetune(
         log,
         out_dir=out_dir,
         run={"encoders": [str(e) for e in encoders]},
+        device=torch.device(dev_name),
     )
     summary.update(encoders=[str(e) for e in encoders], teachers=[str(out_dir / n) for n in names])
     (out_dir / "training.json").write_text(json.dumps(summary, indent=1) + "\n")

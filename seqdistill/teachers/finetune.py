@@ -6,13 +6,16 @@ Table 6); the linear head and the CRF learn at ``head_lr`` (1e-3); dropout 0.5 o
 output; linear warm-up then linear decay; early stopping on dev F1 (seqeval, CoNLL micro), the
 best epoch's weights written to the output directory.
 
+The run is a plan of the one trainer that students use too (``seqdistill.training``): the same
+loop, checkpoints, records (``OUT/metrics.jsonl``, ``--report-to tensorboard``) and progress bar.
 Resumable: every ``checkpoint_every`` optimiser steps and at every epoch end the run writes
-``OUT/checkpoint`` (``seqdistill.checkpoint``: weights, AdamW moments, the schedule's position and
-the torch RNG, no pickle). Killed at any point, the same command continues from the last checkpoint
+``OUT/checkpoint`` (``seqdistill.checkpoint``: weights, AdamW moments, the rates and the torch RNG,
+no pickle). Killed at any point, the same command continues from the last checkpoint
 and ends with the same weights as an uninterrupted run: the batch order is a pure function of
 ``(seed, epoch)``, so the batches a checkpoint had done are skipped. A checkpoint of a different
 run (another encoder, corpus size or setting) is refused by name, never silently mixed. The
-checkpoint is deleted when the run ends (for MPNet-base it is about 1.3 GB).
+checkpoint is deleted when the run ends (for MPNet-base it is about 1.3 GB); ``resume=False``
+(``--restart``) discards one.
 """
 
 from __future__ import annotations
@@ -20,53 +23,73 @@ from __future__ import annotations
 import json
 import random
 import re
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
+from .. import training
 from ..cache_schema import LabelSchema
-from ..cache_schema.storage import failpoint
-from ..checkpoint import (
-    CHECKPOINT,
-    changed_setting,
-    config_defaults,
-    load_checkpoint,
-    remove_checkpoint,
-    save_checkpoint,
-)
+from ..config_fields import option
 from ..metrics import span_scores, span_set_scores
-from .kinds import teacher_kind
+from ..training import REPORTERS, ListBatches, Plan, Stage, settings
+from .encoder import Teacher
+from .kinds import KINDS, teacher_kind
 from .loading import build_teacher
-from .models import Teacher
+
+
+def _own(name: str) -> str:
+    """`` (sentscore: 20).``: the kinds whose paper sets ``name`` otherwise, for its help."""
+    own = [f"{k}: {kind.finetune_defaults[name]:g}" for k, kind in KINDS.items() if name in kind.finetune_defaults]
+    return f" ({'; '.join(own)})." if own else "."
 
 
 @dataclass
 class FinetuneConfig:
-    head: str = "crf"  # crf | softmax | sentscore (an encoder-decoder on SenT' targets, paper 004)
-    epochs: int = 10
-    batch_size: int = 32  # paper 000, Table 6
-    lr: float = 1e-5  # encoder top block (paper 000, Table 6: "BERT initial 1e-5")
-    head_lr: float = 1e-3  # linear head and CRF (paper 000, Table 6: "CRF 1e-3")
-    layer_decay: float = 0.9  # per block towards the input (paper 000, §3.1)
-    dropout: float = 0.5  # on the encoder output (paper 000, Table 6)
-    weight_decay: float = 0.01
-    warmup: float = 0.1  # fraction of steps
-    patience: int = 3  # epochs without dev F1 gain before stopping
-    pooling: str = "first"
-    max_length: int | None = None
-    max_train_sentences: int | None = None  # a subset, for demos and quick runs
-    seed: int = 13
-    checkpoint_every: int = 100  # optimiser steps between checkpoints (and at every epoch end); 0: epoch ends only
+    """A teacher's fine-tuning: paper 000's recipe by default (``finetune-teacher``'s options are
+    these fields, ``seqdistill.cli.options``; a kind's own paper overrides some,
+    :meth:`for_head`)."""
+
+    head: str = option(
+        "crf",
+        "The teacher kind: " + "; ".join(f"{name}: {kind.help}" for name, kind in KINDS.items()) + ".",
+        choices=tuple(KINDS),
+    )
+    epochs: int = option(10, "Most epochs" + _own("epochs"))
+    batch_size: int = option(32, "Sentences per batch (paper 000, Table 6).")
+    lr: float = option(
+        1e-5,
+        "Encoder top-block learning rate (paper 000, Table 6: BERT initial 1e-5); the one rate of a kind "
+        "without layer-wise rates" + _own("lr"),
+    )
+    head_lr: float = option(1e-3, "Linear head and CRF learning rate (paper 000, Table 6: CRF 1e-3).")
+    layer_decay: float = option(0.9, "Rate factor per block towards the input (paper 000, §3.1).")
+    dropout: float = option(0.5, "Dropout on the encoder output (paper 000, Table 6).")
+    weight_decay: float = option(0.01, "AdamW weight decay of the encoder.")
+    warmup: float = option(0.1, "Fraction of the steps over which the rate rises linearly.")
+    patience: int = option(3, "Epochs without a dev F1 gain before stopping" + _own("patience"))
+    pooling: str = option("first", "Word vector from its subwords' states.", choices=("first", "mean"))
+    max_length: int | None = option(None, "Subwords per window (default: the encoder's maximum).", metavar="N")
+    max_train_sentences: int | None = option(
+        None, "Train on a seeded random subset of this size (demos, quick runs).", metavar="N"
+    )
+    seed: int = option(13, "Seed of the head, the batch order and the dropout masks.")
+    checkpoint_every: int = option(
+        100, "Optimiser steps between checkpoints in OUT/checkpoint (also at every epoch end; 0: epoch ends only)."
+    )
+    resume: bool = option(True, "Continue from OUT/checkpoint when it holds this run (--restart: start afresh).")
+    report_to: tuple[str, ...] = option(
+        (),
+        "Also log the epoch records to: tensorboard (OUT/tensorboard; the tensorboard extra).",
+        choices=tuple(REPORTERS),
+    )
 
     @classmethod
     def for_head(cls, head: str, **overrides) -> "FinetuneConfig":
-        """The defaults of the paper behind ``head``: paper 000's for crf and softmax; paper 004's
-        for sentscore (§5: AdamW at 1e-3 for the whole model, 20 epochs, patience 5, batch 32)."""
-        base = {"epochs": 20, "lr": 1e-3, "patience": 5} if head == "sentscore" else {}
-        return cls(head=head, **{**base, **overrides})
+        """The defaults of the paper behind the kind ``head``: paper 000's, over which a kind names
+        its own paper's (``TeacherKind.finetune_defaults``; sentscore: paper 004 §5, AdamW at 1e-3 for
+        the whole model, 20 epochs, patience 5)."""
+        return cls(head=head, **{**teacher_kind(head).finetune_defaults, **overrides})
 
 
 def layerwise_groups(teacher: Teacher, cfg: FinetuneConfig) -> list[dict]:
@@ -138,10 +161,10 @@ def finetune(
         seed=cfg.seed,
     ).to(dev_name)
     groups = (
-        [{"params": list(teacher.parameters()), "lr": cfg.lr, "weight_decay": cfg.weight_decay}]
-        if cfg.head == "sentscore"
-        else layerwise_groups(teacher, cfg)
-    )  # paper 004: one AdamW rate
+        layerwise_groups(teacher, cfg)
+        if teacher_kind(cfg.head).layerwise_lr
+        else [{"params": list(teacher.parameters()), "lr": cfg.lr, "weight_decay": cfg.weight_decay}]
+    )  # a kind that fine-tunes at one rate (paper 004) has one group
     out_dir = Path(out_dir)
     summary = fit(
         teacher.loss,
@@ -151,22 +174,31 @@ def finetune(
         dev,
         schema,
         cfg,
-        lambda: teacher.save(out_dir),
+        teacher.save,
         log,
         out_dir=out_dir,
         run={"encoder": str(encoder)},
+        device=torch.device(dev_name),
     )
     summary["encoder"] = str(encoder)
     (out_dir / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
 
 
-def warmup_linear_decay(optim, steps: int, warmup: float) -> torch.optim.lr_scheduler.LambdaLR:
-    """The rate rises linearly over the first ``warmup`` fraction of ``steps``, then falls linearly to 0."""
+def warmup_linear_decay(steps: int, warmup: float):
+    """The rate's factor at update ``u``: it rises linearly over the first ``warmup`` fraction of
+    ``steps``, then falls linearly to 0."""
     warm = max(1, int(warmup * steps))
-    return torch.optim.lr_scheduler.LambdaLR(
-        optim, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm)))
-    )
+    return lambda u: min((u + 1) / warm, max(0.0, (steps - u) / max(1, steps - warm)))
+
+
+@dataclass
+class SentenceBatch:
+    """A batch of labelled sentences: their words and the gold targets of the teachers' kind."""
+
+    words: list[list[str]]
+    targets: torch.Tensor
+    origin: tuple[int, int] = (0, 0)
 
 
 def fit(
@@ -180,137 +212,61 @@ def fit(
     save,
     log=print,
     *,
-    out_dir=None,
+    out_dir,
     run: dict | None = None,
+    device=None,
 ) -> dict:
-    """The training loop shared by :func:`finetune` and co-fine-tuning: AdamW over ``groups``,
-    linear warm-up and decay, ``loss_fn(words, tags)`` per batch, early stopping on the mean dev F1
-    of ``teachers``; ``save()`` is called at every new best epoch. With ``out_dir`` the run is
-    checkpointed there and resumed from it (module docstring); ``run`` names what else the
-    checkpoint must match (the encoders)."""
+    """Fine-tune on the one trainer (``seqdistill.training``), for :func:`finetune` and
+    co-fine-tuning: one stage of AdamW over ``groups``, linear warm-up and decay of every group's
+    rate, the gradient norm clipped to 1, ``loss_fn(words, targets)`` per batch, early stopping on
+    the mean dev F1 of ``teachers`` (patience counted once it is above 0: a SenTScore teacher tags
+    every word O for its first epochs, and dev F1 0 is no plateau); ``save(out_dir)`` at every new
+    best epoch. The batch order is a pure function of ``(seed, epoch)``. The run is checkpointed in
+    ``out_dir`` and resumed from it (module docstring); ``run`` names what else the checkpoint must
+    match (the encoders)."""
     sentences = list(train)
     if cfg.max_train_sentences:
         sentences = random.Random(cfg.seed).sample(sentences, min(cfg.max_train_sentences, len(sentences)))
-    per_epoch = (len(sentences) + cfg.batch_size - 1) // cfg.batch_size
-    steps = cfg.epochs * per_epoch
-    optim = torch.optim.AdamW(groups)
-    params = [p for g in groups for p in g["params"]]
-    sched = warmup_linear_decay(optim, steps, cfg.warmup)
-    modules = {f"teacher{i}": t for i, t in enumerate(teachers)}
-    identity = {"config": asdict(cfg), "train_sentences": len(sentences), **(run or {})}
-    pos = {"epoch": 0, "done": 0, "total": 0.0, "best": -1.0, "best_epoch": -1, "history": [], "seconds": 0.0}
-    if out_dir is not None:
-        resumed = load_checkpoint(out_dir, modules, optim)
-        if resumed is not None:
-            _same_run(Path(out_dir), resumed["identity"], identity)
-            sched.load_state_dict(resumed["schedule"])
-            pos.update(resumed["position"])
-            log(
-                f"resuming from {Path(out_dir) / CHECKPOINT}: epoch {pos['epoch'] + 1}, batch {pos['done']} of {per_epoch}"
-            )
+    steps = cfg.epochs * ((len(sentences) + cfg.batch_size - 1) // cfg.batch_size)
+    kind = teacher_kind(teachers[0].kind)
 
-    def checkpoint(**position) -> None:
-        if out_dir is not None:
-            save_checkpoint(
-                out_dir,
-                modules,
-                optim,
-                {"identity": identity, "schedule": sched.state_dict(), "position": {**pos, **position}},
-            )
+    def order(epoch: int) -> list[int]:
+        indices = list(range(len(sentences)))
+        random.Random(cfg.seed + epoch).shuffle(indices)
+        return indices
 
-    best, best_epoch, history = pos["best"], pos["best_epoch"], pos["history"]
-    for epoch in range(pos["epoch"], cfg.epochs):
-        for t in teachers:
-            t.train()
-        order = list(sentences)
-        random.Random(cfg.seed + epoch).shuffle(order)
-        skip = pos["done"] if epoch == pos["epoch"] else 0
-        total = pos["total"] if skip else 0.0
-        spent = pos["seconds"] if skip else 0.0
-        bar = tqdm(
-            range(skip * cfg.batch_size, len(order), cfg.batch_size),
-            desc=f"epoch {epoch + 1}/{cfg.epochs}",
-            unit="batch",
-            leave=False,
-            initial=skip,
-            total=per_epoch,
-        )
-        t0, n = time.time(), skip
-        for n, i in enumerate(bar, skip + 1):
-            batch = order[i : i + cfg.batch_size]
-            tags = _gold_targets(batch, schema, teachers[0].kind)
-            loss = loss_fn([s.words for s in batch], tags)
-            optim.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            optim.step()
-            sched.step()
-            total += loss.item()
-            bar.set_postfix(loss=f"{total / n:.3f}")
-            failpoint(f"finetune-step:{epoch * per_epoch + n}")
-            if cfg.checkpoint_every and n % cfg.checkpoint_every == 0 and n < per_epoch:
-                checkpoint(epoch=epoch, done=n, total=total, seconds=spent + time.time() - t0)
+    def collate(indices: list[int]) -> SentenceBatch:
+        batch = [sentences[i] for i in indices]
+        # the gold targets as the kind builds them for the cache's gold NLL: flat tag ids [B, W], or a
+        # bilou-per-type teacher's per-type layers [B, W, E] from every entity of a nested sentence
+        return SentenceBatch([s.words for s in batch], kind.gold_targets([s.gold_fields() for s in batch], schema))
+
+    def dev_scores() -> dict:
         f1s = [evaluate(t, dev)["f1"] for t in teachers]
-        f1 = sum(f1s) / len(f1s)
-        record = {
-            "epoch": epoch + 1,
-            "loss": total / max(1, n),
-            "dev_f1": f1,
-            "seconds": round(spent + time.time() - t0, 1),
-        }
-        if len(teachers) > 1:
-            record["dev_f1_each"] = f1s
-        history.append(record)
-        improved = f1 > best
-        log(
-            f"epoch {epoch + 1}: loss {record['loss']:.4f}  dev F1 {100 * f1:.2f}"
-            + (" (" + ", ".join(f"{100 * x:.2f}" for x in f1s) + ")" if len(teachers) > 1 else "")
-            + f"{'  (best, saved)' if improved else ''}  [{record['seconds']} s]"
-        )
-        if improved:
-            best, best_epoch = f1, epoch + 1
-            save()
-        stop = not improved and best > 0 and epoch + 1 - best_epoch >= cfg.patience
-        # patience counts once something is learnt (a SenTScore teacher tags every word O for its
-        # first epochs: dev F1 0 is no plateau)
-        pos.update(best=best, best_epoch=best_epoch, history=history)
-        checkpoint(epoch=cfg.epochs if stop else epoch + 1, done=0, total=0.0, seconds=0.0)
-        if stop:
-            log(f"no dev F1 gain for {cfg.patience} epochs: stopping")
-            break
-    if out_dir is not None:
-        remove_checkpoint(out_dir)
-    return {
-        "config": asdict(cfg),
-        "best_epoch": best_epoch,
-        "best_dev_f1": best,
-        "history": history,
-        "train_sentences": len(sentences),
-    }
+        return {"dev_f1": sum(f1s) / len(f1s), **({"dev_f1_each": f1s} if len(teachers) > 1 else {})}
 
-
-def _same_run(out_dir: Path, saved: dict, now: dict) -> None:
-    """Refuse to resume a checkpoint of another run, naming the first setting that differs."""
-    for key in sorted(set(saved) | set(now)):
-        a, b = saved.get(key), now.get(key)
-        if key == "config" and isinstance(a, dict) and isinstance(b, dict):
-            k = changed_setting(a, b, config_defaults(FinetuneConfig()), ignore=("checkpoint_every",))
-            if k is not None:
-                raise ValueError(
-                    f"{out_dir / CHECKPOINT} is the checkpoint of another run ({k} was {a.get(k)!r}, "
-                    f"now {b.get(k)!r}): run the same command to resume it, or remove it (or use "
-                    "another --out) to start afresh"
-                )
-        elif a != b:
-            raise ValueError(
-                f"{out_dir / CHECKPOINT} is the checkpoint of another run ({key} was {a!r}, now {b!r}): "
-                "run the same command to resume it, or remove it (or use another --out) to start afresh"
-            )
-
-
-def _gold_targets(batch, schema: LabelSchema, kind: str) -> torch.Tensor:
-    """A batch's gold targets as the teacher's kind builds them for the cache's gold NLL
-    (``TeacherKind.gold_targets`` over each sentence's ``gold_fields()``): flat tag ids ``[B, W]``,
-    or, for a bilou-per-type teacher, per-type BILOU layers ``[B, W, E]`` from every entity of a
-    nested sentence (else its tags)."""
-    return teacher_kind(kind).gold_targets([s.gold_fields() for s in batch], schema)
+    params = [p for g in groups for p in g["params"]]
+    stage = Stage(
+        name="finetune",
+        batches=ListBatches(order, collate, cfg.batch_size),
+        loss=lambda b: {"loss": loss_fn(b.words, b.targets)},
+        params=lambda: params,
+        optimizer=lambda _: torch.optim.AdamW(groups),
+        evaluate=dev_scores,
+        epochs=cfg.epochs,
+        patience=cfg.patience,
+        patience_above=0.0,
+        lr_factor=warmup_linear_decay(steps, cfg.warmup),
+        clip=1.0,
+    )
+    plan = Plan(
+        model=teachers[0],
+        modules={f"teacher{i}": t for i, t in enumerate(teachers[1:], 1)},
+        stages=[stage],
+        save=save,
+        describe=f"fine-tuning on {len(sentences):,} sentences, {steps:,} steps at most",
+        summary={"train_sentences": len(sentences)},
+        keep_checkpoint=False,  # a teacher's checkpoint is the size of the teacher (1.3 GB for MPNet-base)
+    )
+    identity = {**(run or {}), "train_sentences": len(sentences), "config": settings(cfg)}
+    return training.run(plan, Path(out_dir), cfg, identity, device=device, log=log)

@@ -1,7 +1,9 @@
-"""Building and loading a teacher of any kind.
+"""Building and loading a teacher of any kind, through the registry of kinds (``kinds/``): the kind
+builds and loads its own teachers; this module only finds the kind.
 
-The one module that knows both teacher families: encoders with a tagging head (``models.py``) and
-the SenTScore encoder-decoder (``seq2seq.py``). Neither imports the other, nor this module.
+A directory without ``teacher.json`` that holds a Hugging Face ``AutoModelForTokenClassification``
+checkpoint is read as a softmax teacher (``kinds/softmax.py``): the one format not written by a
+teacher's ``save``.
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ import torch
 from ..cache_schema import LabelSchema
 from .base import TEACHER_JSON, TeacherError
 from .kinds import KINDS, teacher_kind
-from .models import Teacher, build_encoder_teacher, load_encoder_teacher, load_token_classifier
-from .seq2seq import SentScoreTeacher, build_sentscore_teacher, load_sentscore_teacher
+from .kinds.softmax import load_token_classifier
 
 
 def build_teacher(
@@ -28,16 +29,13 @@ def build_teacher(
     max_length: int | None = None,
     trust_remote_code: bool = False,
     seed: int = 13,
-) -> Teacher | SentScoreTeacher:
-    """A new teacher (head initialised at random) over a pretrained model: a local directory or a
-    hub name. A SenTScore teacher takes no pooling, dropout or maximum length."""
-    teacher_kind(kind)  # refuses an unknown kind by name
-    if kind == SentScoreTeacher.kind:
-        return build_sentscore_teacher(encoder_path, schema, trust_remote_code=trust_remote_code, seed=seed)
-    return build_encoder_teacher(
+):
+    """A new teacher of ``kind`` (head initialised at random) over a pretrained model: a local
+    directory or a hub name. A kind that takes no pooling, dropout or maximum length (SenTScore's
+    encoder-decoder) ignores them."""
+    return teacher_kind(kind).build(
         encoder_path,
         schema,
-        kind,
         pooling=pooling,
         dropout=dropout,
         max_length=max_length,
@@ -46,9 +44,7 @@ def build_teacher(
     )
 
 
-def load_teacher(
-    directory, *, trust_remote_code: bool = False, device: str | torch.device | None = None
-) -> Teacher | SentScoreTeacher:
+def load_teacher(directory, *, trust_remote_code: bool = False, device: str | torch.device | None = None):
     """Restore a teacher directory written by a teacher's ``save``, or wrap an
     ``AutoModelForTokenClassification`` checkpoint as a softmax teacher; in eval mode."""
     d = Path(directory)
@@ -62,8 +58,7 @@ def load_teacher(
         kind = meta.get("kind")
         if kind not in KINDS:
             raise TeacherError(f"{meta_path}: unknown teacher kind {kind!r}")
-        load = load_sentscore_teacher if kind == SentScoreTeacher.kind else load_encoder_teacher
-        teacher = load(d, meta, trust_remote_code)
+        teacher = KINDS[kind].load(d, meta, trust_remote_code)
     teacher.source_dir = d
     teacher.eval()
     if device is not None:

@@ -1,4 +1,4 @@
-"""The recipes: one module each, found by name, trained by one engine.
+"""The recipes: one module each, found by name, run on the one trainer (``seqdistill.training``).
 
 A recipe module defines ``RECIPE = Recipe(name, config, plan, help)``: its config dataclass (the
 paper's defaults, each field an :func:`~seqdistill.students.config.option`), and ``plan(ctx)``,
@@ -7,6 +7,11 @@ its stages (``engine.Plan``). Every module of this package is registered when th
 first read, so a new recipe is one new module here (and its test); nothing else changes:
 ``distill-train NAME``, its options, ``--config`` files, sweeps, resume and DDP all come from it.
 docs/ARCHITECTURE.md walks through adding one.
+
+Names, the same in every recipe module: ``<Name>Config`` (its config), ``Batch`` (the dataclass of
+one batch, with the ``origin`` the trainer reads), ``Collate`` (cache rows to a ``Batch``; a
+recipe whose collate needs no state writes it as a ``collate`` function), ``plan`` and ``RECIPE``.
+Its losses live in ``students/losses/``, one module per paper.
 """
 
 from __future__ import annotations

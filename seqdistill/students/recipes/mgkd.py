@@ -19,11 +19,12 @@ from ...cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ...crf import log_partition
 from ...encoding import PieceMemo, WordBatch, words_to_bags
 from .. import losses as L
+from ..archs.bilstm_crf import BiLSTMCRF
+from ..base import EMBEDDINGS, StudentConfig, init_embeddings
 from ..common import check_embedding_dim, default_splits, dev_f1, open_cache, read_split, teacher_exports
 from ..config import RunConfig, option
 from ..data import pad_stack, parse_selection
 from ..engine import Context, Plan, Stage
-from ..models import EMBEDDINGS, BiLSTMCRF, StudentConfig, init_embeddings
 from . import Recipe
 
 LOSSES = ("hard", "seq-ce", "fuzzy", "token-em", "token-pos")
@@ -233,12 +234,12 @@ def plan(ctx: Context) -> Plan:
 
     params = [p for p in model.parameters() if p.requires_grad] + (list(weighting.parameters()) if weighting else [])
     stage = Stage(
-        "train",
-        stream,
-        lambda batch: loss_parts(model, batch, cfg, ctx.device),
-        lambda: params,
-        lambda ps: torch.optim.AdamW(ps, lr=cfg.lr, weight_decay=cfg.weight_decay),
-        evaluate,
+        name="train",
+        batches=stream,
+        loss=lambda batch: loss_parts(model, batch, cfg, ctx.device),
+        params=lambda: params,
+        optimizer=lambda ps: torch.optim.AdamW(ps, lr=cfg.lr, weight_decay=cfg.weight_decay),
+        evaluate=evaluate,
         metric="dev_f1" if dev_words else "loss",
         mode="max" if dev_words else "min",
         epochs=cfg.epochs,

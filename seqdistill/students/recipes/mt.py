@@ -40,12 +40,12 @@ from transformers import AutoTokenizer
 
 from ...cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ...encoding import words_to_subwords
+from ..archs.transformer import TransformerTagger, init_from_teacher, transformer_config
 from ..common import dev_f1, read_split, splits_with_dev
 from ..config import RunConfig, option
 from ..data import gold_tags, pad_stack
 from ..engine import Context, Plan, Stage
-from ..mt_losses import MTHiddenLoss, ensemble_distillation_loss, mt_distillation_loss, teacher_weight
-from ..transformer import TransformerTagger, init_from_teacher, transformer_config
+from ..losses import MTHiddenLoss, ensemble_distillation_loss, mt_distillation_loss, teacher_weight
 from . import Recipe
 
 SOFT_LABELS = ("mt", "ensemble", "none")
@@ -86,7 +86,7 @@ def teacher_layer_for(j: int, teacher_layers: int, student_layers: int) -> int:
 
 
 @dataclass
-class _Batch:
+class Batch:
     inputs: object
     tags: torch.Tensor  # [B, L], -1 on padding and on unlabelled rows
     labelled: torch.Tensor  # [B]
@@ -96,7 +96,7 @@ class _Batch:
     origin: tuple[int, int] | None = None
 
 
-class MTCollate:
+class Collate:
     def __init__(
         self,
         tokenizer,
@@ -108,7 +108,7 @@ class MTCollate:
         self.tokenizer, self.schema, self.teachers = tokenizer, schema, teachers
         self.score_fields, self.hidden_fields = score_fields, hidden_fields
 
-    def __call__(self, rows: list[dict]) -> _Batch:
+    def __call__(self, rows: list[dict]) -> Batch:
         words, tags, labelled = gold_tags(rows, self.schema)
         L = tags.shape[1]
         n_words = torch.tensor([max(1, len(w)) for w in words], dtype=torch.float32)
@@ -118,7 +118,7 @@ class MTCollate:
             nll = torch.tensor([r[t]["gold_nll"] if r[t]["gold_nll"] is not None else 0.0 for r in rows])
             gold_ce.append(nll / n_words)
             hidden.append([pad_stack([r[t][h] for r in rows], L) for h in layers])
-        return _Batch(words_to_subwords(self.tokenizer, words), tags, labelled, logits, gold_ce, hidden)
+        return Batch(words_to_subwords(self.tokenizer, words), tags, labelled, logits, gold_ce, hidden)
 
 
 def plan(ctx: Context) -> Plan:
@@ -190,12 +190,12 @@ def plan(ctx: Context) -> Plan:
         EXAMPLES_LAYER: ["words", "tags"],
         **{t: [s, "gold_nll", *h] for t, s, h in zip(teachers, score_fields, hidden_fields)},
     }
-    stream = ctx.stream(fields, train_names, MTCollate(tokenizer, schema, teachers, score_fields, hidden_fields))
+    stream = ctx.stream(fields, train_names, Collate(tokenizer, schema, teachers, score_fields, hidden_fields))
     dev_words, dev_tags = read_split(reader, dev_names)
     weight_sums = [0.0] * len(teachers)  # eq. 2's weights over the epoch's rows, to show how they split
     rows = [0]
 
-    def loss(batch: _Batch) -> dict[str, torch.Tensor]:
+    def loss(batch: Batch) -> dict[str, torch.Tensor]:
         weights = [teacher_weight(ce, batch.labelled) for ce in batch.gold_ce]
         for i, w in enumerate(weights):
             weight_sums[i] += w.sum().item()
@@ -212,12 +212,12 @@ def plan(ctx: Context) -> Plan:
 
     params = list(model.parameters()) + (list(hid.parameters()) if cfg.hidden_loss else [])
     stage = Stage(
-        "train",
-        stream,
-        loss,
-        lambda: params,
-        lambda ps: torch.optim.AdamW(ps, lr=cfg.lr),
-        evaluate,
+        name="train",
+        batches=stream,
+        loss=loss,
+        params=lambda: params,
+        optimizer=lambda ps: torch.optim.AdamW(ps, lr=cfg.lr),
+        evaluate=evaluate,
         epochs=cfg.epochs,
         patience=cfg.patience,
         clip=1.0,
@@ -237,7 +237,7 @@ def plan(ctx: Context) -> Plan:
 
 
 def mt_loss_parts(
-    model: TransformerTagger, hid: MTHiddenLoss, batch: _Batch, weights: list[torch.Tensor], cfg: MTConfig, device
+    model: TransformerTagger, hid: MTHiddenLoss, batch: Batch, weights: list[torch.Tensor], cfg: MTConfig, device
 ) -> dict:
     """The three terms of eq. 3, each averaged over the batch's sentences; ``weights`` are eq. 2's
     per teacher and sentence (``teacher_weight``), used by MT-Dis."""

@@ -35,12 +35,12 @@ from ...cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ...encoding import words_to_subwords
 from ...metrics import span_set_scores
 from .. import losses as L
+from ..archs.rnn_tagger import RNNTagger
+from ..base import StudentConfig, init_embeddings
 from ..common import open_cache, read_spans, splits_with_dev, teacher_exports
 from ..config import RunConfig, option
 from ..data import pad_stack
 from ..engine import Context, ListBatches, Plan, Stage
-from ..models import StudentConfig, init_embeddings
-from ..rnn_tagger import RNNTagger
 from ..sampler import LogProportionalSampler
 from . import Recipe
 
@@ -78,18 +78,18 @@ def macro_split(scores: dict, few_shot: tuple[str, ...]) -> dict:
     return out
 
 
-class _DistillCollate:
+class Collate:
     def __init__(self, tokenizer, teacher: str):
         self.tokenizer, self.teacher = tokenizer, teacher
 
     def __call__(self, rows):
         words = [r[EXAMPLES_LAYER]["words"] for r in rows]
         logits = pad_stack([r[self.teacher]["type_logits"] for r in rows], max(len(w) for w in words))
-        return _Batch(words_to_subwords(self.tokenizer, words), logits)
+        return Batch(words_to_subwords(self.tokenizer, words), logits)
 
 
 @dataclass
-class _Batch:
+class Batch:
     inputs: object
     target: torch.Tensor
     origin: tuple[int, int] | None = None
@@ -160,9 +160,9 @@ def plan(ctx: Context) -> Plan:
         sampler.set_epoch(epoch)
         return list(sampler)
 
-    def collate(idx: list[int]) -> _Batch:
+    def collate(idx: list[int]) -> Batch:
         x = words_to_subwords(tokenizer, [words[i] for i in idx])
-        return _Batch(x, pad_stack([layers[i] for i in idx], x.word_mask.shape[1], fill=-1, dtype=torch.long))
+        return Batch(x, pad_stack([layers[i] for i in idx], x.word_mask.shape[1], fill=-1, dtype=torch.long))
 
     def finetune_loss(batch) -> dict[str, torch.Tensor]:
         x = batch.inputs.to(device)
@@ -177,12 +177,12 @@ def plan(ctx: Context) -> Plan:
     plateau = {"factor": 0.5, "patience": 1}
     stages = [
         Stage(
-            "fine-tune",
-            ListBatches(order, collate, cfg.batch_size, ctx.rank, ctx.world),
-            finetune_loss,
-            params,
-            adamw,
-            evaluate,
+            name="fine-tune",
+            batches=ListBatches(order, collate, cfg.batch_size, ctx.rank, ctx.world),
+            loss=finetune_loss,
+            params=params,
+            optimizer=adamw,
+            evaluate=evaluate,
             metric="dev_macro_f1",
             epochs=cfg.epochs,
             patience=cfg.patience,
@@ -191,17 +191,17 @@ def plan(ctx: Context) -> Plan:
     ]
     if cfg.distill:  # stage 1: MSE to the teacher's BILOU logits on every training row
         stream = ctx.stream(
-            {EXAMPLES_LAYER: ["words"], teacher: ["type_logits"]}, train_names, _DistillCollate(tokenizer, teacher)
+            {EXAMPLES_LAYER: ["words"], teacher: ["type_logits"]}, train_names, Collate(tokenizer, teacher)
         )
         stages.insert(
             0,
             Stage(
-                "distil",
-                stream,
-                distill_loss,
-                params,
-                adamw,
-                evaluate,
+                name="distil",
+                batches=stream,
+                loss=distill_loss,
+                params=params,
+                optimizer=adamw,
+                evaluate=evaluate,
                 metric="dev_macro_f1",
                 epochs=cfg.distill_epochs,
                 patience=cfg.patience,

@@ -4,7 +4,7 @@ The cache comes from a SenTScore teacher (``distill-cache build`` with a ``sents
 gold rows (the few-shot gold split) keep their labels; silver rows (the rest of the training data,
 labels hidden, built as unlabelled corpora) are labelled by the teacher's SenTScore path and carry
 its per-word tag scores. The student is a BiLSTM tagger with a softmax over the sBIO tags
-(:class:`~seqdistill.students.tagger.BiLSTMTagger`, the teacher's tokenizer and SVD-reduced
+(:class:`~seqdistill.students.archs.bilstm_tagger.BiLSTMTagger`, the teacher's tokenizer and SVD-reduced
 embeddings), trained on eq. 2: cross entropy on the hard labels plus lambda_KL times the KL from
 the teacher's tag distribution at temperature tau = 10; lambda_KL = 0 is the pseudo-label baseline.
 
@@ -21,11 +21,11 @@ import torch
 from ...cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ...encoding import words_to_subwords
 from .. import losses as L
+from ..base import EMBEDDINGS
 from ..common import dev_f1, new_tagger, open_cache, read_split, splits_with_dev
 from ..config import RunConfig, option
 from ..data import gold_tags, pad_stack
 from ..engine import Context, Plan, Stage
-from ..models import EMBEDDINGS
 from . import Recipe
 
 
@@ -48,7 +48,7 @@ class SentScoreKDConfig(RunConfig):
     patience: int = option(25, "Epochs without a better dev F1 that stop.")
 
 
-class KDCollate:
+class Collate:
     def __init__(self, tokenizer, schema: LabelSchema, teacher: str):
         self.tokenizer, self.schema, self.teacher = tokenizer, schema, teacher
 
@@ -62,11 +62,11 @@ class KDCollate:
                 if len(path):
                     tags[b, : len(words[b])] = torch.tensor(path[0])
         scores = pad_stack([r[self.teacher]["tag_scores"] for r in rows], Lmax, fill=0.0)
-        return _KDBatch(words_to_subwords(self.tokenizer, words), tags, silver, scores)
+        return Batch(words_to_subwords(self.tokenizer, words), tags, silver, scores)
 
 
 @dataclass
-class _KDBatch:
+class Batch:
     inputs: object
     tags: torch.Tensor
     silver: torch.Tensor
@@ -97,11 +97,11 @@ def plan(ctx: Context) -> Plan:
     stream = ctx.stream(
         {EXAMPLES_LAYER: ["words", "tags"], teacher: ["kbest_paths", "tag_scores"]},
         train_names,
-        KDCollate(tokenizer, schema, teacher),
+        Collate(tokenizer, schema, teacher),
     )
     dev_words, dev_tags = read_split(reader, dev_names)
 
-    def loss(batch: _KDBatch) -> dict[str, torch.Tensor]:  # eq. 2
+    def loss(batch: Batch) -> dict[str, torch.Tensor]:  # eq. 2
         x = batch.inputs.to(ctx.device)
         return {
             "kd": L.sentscore_kd_loss(
@@ -116,12 +116,12 @@ def plan(ctx: Context) -> Plan:
         }
 
     stage = Stage(
-        "train",
-        stream,
-        loss,
-        lambda: list(model.parameters()),
-        lambda ps: torch.optim.AdamW(ps, lr=cfg.lr),
-        lambda: {"dev_f1": dev_f1(model, tokenizer, dev_words, dev_tags, schema.scheme)},
+        name="train",
+        batches=stream,
+        loss=loss,
+        params=lambda: list(model.parameters()),
+        optimizer=lambda ps: torch.optim.AdamW(ps, lr=cfg.lr),
+        evaluate=lambda: {"dev_f1": dev_f1(model, tokenizer, dev_words, dev_tags, schema.scheme)},
         epochs=cfg.epochs,
         patience=cfg.patience,
     )

@@ -1,6 +1,6 @@
 """Token-level KD (Hinton et al., 2015): the baseline every sequence-KD paper compares against.
 
-A BiLSTM softmax tagger (:class:`~seqdistill.students.tagger.BiLSTMTagger`) learns each word's tag
+A BiLSTM softmax tagger (:class:`~seqdistill.students.archs.bilstm_tagger.BiLSTMTagger`) learns each word's tag
 distribution from the teacher at temperature T, and the gold tags:
 
     L = alpha T^2 sum_j KL(P^t_T(y_j) || P^s_T(y_j)) + (1 - alpha) sum_j CE(y_j, P^s(y_j))
@@ -28,11 +28,11 @@ import torch
 from ...cache_schema import EXAMPLES_LAYER, CacheError
 from ...encoding import words_to_subwords
 from .. import losses as L
+from ..base import EMBEDDINGS
 from ..common import default_splits, dev_f1, new_tagger, open_cache, read_split
 from ..config import RunConfig, option
 from ..data import gold_tags, pad_stack
 from ..engine import Context, Plan, Stage
-from ..models import EMBEDDINGS
 from . import Recipe
 
 
@@ -60,27 +60,6 @@ class Batch:
     tags: torch.Tensor  # [B, L], -1 past the words and on unlabelled rows
     teacher: torch.Tensor  # [B, L, T]: logits or marginals
     origin: tuple[int, int] | None = None
-
-
-def teacher_probs(scores: torch.Tensor, kind: str, temperature: float) -> torch.Tensor:
-    """P^t_T: softmax(logits / T), or the marginals to the power 1/T, renormalised."""
-    if kind == "logits":
-        return L.teacher_softmax(scores, temperature)
-    return torch.softmax(torch.log(scores.float().clamp(min=1e-12)) / temperature, dim=-1)
-
-
-def token_kd_loss(
-    logits: torch.Tensor,
-    p_teacher: torch.Tensor,
-    tags: torch.Tensor,
-    mask: torch.Tensor,
-    alpha: float,
-    temperature: float,
-) -> torch.Tensor:
-    """The module docstring's L for one batch (a scalar)."""
-    kd = L.token_kl_loss(logits, p_teacher, mask, temperature).sum()
-    ce = L.cross_entropy_loss(logits, tags, mask).sum()  # rows without gold tags (-1) add nothing
-    return (alpha * kd + (1 - alpha) * ce) / len(logits)
 
 
 def plan(ctx: Context) -> Plan:
@@ -113,11 +92,11 @@ def plan(ctx: Context) -> Plan:
 
     def loss(batch: Batch) -> dict[str, torch.Tensor]:
         x = batch.inputs.to(ctx.device)
-        p_t = teacher_probs(
+        p_t = L.teacher_probs(
             batch.teacher.to(ctx.device), "logits" if scores == "logits" else "marginals", cfg.temperature
         )
         return {
-            "token-kd": token_kd_loss(
+            "token-kd": L.token_kd_loss(
                 model(x).logits, p_t, batch.tags.to(ctx.device), x.word_mask, cfg.alpha, cfg.temperature
             )
         }
@@ -125,12 +104,12 @@ def plan(ctx: Context) -> Plan:
     dev_words, dev_tags = read_split(reader, dev_names)
     stream = ctx.stream({EXAMPLES_LAYER: ["words", "tags"], teacher: [scores]}, train_names, collate)
     stage = Stage(
-        "train",
-        stream,
-        loss,
-        lambda: [p for p in model.parameters() if p.requires_grad],
-        lambda ps: torch.optim.AdamW(ps, lr=cfg.lr),
-        lambda: {"dev_f1": dev_f1(model, tokenizer, dev_words, dev_tags, schema.scheme)},
+        name="train",
+        batches=stream,
+        loss=loss,
+        params=lambda: [p for p in model.parameters() if p.requires_grad],
+        optimizer=lambda ps: torch.optim.AdamW(ps, lr=cfg.lr),
+        evaluate=lambda: {"dev_f1": dev_f1(model, tokenizer, dev_words, dev_tags, schema.scheme)},
         epochs=cfg.epochs,
         patience=cfg.patience,
     )

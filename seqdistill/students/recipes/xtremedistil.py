@@ -51,12 +51,12 @@ from ...cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ...cache_schema.encodings import reconstruct
 from ...encoding import SubwordBatch, words_to_subwords
 from .. import losses as L
+from ..archs.bilstm_tagger import GROUPS, BiLSTMTagger
+from ..base import EMBEDDINGS
 from ..common import dev_f1, new_tagger, open_cache, read_split, splits_with_dev
 from ..config import RunConfig, option
 from ..data import CacheStream, batches, gold_tags, pad_stack, parse_selection
 from ..engine import Context, Plan, Stage
-from ..models import EMBEDDINGS
-from ..tagger import GROUPS, BiLSTMTagger
 from . import Recipe
 
 XD_LOSSES = ("ce", "ll", "rl")
@@ -165,7 +165,7 @@ def cosine_lr(step: int, total: int, high: float, low: float) -> float:
 
 
 @dataclass
-class XDBatch:
+class Batch:
     inputs: SubwordBatch
     tags: torch.Tensor  # [B, L], -1 past the words and on unlabelled rows
     labelled: torch.Tensor  # [B]
@@ -174,7 +174,7 @@ class XDBatch:
     origin: tuple[int, int] | None = None
 
 
-class XDCollate:
+class Collate:
     def __init__(
         self,
         tokenizer,
@@ -187,10 +187,10 @@ class XDCollate:
         self.tokenizer, self.schema, self.teacher = tokenizer, schema, teacher
         self.logits_field, self.hidden_field, self.pca = logits_field, hidden_field, pca
 
-    def __call__(self, rows: list[dict]) -> XDBatch:
+    def __call__(self, rows: list[dict]) -> Batch:
         words, tags, labelled = gold_tags(rows, self.schema)
         Lmax = tags.shape[1]
-        batch = XDBatch(words_to_subwords(self.tokenizer, words), tags, labelled)
+        batch = Batch(words_to_subwords(self.tokenizer, words), tags, labelled)
         if self.logits_field:
             batch.teacher_logits = pad_stack([r[self.teacher][self.logits_field] for r in rows], Lmax)
         if self.hidden_field:
@@ -201,7 +201,7 @@ class XDCollate:
         return batch
 
 
-def loss_parts(model: BiLSTMTagger, batch: XDBatch, losses: tuple[str, ...], device) -> dict[str, torch.Tensor]:
+def loss_parts(model: BiLSTMTagger, batch: Batch, losses: tuple[str, ...], device) -> dict[str, torch.Tensor]:
     """The parts of eq. 7 restricted to ``losses`` (batch means)."""
     x = batch.inputs.to(device)
     out = model(x)
@@ -289,7 +289,7 @@ def plan(ctx: Context) -> Plan:
     selected = parse_selection(train_names, reader)
     labelled_sel = {(c.name, c.split) for c in reader.manifest.corpora if c.labelled and (c.name, c.split) in selected}
     fields = {EXAMPLES_LAYER: ["words", "tags"], teacher: [f for f in (logits_field, hidden_field) if f]}
-    collate = XDCollate(tokenizer, schema, teacher, logits_field, hidden_field, pca)
+    collate = Collate(tokenizer, schema, teacher, logits_field, hidden_field, pca)
     dev_stream = ctx.stream(
         fields, parse_selection(dev_names, reader), collate, shuffle=False, sample=False, whole=True
     )
@@ -311,12 +311,12 @@ def plan(ctx: Context) -> Plan:
         for groups in unfreezing_steps(losses, gradual):
             steps.append(
                 Stage(
-                    f"stage {s} [{'+'.join(losses)}] unfrozen {groups[-1]}",
-                    ctx.stream(fields, rows, collate, sample=sampled),
-                    lambda batch, losses=losses: loss_parts(model, batch, losses, ctx.device),
-                    lambda groups=groups: set_trainable(model, groups),
-                    lambda ps: torch.optim.Adam(ps, lr=cfg.lr),
-                    lambda losses=losses: {
+                    name=f"stage {s} [{'+'.join(losses)}] unfrozen {groups[-1]}",
+                    batches=ctx.stream(fields, rows, collate, sample=sampled),
+                    loss=lambda batch, losses=losses: loss_parts(model, batch, losses, ctx.device),
+                    params=lambda groups=groups: set_trainable(model, groups),
+                    optimizer=lambda ps: torch.optim.Adam(ps, lr=cfg.lr),
+                    evaluate=lambda losses=losses: {
                         "val_loss": validation_loss(model, dev_stream, losses, cfg, ctx.device),
                         "dev_f1": dev_f1(model, tokenizer, dev_words, dev_tags, schema.scheme),
                     },

@@ -1,0 +1,540 @@
+"""``distill-cache build``: run a teacher over corpora and write its layer of the cache.
+
+The plan is deterministic — corpora in the order given, sentences in file order, ``shard_size``
+sentences a shard — so a build killed at any moment and run again resumes where it stopped:
+committed shards are skipped, nothing is duplicated (see ``cache_schema.writer``). One idea in
+one module (over 400 lines): the build loop, from corpora to a committed layer, read top to bottom.
+
+Within a shard, sentences are sorted by length and cut into batches under a word budget
+(``max_words_per_batch`` counts padded words: batch size x longest sentence), so padding is small
+and the accelerator sees full batches. The teacher runs under ``inference_mode`` (bf16 autocast on
+GPU); k-best, marginals and pooling are computed batched on the device; only the final tensors
+are moved to the host. A background thread turns them into columns and writes the shards, with a
+bounded queue, so compute never waits for compression and I/O.
+
+What a layer holds is the teacher kind's business (``teachers/kinds/``: its fields, its default K
+and refused options, its decoding settings, its gold targets, its outputs turned into columns);
+this module never switches on a kind's name.
+
+Under ``torchrun`` each rank builds the shards ``i`` with ``i % world_size == rank``; rank 0
+writes the exports and, after all ranks finish, the manifest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import queue
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from .. import distributed
+from ..cache_schema import CacheWriter, LabelSchema, TeacherInfo
+from ..cache_schema.encodings import fit_pca, project
+from ..cache_schema.info import cache_summary
+from ..cache_schema.layout import exports_dir, exports_marker
+from ..cache_schema.lock import BuildLock, CacheLockedError
+from ..cache_schema.manifest import check_id
+from ..cache_schema.storage import CacheStore
+from ..config_fields import option
+from ..corpora import HF_PREFIX, Corpus, CorpusError, read_corpus
+from ..teachers import (
+    LayerOptions,
+    Teacher,
+    TeacherError,
+    TeacherKind,
+    export_for_students,
+    load_teacher,
+    teacher_fingerprints,
+    teacher_kind,
+    to_host,
+)
+from ..teachers.kind import PROJECTION_EXPORT
+
+DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+
+
+class BuildError(RuntimeError):
+    """A build that cannot proceed, with the reason and what to do."""
+
+
+@dataclass
+class CorpusSpec:
+    """``NAME=PATH[@split]`` from the command line.
+
+    For a Hugging Face dataset, ``NAME=hf:DIR@SPLIT`` keeps ``@SPLIT`` in the path as well: it
+    picks the DatasetDict's split and names the cache's (``corpora.read_corpus``)."""
+
+    name: str
+    path: str
+    split: str
+    labelled: bool
+    tag_names: tuple[str, ...] | None = None  # names of integer tag ids (--tag-names)
+
+    @classmethod
+    def parse(cls, text: str, labelled: bool, tag_names: tuple[str, ...] | None = None) -> "CorpusSpec":
+        name, sep, rest = text.partition("=")
+        if not sep or not name or not rest:
+            raise BuildError(f"{text!r}: expected NAME=PATH" + ("[@SPLIT]" if labelled else ""))
+        path, split = rest, ("train" if labelled else "unlabelled")
+        head, at, tail = rest.rpartition("@")
+        if at and head and tail and "/" not in tail:
+            path, split = (rest if rest.startswith(HF_PREFIX) else head), tail
+        return cls(name, path, split, labelled, tag_names)
+
+
+@dataclass
+class BuildConfig:
+    """What ``distill-cache build`` asks of a teacher's layer and of the run (its options are these
+    fields, ``seqdistill.cli.options``)."""
+
+    k: int | None = option(
+        None,
+        "Paths kept per sentence: CRF teachers' k-best (default 10, paper 000), SenTScore's beam (default 1, paper 004).",
+        flag="kbest",
+    )
+    marginals: bool = option(True, "CRF teachers: store the marginals (--no-marginals: do not).")
+    hidden_layers: tuple[int, ...] = option(
+        (), "Comma-separated encoder layers to store (0 = embeddings), e.g. 6,7.", metavar="L,L"
+    )
+    subwords: bool = option(False, "Also store subword-level fields (for students sharing the tokenizer).")
+    dtype: str = option("fp16", "Storage dtype of dense float fields.", choices=tuple(DTYPES))
+    hidden_dtype: str | None = option(
+        None,
+        "Hidden states as int8 with a per-word absmax scale (default: --dtype). Readers return floats.",
+        choices=("int8",),
+    )
+    hidden_project: int = option(
+        0,
+        "Hidden states as N PCA coefficients, fitted on a seeded sample of the first shard (0: full states).",
+        metavar="N",
+    )
+    word_topk: int = option(
+        0,
+        "Per-word emissions/logits and marginals as their top N tags (0: dense). Readers rebuild dense rows.",
+        metavar="N",
+    )
+    max_words_per_batch: int = option(4096, "Padded words per batch (batch size x longest sentence).")
+    shard_size: int = option(1024, "Sentences per shard.")
+    device: str | None = option(None, "cpu, cuda, cuda:1 ... (default: cuda if available).")
+    precision: str = option("bf16", "Autocast on GPU (CPU always runs fp32).", choices=("bf16", "fp16", "fp32"))
+    export_layers: int = option(0, "Also export the first N encoder blocks for transformer students.", metavar="N")
+    queue_size: int = option(2, "Finished batches waiting for the background shard writer.")
+    overwrite: bool = option(False, "Replace this teacher's layer (or the whole cache if the corpora changed).")
+    trust_remote_code: bool = option(False, "Allow the teacher's own Python code to run (off by default).")
+    wait: float = option(
+        0.0,
+        "If another build holds the cache's lock, wait this long for it (0: fail at once).",
+        metavar="SECONDS",
+    )
+
+
+@dataclass
+class BuildReport:
+    status: str  # built | added (a teacher layer to an existing cache) | resumed | up-to-date
+    examples: int = 0
+    words: int = 0
+    seconds: float = 0.0
+    shards_written: int = 0
+    teacher_seconds: float = 0.0  # the streaming phase alone: teacher batches through to published shards
+    bytes_per_word: dict[str, float] = field(default_factory=dict)
+
+
+def _layer_options(cfg: BuildConfig) -> LayerOptions:
+    """What ``cfg`` asks of the teacher's layer, as the teacher kinds take it (K resolved)."""
+    return LayerOptions(
+        cfg.k,
+        cfg.marginals,
+        tuple(cfg.hidden_layers),
+        cfg.subwords,
+        DTYPES[cfg.dtype],
+        hidden_int8=cfg.hidden_dtype == "int8",
+        hidden_project=cfg.hidden_project,
+        word_topk=cfg.word_topk,
+    )
+
+
+def read_corpora(specs: list[CorpusSpec], scheme: str | None) -> list[Corpus]:
+    """Read every corpus before anything is written; labelled ones converted to ``scheme``."""
+    corpora, seen = [], set()
+    for spec in specs:
+        key = (spec.name, spec.split)
+        if key in seen:
+            raise BuildError(f"corpus {spec.name!r} split {spec.split!r} is given twice")
+        seen.add(key)
+        c = read_corpus(spec.path, spec.name, spec.split, labelled=spec.labelled, tag_names=spec.tag_names)
+        if c.nested and spec.labelled:  # every span to entity_spans/entity_types, the outermost ones to tags
+            c.layers(c.entity_types())  # one type's entities must not overlap (file and line named)
+            c = c.with_flat_tags(scheme or "IOB2")
+        if spec.labelled and not c.labelled:
+            raise CorpusError(spec.path, None, "given as labelled but has no tags; pass it with --unlabelled")
+        corpora.append(c.to_scheme(scheme) if c.labelled and scheme else c)
+    return corpora
+
+
+def _teacher_meta(teacher_dir: str, trust_remote_code: bool) -> tuple[TeacherKind, LabelSchema, str]:
+    """Kind, label schema and pooling of a teacher directory, without loading its weights when it
+    is a seqdistill teacher."""
+    import json
+    from pathlib import Path
+
+    meta = Path(teacher_dir) / "teacher.json"
+    if meta.exists():
+        obj = json.loads(meta.read_text())
+        return teacher_kind(obj["kind"]), LabelSchema.from_json(obj["label_schema"]), obj.get("pooling", "first")
+    t = load_teacher(teacher_dir, trust_remote_code=trust_remote_code)  # HF token-classification dir
+    return teacher_kind(t.kind), t.schema, t.pooling
+
+
+def build_cache(
+    out: str,
+    teacher_dir: str,
+    corpora_specs: list[CorpusSpec],
+    cfg: BuildConfig | None = None,
+    *,
+    teacher_id: str | None = None,
+    storage_options: dict | None = None,
+    log=print,
+) -> BuildReport:
+    """Build (or extend, or resume) the cache at ``out`` with the outputs of one teacher."""
+    cfg = cfg or BuildConfig()
+    if cfg.dtype not in DTYPES:
+        raise BuildError(f"dtype {cfg.dtype!r} is not one of {', '.join(DTYPES)}")
+    if cfg.hidden_dtype not in (None, "int8"):
+        raise BuildError(
+            f"hidden dtype {cfg.hidden_dtype!r}: give int8, or leave it out to store hidden states as --dtype"
+        )
+    if (cfg.hidden_project or cfg.hidden_dtype) and not cfg.hidden_layers:
+        raise BuildError("--hidden-dtype and --hidden-project encode hidden layers: give --hidden-layers too")
+    if cfg.hidden_project < 0 or cfg.word_topk < 0:
+        raise BuildError("--hidden-project and --word-topk take a positive number (0: off)")
+    rank, world, cfg.device = distributed.init(cfg.device)
+    t0 = time.time()
+    teacher_id = check_id(teacher_id or os.path.basename(os.path.normpath(teacher_dir)), "teacher id")
+    if not os.path.isdir(teacher_dir):
+        raise BuildError(f"{teacher_dir}: no such teacher directory")
+    kind, schema, pooling = _teacher_meta(teacher_dir, cfg.trust_remote_code)
+    if cfg.k is None:  # the kind's paper default: K = 10 paths for a CRF (paper 000), greedy SenTScore (paper 004)
+        cfg = dataclasses.replace(cfg, k=kind.default_k)
+    options = _layer_options(cfg)
+    refusal = kind.refusal(options)
+    if refusal:
+        raise BuildError(refusal)
+    corpora = read_corpora(corpora_specs, schema.scheme)
+    for c in corpora:
+        c.check_labels(schema)
+    rows = [row for c in corpora for row in c.example_rows()]
+    shards = [rows[i : i + cfg.shard_size] for i in range(0, len(rows), cfg.shard_size)]
+    fingerprints = teacher_fingerprints(teacher_dir)
+    hidden_size = _hidden_size(teacher_dir)
+    # everything the options decide is checked before anything is written
+    if 0 < cfg.hidden_project and cfg.hidden_project >= hidden_size:
+        raise BuildError(
+            f"--hidden-project {cfg.hidden_project}: the teacher's states have {hidden_size} dimensions; "
+            "project to fewer"
+        )
+    sample_words = sum(r["n_words"] for r in _pca_sample(shards[0])) if cfg.hidden_project else 0
+    if cfg.hidden_project and sample_words < cfg.hidden_project:  # checked on every rank, before any write
+        raise BuildError(
+            f"--hidden-project {cfg.hidden_project}: the PCA is fitted on the first shard's words, and its "
+            f"sample holds {sample_words} words; project to fewer dimensions or raise --shard-size"
+        )
+    try:
+        fields = kind.fields(schema, hidden_size, options)
+    except TeacherError as e:
+        raise BuildError(str(e)) from None
+
+    # One writer at a time (cache_schema/lock.py): rank 0 holds the lock for the whole build, so
+    # that clearing the staging directory of a killed run never pulls files from a live one.
+    with _build_lock(out, storage_options, cfg, rank, world, log) as lock:
+        writer = CacheWriter(out, storage_options, clean_staging=rank == 0)
+        if cfg.overwrite and rank == 0:
+            _overwrite(writer, corpora, teacher_id, log)
+        distributed.barrier(world)
+        writer = CacheWriter(out, storage_options, clean_staging=False)
+        examples = writer.examples_layer(schema, [c.info() for c in corpora], len(shards))
+
+        teacher: Teacher | None = None
+        device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        precision = cfg.precision if device.startswith("cuda") else "fp32"
+        info = TeacherInfo(
+            teacher_id,
+            kind.name,
+            fingerprints,
+            kind.decoding(options, schema.scheme, precision),
+            list(cfg.hidden_layers),
+            pooling,
+            str(teacher_dir),
+        )
+        layer = writer.teacher_layer(info, fields)
+        mine = [i for i in range(len(shards)) if i % world == rank]
+        todo_examples = [i for i in mine if not examples.is_committed(i)]
+        todo = [i for i in mine if not layer.is_committed(i)]
+        needs_exports = rank == 0 and not layer.has_exports()
+        if layer.complete and examples.complete:
+            log(
+                f"{out}: already holds teacher {teacher_id!r} over these corpora with the same fingerprints; "
+                "nothing to do"
+            )
+            return BuildReport("up-to-date", len(rows), sum(r["n_words"] for r in rows))
+        if any(layer.is_committed(i) for i in range(len(shards))) or (
+            not examples.complete and any(examples.is_committed(i) for i in range(len(shards)))
+        ):
+            status = "resumed"
+        else:
+            status = "added" if examples.complete else "built"
+        for i in todo_examples:
+            examples.write_shard(i, {k: [r[k] for r in shards[i]] for k in shards[i][0]})
+        if todo or needs_exports:
+            teacher = load_teacher(teacher_dir, trust_remote_code=cfg.trust_remote_code, device=device)
+        if needs_exports:
+            fitted = _fit_projection(teacher, cfg, shards[0], log) if cfg.hidden_project else None
+            layer.write_exports(lambda d: _write_exports(teacher, d, cfg, fitted))
+        if cfg.hidden_project:
+            distributed.barrier(world)  # rank 0 published the projection that every rank applies
+        projection = _read_projection(writer, layer.name) if cfg.hidden_project and todo else None
+        t_teacher = time.time()
+        if todo:
+            _run_teacher(teacher, kind, options, schema, shards, todo, layer, cfg, rank, projection)
+        t_teacher = time.time() - t_teacher
+        distributed.barrier(world)
+        report = BuildReport(status, len(rows), sum(r["n_words"] for r in rows), time.time() - t0, len(todo), t_teacher)
+        if rank == 0:
+            lock.check()  # another build took the lock meanwhile: do not commit over it
+            manifest = writer.commit()
+            summary = cache_summary(manifest)
+            for lay in summary["layers"]:
+                if lay["name"] == teacher_id:
+                    report.bytes_per_word = {f["name"]: f["bytes_per_word"] for f in lay["fields"]}
+            log(
+                f"{out}: {report.status}: {report.examples:,} examples, {report.words:,} words in "
+                f"{report.seconds:.1f} s ({report.words / max(report.seconds, 1e-9):,.0f} words/s); "
+                f"{summary['bytes'] / 2**20:.1f} MiB"
+            )
+            for name, bpw in report.bytes_per_word.items():
+                log(f"  {name:<22} {bpw:>10.2f} bytes/word")
+    distributed.done(world)
+    return report
+
+
+def _fit_projection(teacher: Teacher, cfg: BuildConfig, rows: list[dict], log) -> dict[str, np.ndarray]:
+    """PCA of each stored hidden layer (``--hidden-project N``), fitted on the teacher's states of
+    a seeded sample of the first shard: at most ``PCA_SENTENCES`` sentences drawn with seed 0, at
+    most 20,000 of their words (encodings.fit_pca). Returns the tensors of the projection export,
+    ``hidden_<l>.components`` ``[N, D]`` and ``hidden_<l>.mean`` ``[D]``, also under
+    ``subword_hidden_<l>.*`` when subword fields are stored (the same projection)."""
+    sample = _pca_sample(rows)
+    states: dict[int, list[np.ndarray]] = {layer: [] for layer in cfg.hidden_layers}
+    for batch in batches_by_length([r["n_words"] for r in sample], cfg.max_words_per_batch):
+        out = teacher.outputs(
+            [sample[i]["words"] for i in batch],
+            None,
+            k=1,
+            marginals=False,
+            hidden_layers=cfg.hidden_layers,
+            subwords=False,
+            precision=cfg.precision,
+        )
+        host = to_host(out)
+        for layer in cfg.hidden_layers:
+            for j, i in enumerate(batch):
+                states[layer].append(host["hidden"][layer][j, : sample[i]["n_words"]])
+    tensors: dict[str, np.ndarray] = {}
+    for layer, parts in states.items():
+        try:
+            components, mean, kept = fit_pca(np.concatenate(parts), cfg.hidden_project, seed=0)
+        except (ValueError, np.linalg.LinAlgError) as e:  # NaN states, an SVD that does not converge
+            raise BuildError(f"hidden layer {layer}: the PCA of the first shard's sample failed ({e})") from None
+        log(f"hidden layer {layer}: PCA to {cfg.hidden_project} dimensions keeps {100 * kept:.1f}% of the variance")
+        for name in (f"hidden_{layer}", f"subword_hidden_{layer}") if cfg.subwords else (f"hidden_{layer}",):
+            tensors[f"{name}.components"], tensors[f"{name}.mean"] = components, mean
+    return tensors
+
+
+PCA_SENTENCES = 512
+
+
+def _pca_sample(rows: list[dict]) -> list[dict]:
+    """The sentences of the first shard the PCA is fitted on: ``PCA_SENTENCES`` drawn with seed 0."""
+    pick = np.random.default_rng(0).choice(len(rows), min(len(rows), PCA_SENTENCES), replace=False)
+    return [rows[i] for i in sorted(pick.tolist())]
+
+
+def _write_exports(teacher: Teacher, directory: str, cfg: BuildConfig, projection: dict | None) -> None:
+    export_for_students(teacher, directory, cfg.export_layers)
+    if projection is not None:
+        from safetensors.numpy import save_file
+
+        save_file(projection, os.path.join(directory, PROJECTION_EXPORT), metadata={"seed": "0"})
+
+
+def _read_projection(writer: CacheWriter, layer: str) -> dict[str, np.ndarray]:
+    """The projection the layer's exports hold (written by this build or by the one it resumes),
+    checked against the exports marker's sha256."""
+    from safetensors.numpy import load
+
+    rel = f"{exports_dir(layer)}/{PROJECTION_EXPORT}"
+    listed = {f["path"]: f for f in writer.store.read_json(exports_marker(layer))}
+    data = writer.store.read_bytes(rel) if rel in listed else None
+    if data is None or hashlib.sha256(data).hexdigest() != listed[rel]["sha256"]:
+        raise BuildError(
+            f"{writer.store.url}/{rel}: the layer's PCA projection is missing or damaged; rebuild the layer with --overwrite"
+        )
+    return load(data)
+
+
+def _project_host(host: dict, projection: dict[str, np.ndarray]) -> None:
+    """Replace the hidden states of a batch's host outputs by their PCA coefficients."""
+    for key, prefix in (("hidden", "hidden_"), ("subword_hidden", "subword_hidden_")):
+        for layer, states in host.get(key, {}).items():
+            name = f"{prefix}{layer}"
+            host[key][layer] = project(states, projection[f"{name}.components"], projection[f"{name}.mean"])
+
+
+@contextmanager
+def _build_lock(out: str, storage_options, cfg: BuildConfig, rank: int, world: int, log):
+    """Rank 0 holds the cache's build lock for the block (None on other ranks); under torchrun
+    every rank learns whether rank 0 got it, so that none waits forever for a rank that failed."""
+    lock = BuildLock(CacheStore(out, storage_options), wait=cfg.wait, log=log) if rank == 0 else None
+    failure = None
+    if lock is not None:
+        try:
+            lock.acquire()
+        except CacheLockedError as e:
+            failure = e
+    if world > 1 and distributed.count_across(failure is not None, world, cfg.device):
+        raise failure or BuildError("rank 0 could not take the cache's build lock (see its message)")
+    if failure:
+        raise failure
+    try:
+        yield lock
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _overwrite(writer: CacheWriter, corpora: list[Corpus], teacher_id: str, log) -> None:
+    m = writer.manifest
+    same_corpora = m is not None and sorted((c.name, c.split, c.sha256) for c in m.corpora) == sorted(
+        (c.name, c.split, c.sha256) for c in corpora
+    )
+    if m is not None and not same_corpora:
+        log("--overwrite: the corpora changed; removing the whole cache")
+        writer.drop(None)
+    elif m is None and writer.store.exists("layers"):
+        log("--overwrite: removing an unfinished build")
+        writer.drop(None)
+    else:
+        log(f"--overwrite: removing the layer of teacher {teacher_id!r}")
+        writer.drop(teacher_id)
+
+
+def _hidden_size(teacher_dir: str) -> int:
+    import json
+    from pathlib import Path
+
+    config = json.loads((Path(teacher_dir) / "config.json").read_text())
+    config = config.get("encoder", config)  # an EncoderDecoderModel keeps the encoder's config apart
+    return int(config.get("hidden_size") or config.get("d_model"))
+
+
+def batches_by_length(lengths: list[int], max_words: int) -> list[list[int]]:
+    """Indices sorted by length, cut so that batch size x longest length <= ``max_words``
+    (a sentence longer than the budget runs alone)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    out, cur, longest = [], [], 0
+    for i in order:
+        n = lengths[i]
+        if cur and (len(cur) + 1) * max(longest, n) > max_words:
+            out.append(cur)
+            cur, longest = [], 0
+        cur.append(i)
+        longest = max(longest, n)
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _run_teacher(
+    teacher: Teacher,
+    kind: TeacherKind,
+    options: LayerOptions,
+    schema: LabelSchema,
+    shards,
+    todo: list[int],
+    layer,
+    cfg: BuildConfig,
+    rank: int,
+    projection: dict[str, np.ndarray] | None = None,
+) -> None:
+    """Compute the teacher's outputs for the shards in ``todo``; a writer thread turns them into
+    columns (``kind`` and ``options``) and publishes them. ``projection``: the layer's PCA
+    (:func:`_read_projection`), applied to the hidden states before they are stored."""
+    jobs: queue.Queue = queue.Queue(maxsize=cfg.queue_size)
+    failure: list[BaseException] = []
+
+    def write_loop() -> None:
+        while True:
+            job = jobs.get()
+            if job is None:
+                return
+            if failure:
+                continue
+            try:
+                index, rows, outputs = job
+                layer.write_shard(index, kind.shard_columns(rows, outputs, options))
+            except BaseException as e:  # surfaced in the main thread
+                failure.append(e)
+
+    thread = threading.Thread(target=write_loop, name="seqdistill-shard-writer", daemon=True)
+    thread.start()
+    total_words = sum(r["n_words"] for i in todo for r in shards[i])
+    bar = tqdm(
+        total=total_words,
+        unit="word",
+        unit_scale=True,
+        desc=f"teacher {layer.name}" + (f" [rank {rank}]" if rank else ""),
+        smoothing=0.1,
+    )
+    t0, sentences = time.time(), 0
+    try:
+        for index in todo:
+            rows = shards[index]
+            outputs = [None] * len(rows)
+            for batch in batches_by_length([r["n_words"] for r in rows], cfg.max_words_per_batch):
+                words = [rows[i]["words"] for i in batch]
+                gold = kind.gold_targets([rows[i] for i in batch], schema)
+                out = teacher.outputs(
+                    words,
+                    gold,
+                    k=cfg.k,
+                    marginals=cfg.marginals,
+                    hidden_layers=cfg.hidden_layers,
+                    subwords=cfg.subwords,
+                    precision=cfg.precision,
+                )
+                host = to_host(out)
+                if projection is not None:
+                    _project_host(host, projection)
+                for j, i in enumerate(batch):
+                    outputs[i] = (host, j)
+                n = sum(rows[i]["n_words"] for i in batch)
+                sentences += len(batch)
+                bar.update(n)
+                bar.set_postfix(sent_s=f"{sentences / (time.time() - t0):,.0f}")
+                if failure:
+                    raise failure[0]
+            jobs.put((index, rows, outputs))
+    finally:
+        jobs.put(None)
+        thread.join()
+        bar.close()
+    if failure:
+        raise failure[0]

@@ -1,0 +1,363 @@
+"""``distill-cache``: stage one's command line (a thin layer over functions users can call)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ..cache_build.build import BuildConfig
+from ..cache_schema import CacheError, CacheReader, verify_cache
+from ..cache_schema.info import cache_summary, format_summary
+from ..cache_schema.storage import parse_storage_options
+from ..config_fields import make_config
+from ..corpora import FORMATS, CorpusError, derive_label_schema, read_corpus
+from ..corpora.options import tag_names_option
+from ..teachers import KINDS, TeacherError
+from ..teachers.finetune import FinetuneConfig
+from ..version import __version__
+from .options import config_from, config_options, given_values
+
+
+def _storage_options(values: tuple[str, ...]) -> dict:
+    try:
+        return parse_storage_options(values)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--storage-option") from None
+
+
+storage_option = click.option(
+    "--storage-option",
+    "storage_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="fsspec option for remote caches (e.g. endpoint_url=http://127.0.0.1:5000).",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="seqdistill")
+def main() -> None:
+    """Stage one of seqdistill: build, inspect and verify soft-label caches.
+
+    A cache holds what teachers say about every sentence of your corpora (k-best label paths with
+    global probabilities, logits, CRF marginals, hidden layers) in Parquet and Zarr shards with a
+    manifest.json. `distill-train --cache` trains students from it without loading any teacher.
+    A cache is a local directory or an fsspec URL (s3://bucket/cache, memory://...).
+    """
+
+
+@main.command()
+@click.argument("cache")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@storage_option
+def info(cache: str, as_json: bool, storage_options: tuple[str, ...]) -> None:
+    """Corpora, teachers, fields (with bytes per word) and shards of CACHE."""
+    try:
+        reader = CacheReader(cache, _storage_options(storage_options))
+    except CacheError as e:
+        raise click.ClickException(str(e)) from None
+    summary = cache_summary(reader.manifest)
+    click.echo(json.dumps(summary, indent=1) if as_json else format_summary(summary))
+
+
+@main.command()
+@click.argument("cache")
+@click.option("--no-checksums", is_flag=True, help="Skip sha256 (sizes, schemas and alignment only).")
+@click.option("--strict", is_flag=True, help="Stray files (not part of the cache) are errors, not warnings.")
+@storage_option
+def verify(cache: str, no_checksums: bool, strict: bool, storage_options: tuple[str, ...]) -> None:
+    """Check CACHE end to end: checksums, schemas, every layer aligned with the examples, every
+    header and marker file against the manifest, and files that belong to no part of the cache.
+
+    Exits 1 and names each bad file, shard and field when something is wrong; stray files are
+    warnings (exit 0) unless --strict.
+    """
+    found = verify_cache(cache, _storage_options(storage_options), checksums=not no_checksums, strict=strict)
+    errors = [p for p in found if not p.warning]
+    for p in found:
+        click.echo(f"{'WARN' if p.warning else 'BAD'} {p}", err=True)
+    if errors:
+        click.echo(f"{cache}: {len(errors)} problem(s) found", err=True)
+        sys.exit(1)
+    click.echo(f"{cache}: OK" + (f" ({len(found)} warning(s))" if found else ""))
+
+
+@main.command("check-corpus")
+@click.argument("path")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
+@click.option(
+    "--scheme", default=None, help="Tag scheme (IOB1, IOB2, BIOES, BILOU, sBIO, BMES, BMEWO); detected if omitted."
+)
+@click.option("--unlabelled", is_flag=True, help="Ignore tags (raw text, or a labelled file used as transfer data).")
+@click.option("--word-column", type=int, default=0, show_default=True, help="CoNLL: column of the word.")
+@click.option("--tag-column", type=int, default=-1, show_default=True, help="CoNLL: column of the tag.")
+@tag_names_option
+def check_corpus(
+    path: str, fmt: str, scheme: str | None, unlabelled: bool, word_column: int, tag_column: int, tag_names
+) -> None:
+    """Read a corpus as build would, and report its size, scheme and entity types.
+
+    PATH is a CoNLL, JSONL, text or Parquet file, or hf:DIR[@SPLIT] (a datasets save_to_disk
+    directory)."""
+    try:
+        corpus = read_corpus(
+            path,
+            "corpus",
+            format=fmt,
+            labelled=not unlabelled,
+            scheme=scheme,
+            word_column=word_column,
+            tag_column=tag_column,
+            tag_names=tag_names,
+        )
+    except CorpusError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(
+        f"{corpus.path}: {len(corpus.sentences):,} sentences, {corpus.num_words:,} words, sha256 {corpus.sha256[:12]}"
+    )
+    for note in corpus.notes:
+        click.echo(note)
+    if corpus.labelled:
+        from ..cache_schema import LabelSchema
+
+        schema = LabelSchema.from_sequences([s.tags for s in corpus.sentences], corpus.scheme)
+        click.echo(f"scheme {schema.scheme}, entity types: {', '.join(schema.entity_types)}")
+    else:
+        click.echo("unlabelled")
+
+
+@main.command()
+@click.option("--out", required=True, help="Cache directory or fsspec URL (s3://bucket/cache).")
+@click.option(
+    "--teacher",
+    "teacher_dir",
+    required=True,
+    help="Teacher directory (from finetune-teacher, or a Hugging Face token-classification checkpoint).",
+)
+@click.option("--teacher-id", default=None, help="Name of the teacher's layer (default: the directory name).")
+@click.option(
+    "--labelled",
+    multiple=True,
+    metavar="NAME=PATH[@SPLIT]",
+    help="Labelled corpus (split default: train). PATH may be hf:DIR, a datasets save_to_disk directory, whose "
+    "DatasetDict split @SPLIT picks.",
+)
+@click.option(
+    "--unlabelled", multiple=True, metavar="NAME=PATH[@SPLIT]", help="Unlabelled corpus (split default: unlabelled)."
+)
+@tag_names_option
+@config_options(BuildConfig)
+@storage_option
+def build(out, teacher_dir, teacher_id, labelled, unlabelled, tag_names, storage_options, **options) -> None:
+    """Run a teacher over labelled and unlabelled corpora and write its layer of the cache.
+
+    The first build writes the examples layer and the teacher's layer; building again with another
+    teacher adds its layer over the same examples. The same teacher again is a no-op; a killed build
+    resumes when run again. Under torchrun, ranks split the shards. One build at a time writes a
+    cache: a second one fails naming the first (or waits, with --wait); a dead build's lock is
+    broken automatically.
+    """
+    from ..cache_build.build import BuildError, CorpusSpec, build_cache
+
+    if not labelled and not unlabelled:
+        raise click.UsageError("give at least one --labelled or --unlabelled corpus")
+    cfg = config_from(BuildConfig, options, "distill-cache build")
+    try:
+        specs = [CorpusSpec.parse(x, True, tag_names) for x in labelled] + [
+            CorpusSpec.parse(x, False, tag_names) for x in unlabelled
+        ]
+        build_cache(
+            out,
+            teacher_dir,
+            specs,
+            cfg,
+            teacher_id=teacher_id,
+            storage_options=_storage_options(storage_options),
+            log=click.echo,
+        )
+    except (BuildError, CorpusError, CacheError, TeacherError) as e:
+        raise click.ClickException(str(e)) from None
+
+
+@main.command("finetune-teacher")
+@click.option(
+    "--encoder",
+    "encoders",
+    required=True,
+    multiple=True,
+    help="Pretrained encoder: a local Hugging Face directory or a hub name (repeat with --co-finetune).",
+)
+@click.option(
+    "--co-finetune",
+    is_flag=True,
+    help="Fine-tune every --encoder together under one shared head (paper 002, §2.1); teacher i is "
+    "saved to OUT/<last part of encoder i's path>.",
+)
+@click.option(
+    "--train", "train_path", required=True, help="Labelled training corpus (CoNLL, JSONL, Parquet, hf:DIR[@SPLIT])."
+)
+@click.option("--dev", "dev_path", required=True, help="Labelled dev corpus, for early stopping on F1.")
+@click.option("--test", "test_path", default=None, help="Labelled test corpus: scored with the best epoch at the end.")
+@click.option("--out", "out_dir", required=True, help="Directory for the fine-tuned teacher.")
+@click.option("--scheme", default=None, help="Tag scheme to train in (default: that of --train).")
+@tag_names_option
+@config_options(FinetuneConfig)
+@click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if available).")
+@click.option("--trust-remote-code", is_flag=True, help="Allow the encoder's own Python code to run (off by default).")
+def finetune_teacher(
+    encoders,
+    co_finetune,
+    train_path,
+    dev_path,
+    test_path,
+    out_dir,
+    scheme,
+    tag_names,
+    device,
+    trust_remote_code,
+    **options,
+) -> None:
+    """Fine-tune a teacher of any kind (--head) on a labelled corpus.
+
+    Paper 000's recipe by default: layer-wise learning-rate decay 0.9 from the top block down,
+    1e-3 for the head and CRF, dropout 0.5 on the encoder output, early stopping on dev F1. The
+    output directory is a self-contained teacher for `distill-cache build --teacher DIR`.
+
+    With --co-finetune and two or more --encoder, the encoders learn together under one shared
+    linear layer (and CRF), the sum of their losses (paper 002, §2.1); each is saved as a plain
+    teacher directory under OUT, ready for one `distill-cache build` each into the same cache.
+
+    Killed at any point, the same command resumes from OUT/checkpoint and ends as an
+    uninterrupted run would; the checkpoint is removed when the run ends.
+    """
+    from ..teachers import load_teacher
+    from ..teachers.finetune import evaluate
+
+    if len(encoders) > 1 and not co_finetune:
+        raise click.UsageError("several --encoder are fine-tuned together only with --co-finetune")
+    head = options["head"]
+    kind = KINDS[head]
+    if co_finetune and (len(encoders) < 2 or not kind.co_finetune):
+        able = ", ".join(k.name for k in KINDS.values() if k.co_finetune)
+        raise click.UsageError(f"--co-finetune needs two or more --encoder and --head one of {able}")
+
+    target = kind.target_scheme or scheme  # a kind's own scheme (SenT': sBIO): corpora are converted
+    try:
+        corpora = [
+            read_corpus(train_path, "train", "train", scheme=scheme, tag_names=tag_names),
+            read_corpus(dev_path, "dev", "dev", scheme=scheme, tag_names=tag_names),
+        ]
+        if test_path:
+            corpora.append(read_corpus(test_path, "test", "test", scheme=scheme, tag_names=tag_names))
+        schema, corpora = derive_label_schema(corpora, target)
+        for c in corpora:
+            c.check_labels(schema)
+    except CorpusError as e:
+        raise click.ClickException(str(e)) from None
+    # the kind's paper's defaults (FinetuneConfig.for_head), then what the command line gives
+    given = given_values(FinetuneConfig, options, only_given=True)
+    given.pop("head", None)
+    try:
+        overrides = make_config(FinetuneConfig, given, "distill-cache finetune-teacher", "this command").__dict__
+        cfg = FinetuneConfig.for_head(head, **{k: overrides[k] for k in given})
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    click.echo(
+        f"label schema: {schema.scheme} over {', '.join(schema.entity_types)}; "
+        f"{len(corpora[0].sentences):,} training sentences"
+    )
+    try:
+        summary = _finetune(encoders, co_finetune, corpora, schema, out_dir, cfg, trust_remote_code, device)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    saved = summary["teachers"] if co_finetune else [str(out_dir)]
+    if test_path:
+        tests = {}
+        for d in saved:
+            best = load_teacher(d, trust_remote_code=trust_remote_code, device=device or _default_device())
+            tests[d] = scores = evaluate(best, corpora[2].sentences)
+            click.echo(
+                f"test ({d}): P {100 * scores['precision']:.2f}  R {100 * scores['recall']:.2f}  "
+                f"F1 {100 * scores['f1']:.2f}"
+            )
+        summary["test"] = tests[saved[0]] if not co_finetune else tests
+        (Path(out_dir) / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
+    click.echo(
+        f"best dev F1 {100 * summary['best_dev_f1']:.2f} at epoch {summary['best_epoch']}; "
+        f"teacher{'s' if len(saved) > 1 else ''} in {', '.join(saved)}"
+    )
+
+
+def _finetune(encoders, co_finetune: bool, corpora, schema, out_dir, cfg, trust_remote_code: bool, device) -> dict:
+    from ..teachers.cofinetune import cofinetune
+    from ..teachers.finetune import finetune
+
+    train, dev = corpora[0].sentences, corpora[1].sentences
+    if co_finetune:
+        return cofinetune(
+            list(encoders),
+            train,
+            dev,
+            schema,
+            out_dir,
+            cfg,
+            trust_remote_code=trust_remote_code,
+            device=device,
+            log=click.echo,
+        )
+    return finetune(
+        encoders[0],
+        train,
+        dev,
+        schema,
+        out_dir,
+        cfg,
+        trust_remote_code=trust_remote_code,
+        device=device,
+        log=click.echo,
+    )
+
+
+@main.command("few-shot-split")
+@click.option("--corpus", "corpus_path", required=True, help="Labelled corpus (CoNLL, JSONL, Parquet, hf:DIR[@SPLIT]).")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    help="Directory for gold_train.txt, gold_dev.txt, silver.txt (and gold_test.txt).",
+)
+@click.option("--train", "n_train", type=int, required=True, help="Gold training sentences (paper 004: 100 or 300).")
+@click.option("--dev", "n_dev", type=int, required=True, help="Gold dev sentences (paper 004: 50 or 150).")
+@click.option(
+    "--test",
+    "n_test",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Also hold out this many sentences as gold_test.txt (a corpus without a test split).",
+)
+@click.option("--seed", type=int, default=13, show_default=True)
+@tag_names_option
+def few_shot_split_cmd(corpus_path, out_dir, n_train, n_dev, n_test, seed, tag_names) -> None:
+    """Draw a small gold train/dev split; the rest of the corpus becomes silver text (labels hidden)."""
+    from ..corpora.splits import few_shot_split
+
+    try:
+        paths = few_shot_split(corpus_path, out_dir, n_train, n_dev, seed, n_test, tag_names=tag_names)
+    except CorpusError as e:
+        raise click.ClickException(str(e)) from None
+    for k, v in paths.items():
+        click.echo(f"{k}: {v}")
+
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+if __name__ == "__main__":
+    main()

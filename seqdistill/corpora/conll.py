@@ -1,0 +1,58 @@
+"""CoNLL column files: one token per line, a blank line between sentences, ``-DOCSTART-`` starting a
+document (the format overview is in ``seqdistill.corpora``)."""
+
+from __future__ import annotations
+
+from .sentences import DOCSTART, CorpusError, Sentence
+
+
+def parse_conll(lines: list[str], path: str, word_column: int, tag_column: int | None) -> list[Sentence]:
+    sentences: list[Sentence] = []
+    words: list[str] = []
+    tags: list[str] = []
+    tag_lines: list[int] = []
+    width = None
+    doc, has_docs = 0, False
+
+    def flush() -> None:
+        if words:
+            sentences.append(
+                Sentence(
+                    list(words),
+                    list(tags) if tag_column is not None else None,
+                    str(doc) if has_docs else None,
+                    tag_lines[0],
+                    list(tag_lines),
+                )
+            )
+        words.clear(), tags.clear(), tag_lines.clear()
+
+    for n, line in enumerate(lines, 1):
+        cols = line.split()
+        if not cols:
+            flush()
+            continue
+        if cols[0] == DOCSTART:
+            flush()
+            doc, has_docs = doc + 1, True
+            continue
+        if width is None:
+            width = len(cols)
+            for c, what in ((word_column, "word"), (tag_column, "tag")):
+                if c is not None and not -width <= c < width:
+                    raise CorpusError(path, n, f"the {what} column {c} does not exist: lines have {width} columns")
+            if tag_column is not None and width < 2:
+                raise CorpusError(path, n, "one column only: there is no tag column (read it as unlabelled?)")
+        elif len(cols) != width:
+            raise CorpusError(
+                path,
+                n,
+                f"{len(cols)} columns where earlier lines have {width} "
+                "(if this is raw text, a sentence per line, read it as unlabelled)",
+            )
+        words.append(cols[word_column])
+        tag_lines.append(n)
+        if tag_column is not None:
+            tags.append(cols[tag_column])
+    flush()
+    return sentences

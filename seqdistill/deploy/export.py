@@ -1,0 +1,240 @@
+"""``distill-export``: a trained student or teacher as a self-contained ONNX directory
+(``seqdistill.inference.onnx_runtime`` describes the directory and runs it).
+
+Decisions, named here:
+
+* Each model builds its own graph (``export_graph()`` of a student architecture or a teacher,
+  docs/ARCHITECTURE.md): this module knows no architecture and no teacher kind. It traces the
+  graph on ``EXAMPLE``, fed as the runtime feeds it (``onnx_runtime.example_feed``).
+* The graph stops at word scores (token scores for encoders, pooled in numpy); decoding (CRF
+  Viterbi, the per-type BILOU Viterbi, argmax) is the one numpy decoder of
+  ``seqdistill.decode``, shared by every runtime. A Viterbi in ONNX would be a Loop
+  whose per-step overhead in ONNX Runtime exceeds numpy's; docs/BENCHMARKS.md measures decoding.
+* The exporter is torch's TorchScript-based one (``dynamo=False``): it exports a model in about a
+  second where the dynamo exporter takes several, and lets the SRU recurrence (a loop over the
+  sentence's own length) be written as one placeholder node that becomes an ONNX ``Scan`` whose
+  body is the 13 operations of one step (``students.sru.SRUScan``, ``replace_sru_scans``).
+* A bidirectional LSTM is exported without packing, exactly (``onnx_graphs.PaddedBiLSTM``).
+* ``--quantize int8`` is ONNX Runtime's dynamic quantization (int8 weights, activations quantized
+  on the fly) of the MatMul, Gemm and LSTM weights; the word embedding matrix stays fp32. Static
+  int8 is not offered: on CoNLL-2003 it is known to collapse a BERT tagger's F1. ``--check``
+  scores the export against the torch model on a labelled corpus and fails beyond
+  ``--max-f1-drop``.
+* SenTScore teachers (an encoder-decoder read by beam search) are not exported: distil one into a
+  student and export the student.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+
+import click
+import numpy as np
+import torch
+
+from ..corpora.options import tag_names_option
+from ..inference.onnx_runtime import (
+    DECODE_FILE,
+    EXPORT_FORMAT,
+    EXPORT_JSON,
+    EXPORT_VERSION,
+    ONNX_FILE,
+    ExportError,
+    example_feed,
+    is_export_dir,
+    sha256_file,
+)
+from ..inference.tagger import Tagger
+from ..inference.torch_models import TorchStudent, TorchTeacher, is_student_dir
+from ..version import __version__
+
+OPSET = 17
+QUANTIZE = ("none", "int8")
+
+
+EXAMPLE = [["the", "quick", "brown", "fox", "jumps"], ["over", "the"], ["dog"]]  # traced shapes; any words do
+AXES = {
+    "bags": {
+        "piece_ids": ["batch", "words", "pieces"],
+        "piece_mask": ["batch", "words", "pieces"],
+        "lengths": ["batch"],
+        "scores": ["batch", "words"],
+    },
+    "subwords": {
+        "ids": ["batch", "subwords"],
+        "lengths": ["batch"],
+        "pool": ["batch", "words", "subwords"],
+        "scores": ["batch", "words"],
+    },
+    "segments": {
+        "input_ids": ["segments", "tokens"],
+        "attention_mask": ["segments", "tokens"],
+        "scores": ["segments", "tokens"],
+    },
+}
+
+
+def _fingerprint(d: Path, backend) -> dict:
+    if backend.kind == "teacher":
+        from ..teachers import teacher_fingerprints
+
+        return teacher_fingerprints(d)
+    return {"weights": sha256_file(d / "model.safetensors")}
+
+
+def export_model(model_dir, out_dir, *, quantize: str = "none", trust_remote_code: bool = False) -> Path:
+    """Export a student or teacher directory to ``out_dir`` (a new directory, written whole or
+    not at all: built under a temporary name beside it and renamed)."""
+    src, out = Path(model_dir), Path(out_dir)
+    if quantize not in QUANTIZE:
+        raise ExportError(f"--quantize {quantize!r} is not one of {', '.join(QUANTIZE)}")
+    if not src.is_dir():
+        raise FileNotFoundError(f"{src}: no such model directory")
+    if is_export_dir(src):
+        raise ExportError(f"{src}: already an exported directory; export the student or teacher it came from")
+    if out.exists() and any(out.iterdir()):
+        raise ExportError(f"{out}: exists and is not empty; choose a new directory or remove it")
+    backend = TorchStudent(src) if is_student_dir(src) else TorchTeacher(src, trust_remote_code=trust_remote_code)
+    graph, inputs, fields = backend.module.export_graph()  # the architecture's or teacher kind's own
+    feed = example_feed(inputs, fields, backend.tokenizer, EXAMPLE)
+    axes = dict(AXES[inputs])
+    if fields.get("chars"):
+        axes["char_ids"] = ["batch", "words", "bytes"]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        fp32 = tmp / ("model.fp32.onnx" if quantize == "int8" else ONNX_FILE)
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation and tracer notes
+            torch.onnx.export(
+                graph.eval(),
+                tuple(torch.from_numpy(v) for v in feed.values()),
+                str(fp32),
+                dynamo=False,
+                opset_version=OPSET,
+                input_names=list(feed),
+                output_names=["scores"],
+                dynamic_axes={k: dict(enumerate(v)) for k, v in axes.items()},
+                custom_opsets=getattr(graph, "custom_opsets", None),
+            )
+        if hasattr(graph, "finish_onnx"):
+            graph.finish_onnx(fp32)  # e.g. the SRU recurrence's placeholder node becomes a Scan
+        if quantize == "int8":
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            quantize_dynamic(
+                str(fp32),
+                str(tmp / ONNX_FILE),
+                weight_type=QuantType.QInt8,
+                op_types_to_quantize=["MatMul", "Gemm", "LSTM"],
+            )
+            fp32.unlink()
+        decoder = backend.decoder
+        if decoder.transitions is not None:
+            from safetensors.numpy import save_file
+
+            save_file(
+                dict(zip(("transitions", "start", "end"), (np.ascontiguousarray(a) for a in decoder.transitions))),
+                str(tmp / DECODE_FILE),
+            )
+        backend.tokenizer.save_pretrained(tmp / "tokenizer")
+        meta = {
+            "format": EXPORT_FORMAT,
+            "format_version": EXPORT_VERSION,
+            "tool_version": __version__,
+            "kind": backend.kind,
+            "model": backend.what,
+            "source": {"path": str(src), **_fingerprint(src, backend)},
+            "inputs": inputs,
+            "decoder": decoder.kind,
+            "label_schema": decoder.schema.to_json(),
+            "entity_types": list(decoder.entity_types),
+            "quantize": quantize,
+            "opset": OPSET,
+            "params": backend.params,
+            "params_without_embeddings": backend.params_without_embeddings,
+            "onnx": ONNX_FILE,
+            "onnx_sha256": sha256_file(tmp / ONNX_FILE),
+            **fields,
+        }
+        (tmp / EXPORT_JSON).write_text(json.dumps(meta, indent=1) + "\n")
+        if (src / "training.json").exists():  # provenance for the model card (distill-eval --card)
+            shutil.copyfile(src / "training.json", tmp / "training.json")
+        if out.exists():
+            out.rmdir()
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def check_export(
+    model_dir, export_dir, data: str, *, fmt: str = "auto", tag_names: tuple[str, ...] | None = None
+) -> tuple[float, float]:
+    """Micro F1 of the torch model and of its export on a labelled corpus (every span of a
+    nested corpus); ``tag_names`` names integer tag ids of a Parquet or ``hf:`` corpus."""
+    from ..corpora import read_corpus
+    from .evaluate import score_tagger
+
+    corpus = read_corpus(data, "check", "test", format=fmt, tag_names=tag_names)
+    return (score_tagger(Tagger.load(model_dir), corpus)["f1"], score_tagger(Tagger.load(export_dir), corpus)["f1"])
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--model", "model_dir", required=True, help="Student or teacher directory.")
+@click.option("--out", "out_dir", required=True, help="New directory for the export.")
+@click.option(
+    "--quantize",
+    type=click.Choice(QUANTIZE),
+    default="none",
+    show_default=True,
+    help="int8: dynamic quantization of the MatMul, Gemm and LSTM weights (ONNX Runtime).",
+)
+@click.option(
+    "--check",
+    "check_data",
+    default=None,
+    help="Labelled corpus (CoNLL, JSONL, Parquet, hf:DIR[@SPLIT]): score the export against the torch model on it.",
+)
+@tag_names_option
+@click.option(
+    "--max-f1-drop",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help="With --check: the most F1 points the export may lose; beyond it, exit 1.",
+)
+@click.option("--trust-remote-code", is_flag=True, help="Allow a teacher's own code from its directory.")
+def main(model_dir, out_dir, quantize, check_data, tag_names, max_f1_drop, trust_remote_code) -> None:
+    """Export a student or teacher to a self-contained ONNX directory (graph, tokenizer, label
+    schema, decoding tables, export.json), loadable with ``seqdistill.Tagger.load`` and by
+    ``distill-eval`` and ``distill-predict``."""
+    from ..corpora import CorpusError
+
+    try:
+        out = export_model(model_dir, out_dir, quantize=quantize, trust_remote_code=trust_remote_code)
+        meta = json.loads((out / EXPORT_JSON).read_text())
+        click.echo(
+            f"{meta['kind']} {meta['model']} -> {out} (ONNX, {quantize}, decoder {meta['decoder']}, "
+            f"{(out / ONNX_FILE).stat().st_size / 2**20:.1f} MiB)"
+        )
+        if check_data:
+            torch_f1, export_f1 = check_export(model_dir, out, check_data, tag_names=tag_names)
+            drop = 100 * (torch_f1 - export_f1)
+            click.echo(
+                f"F1 on {check_data}: torch {100 * torch_f1:.2f}, export {100 * export_f1:.2f} "
+                f"(drop {drop:+.2f}, allowed {max_f1_drop:.2f})"
+            )
+            if drop > max_f1_drop:
+                raise click.ClickException(
+                    f"the export loses {drop:.2f} F1 points on {check_data}, more than "
+                    f"--max-f1-drop {max_f1_drop}: ship the fp32 export (--quantize none) "
+                    f"or allow a larger drop; {out} is kept for inspection"
+                )
+    except (CorpusError, ExportError, FileNotFoundError, ValueError) as e:
+        raise click.ClickException(str(e)) from None

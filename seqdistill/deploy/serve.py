@@ -1,0 +1,631 @@
+"""``distill-serve``: any model directory (a torch student, a teacher, an exported ONNX directory)
+behind HTTP, with dynamic micro-batching across concurrent requests. One idea in one module (over
+400 lines, most of them the decisions below): the server and its batching worker.
+
+    distill-serve --model student-onnx/ --port 8080
+    curl -s localhost:8080/tag -d '{"texts": ["Peter Blackburn visits Paris."]}'
+
+Endpoints:
+
+* ``POST /tag`` — ``{"texts": ["...", ...]}`` (raw texts, split into words by
+  ``seqdistill.inference.words``' rule) or ``{"tokens": [["w", ...], ...]}`` (pre-split; offsets
+  then point into the words joined by one space). Answers ``{"model": NAME, "sentences": [...]}``,
+  one object per input in input order: ``Tagger``'s output as JSON (text, words, character offsets,
+  tags, and spans with their word and character offsets, text and score).
+* ``GET /health`` — ``{"status": "ok"}`` and counters: requests, sentences, model calls (failed
+  ones too), the largest batch, what is queued.
+* ``GET /info`` — what the model is (kind, architecture, runtime, tag scheme, labels, parameters),
+  the facts its directory holds (``config.json``, ``teacher.json``, ``export.json``, a summary of
+  ``training.json``), the front matter of its model card (``README.md``, as ``distill-eval --card``
+  writes it) when there is one, and the server's limits.
+
+Decisions, named here:
+
+* **Dynamic micro-batching with one batching worker and an adaptive wait** (the queue-and-worker
+  scheme of Triton's dynamic batcher and TorchServe's batch aggregation): each request puts its
+  sentences on a queue and awaits a future; one asyncio task takes queued requests, whole, up to
+  ``--max-batch`` sentences, runs one ``Tagger`` call over all of them in a worker thread (the event
+  loop keeps accepting and parsing requests meanwhile), and resolves each request's future with its
+  slice. Requests that arrive while the model is busy queue up and form the next batch, so under
+  load batches fill without any waiting. When the model is idle, the worker waits for company, but
+  only as much as the previous batch had (as many requests), and never longer than
+  ``--max-wait-ms`` after the oldest request arrived: a lone client's requests never wait (a fixed
+  wait cost each of them the whole deadline), and N steady clients form batches of N as soon as the N
+  requests are in, instead of idling until the deadline because N is under ``--max-batch``
+  (docs/BENCHMARKS.md measures both). After a burst, the first lone request waits the deadline
+  once, and the expected company drops to what came. ``--max-wait-ms 0``: never wait, take what
+  is queued. A request is never split: one larger than ``--max-batch`` runs alone. One model
+  call runs at a time: torch's thread count is process-wide and ONNX Runtime's session has its own
+  threads, so concurrency inside the model comes from ``--threads``, not from parallel calls.
+* **A batch is one Tagger call, in forward passes of ``--model-batch`` sentences (8)**: the Tagger
+  sorts the batch's sentences by length and runs them 8 at a time. Requests come in any order of
+  length, and one forward pass over 32 of them pads every sentence to the longest, which cost the
+  int8 student and the teacher more per sentence than passes of 8 on CoNLL-2003 test sentences
+  (docs/BENCHMARKS.md, "distill-serve"); passes of similar length cut at a padding bound did no
+  better than 8.
+* **A failing model call is retried one request at a time**: when a batch of several requests
+  fails, each request is run again alone, so that an input that breaks the model fails only its
+  own request (500, JSON, naming the exception) and the others are answered. The server keeps
+  serving; the traceback goes to the log.
+* **Bounded input, with a 4xx and a JSON ``{"error": ...}`` naming what is wrong**: a body over
+  ``--max-body-bytes`` is 413, refused from its Content-Length or, when chunked, as soon as it
+  passes the limit (never read whole); more than ``--max-texts`` inputs or a text (or joined
+  words) over ``--max-text-chars`` characters is 413; malformed JSON is 400; a body that is not an
+  object, with neither or both of ``texts`` and ``tokens``, an unknown field, an empty list, a
+  non-string text or word, or an empty or blank word, is 422. An empty text is valid (no words,
+  no spans), as for the Tagger. Unknown paths and methods get 404 and 405, in JSON too.
+* starlette on uvicorn (the ``serve`` extra); one process, one model. For more cores, run more
+  processes behind a load balancer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import socket
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+
+from ..inference import TaggedSentence, Tagger
+from .evaluate import DEFAULT_THREADS
+
+log = logging.getLogger("seqdistill.serve")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may hold."""
+
+    max_body_bytes: int = 1 << 20
+    max_texts: int = 256
+    max_text_chars: int = 10_000
+
+
+class RequestError(Exception):
+    """A request the server refuses: its HTTP status and a message for the client."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class ModelError(Exception):
+    """The model call failed for this request."""
+
+
+# -- micro-batching ----------------------------------------------------------------------------------
+@dataclass
+class _Job:
+    items: list  # texts (str) or word lists (list[str])
+    future: asyncio.Future
+    enqueued: float  # loop time
+
+
+@dataclass
+class Stats:
+    requests: int = 0  # answered with tags
+    sentences: int = 0
+    model_calls: int = 0
+    failed_calls: int = 0
+    largest_batch: int = 0  # sentences in one model call
+    started: float = field(default_factory=time.time)
+
+
+class MicroBatcher:
+    """Dynamic micro-batching (module docstring): ``await batcher.submit(items)`` returns the
+    items' tagged sentences as JSON dicts, tagged in one model call with whatever other requests'
+    items were queued with them."""
+
+    def __init__(self, tagger: Tagger, max_batch: int = 32, max_wait_ms: float = 5.0, model_batch: int = 8):
+        if max_batch < 1 or model_batch < 1:
+            raise ValueError(f"max_batch and model_batch must be at least 1, not {max_batch}, {model_batch}")
+        if max_wait_ms < 0:
+            raise ValueError(f"max_wait_ms must be at least 0, not {max_wait_ms}")
+        self.tagger = tagger
+        self.max_batch = max_batch
+        self.max_wait = max_wait_ms / 1000
+        self.model_batch = model_batch
+        self.stats = Stats()
+        self._pending: deque[_Job] = deque()
+        self._queued = 0  # sentences in _pending
+        self._company = 1  # requests in the last batch: as many as the worker waits for
+        self._arrived: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    @property
+    def queued(self) -> int:
+        return self._queued
+
+    def start(self) -> None:
+        """Start the worker on the running event loop."""
+        self._arrived = asyncio.Event()
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="seqdistill-model")
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="seqdistill-batcher")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for job in self._pending:
+            if not job.future.done():
+                job.future.set_exception(ModelError("the server is shutting down"))
+        self._pending.clear()
+        self._queued = 0
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+
+    async def submit(self, items: list) -> list[dict]:
+        if self._task is None or self._task.done():
+            raise ModelError("the batching worker is not running")
+        loop = asyncio.get_running_loop()
+        job = _Job(items, loop.create_future(), loop.time())
+        self._pending.append(job)
+        self._queued += len(items)
+        self._arrived.set()
+        return await job.future
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            while not self._pending:
+                self._arrived.clear()
+                await self._arrived.wait()
+            # wait for as many requests as the last batch had, until the batch is full or the
+            # oldest request has waited max_wait (the adaptive wait of the module docstring)
+            while self._queued < self.max_batch and len(self._pending) < self._company:
+                left = self._pending[0].enqueued + self.max_wait - loop.time()
+                if left <= 0:
+                    break
+                self._arrived.clear()
+                try:
+                    async with asyncio.timeout(left):
+                        await self._arrived.wait()
+                except TimeoutError:
+                    break
+            jobs, n = [], 0
+            while self._pending and (not jobs or n + len(self._pending[0].items) <= self.max_batch):
+                job = self._pending.popleft()
+                self._queued -= len(job.items)
+                if job.future.done():  # the client went away
+                    continue
+                jobs.append(job)
+                n += len(job.items)
+            if jobs:
+                self._company = len(jobs)
+                try:
+                    await self._execute(jobs, loop)
+                except asyncio.CancelledError:
+                    for job in jobs:
+                        if not job.future.done():
+                            job.future.set_exception(ModelError("the server is shutting down"))
+                    raise
+
+    def _call(self, items: list) -> list[dict]:
+        """In the model thread: one Tagger call, and the results as JSON dicts."""
+        return [sentence_json(s) for s in self.tagger(items, batch_size=self.model_batch, scores=True)]
+
+    async def _execute(self, jobs: list[_Job], loop) -> None:
+        items = [x for job in jobs for x in job.items]
+        self.stats.model_calls += 1
+        self.stats.largest_batch = max(self.stats.largest_batch, len(items))
+        try:
+            out = await loop.run_in_executor(self._executor, self._call, items)
+        except Exception as e:
+            self.stats.failed_calls += 1
+            if len(jobs) > 1:  # decision: retry each request alone, so that a bad input fails only its own
+                log.warning(
+                    "a batch of %d requests failed (%s: %s); retrying each alone", len(jobs), type(e).__name__, e
+                )
+                for job in jobs:
+                    await self._execute([job], loop)
+                return
+            log.error("model call failed", exc_info=e)
+            if not jobs[0].future.done():
+                jobs[0].future.set_exception(ModelError(f"{type(e).__name__}: {str(e)[:300]}"))
+            return
+        pos = 0
+        for job in jobs:
+            part = out[pos : pos + len(job.items)]
+            pos += len(job.items)
+            if not job.future.done():
+                job.future.set_result(part)
+                self.stats.requests += 1
+                self.stats.sentences += len(part)
+
+
+def sentence_json(s: TaggedSentence) -> dict:
+    """``TaggedSentence.to_json()``, built directly: ``dataclasses.asdict`` is about 50 times slower,
+    a noticeable share of a small student's whole call at batch 1."""
+    return {
+        "text": s.text,
+        "words": s.words,
+        "offsets": [[a, b] for a, b in s.offsets],
+        "tags": s.tags,
+        "spans": [
+            {
+                "type": e.type,
+                "start": e.start,
+                "end": e.end,
+                "char_start": e.char_start,
+                "char_end": e.char_end,
+                "text": e.text,
+                "score": e.score,
+            }
+            for e in s.spans
+        ],
+    }
+
+
+# -- request checks ----------------------------------------------------------------------------------
+async def read_body(request, limit: int) -> bytes:
+    """The body, refused (413) past ``limit`` bytes: from its Content-Length before reading, or
+    while reading a chunked one, never read whole."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise RequestError(413, f"the body is {int(declared):,} bytes; the limit is {limit:,} (--max-body-bytes)")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestError(413, f"the body is over {limit:,} bytes, the limit (--max-body-bytes)")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_request(body: bytes, limits: Limits) -> list:
+    """The inputs of a ``/tag`` body: a list of texts or of word lists, checked."""
+    if not body.strip():
+        raise RequestError(400, 'empty body; send a JSON object {"texts": [...]} or {"tokens": [[...], ...]}')
+    try:
+        data = json.loads(body)
+    except UnicodeDecodeError:
+        raise RequestError(400, "malformed JSON: the body is not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise RequestError(400, f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except RecursionError:
+        raise RequestError(400, "malformed JSON: nested too deeply") from None
+    if not isinstance(data, dict):
+        raise RequestError(
+            422, f'the body must be a JSON object {{"texts": [...]}} or {{"tokens": [[...], ...]}}, not {_kind(data)}'
+        )
+    present = [k for k in ("texts", "tokens") if k in data]
+    unknown = sorted(set(data) - {"texts", "tokens"})
+    if unknown:
+        hint = ' (did you mean "texts"?)' if "text" in unknown else ""
+        raise RequestError(422, f"unknown field(s) {', '.join(map(repr, unknown))}{hint}; send texts or tokens")
+    if len(present) != 1:
+        raise RequestError(
+            422,
+            'send exactly one of "texts" (a list of strings) and "tokens" (a list of lists of words), '
+            + ("not both" if present else "not neither"),
+        )
+    key = present[0]
+    items = data[key]
+    if not isinstance(items, list):
+        raise RequestError(422, f'"{key}" must be a list, not {_kind(items)}')
+    if not items:
+        raise RequestError(422, f'"{key}" is empty; send at least one input')
+    if len(items) > limits.max_texts:
+        raise RequestError(413, f'"{key}" holds {len(items):,} inputs; the limit is {limits.max_texts:,} (--max-texts)')
+    for i, item in enumerate(items):
+        if key == "texts":
+            if not isinstance(item, str):
+                raise RequestError(422, f"texts[{i}] must be a string, not {_kind(item)}")
+            chars = len(item)
+        else:
+            if not isinstance(item, list):
+                raise RequestError(422, f"tokens[{i}] must be a list of words (strings), not {_kind(item)}")
+            for j, w in enumerate(item):
+                if not isinstance(w, str):
+                    raise RequestError(422, f"tokens[{i}][{j}] must be a string, not {_kind(w)}")
+                if not w.strip():
+                    raise RequestError(422, f"tokens[{i}][{j}] is empty or blank; a word needs a character")
+            chars = sum(len(w) for w in item) + max(0, len(item) - 1)  # the words joined by one space
+        if chars > limits.max_text_chars:
+            raise RequestError(
+                413, f"{key}[{i}] is {chars:,} characters; the limit is {limits.max_text_chars:,} (--max-text-chars)"
+            )
+    return items
+
+
+def _kind(x) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(x), "a number" if isinstance(x, (int, float)) else type(x).__name__
+    )
+
+
+# -- /info ---------------------------------------------------------------------------------------------
+TRAINING_KEYS = (
+    "recipe",
+    "teacher",
+    "teachers",
+    "encoder",
+    "train_sentences",
+    "best_epoch",
+    "best_dev_f1",
+    "provenance",
+)
+
+
+def front_matter(readme: Path) -> dict | str | None:
+    """A model card's front matter: JSON (as ``distill-eval --card`` writes it) or YAML (when
+    PyYAML is there, as transformers installs it); the raw text when neither reads it."""
+    try:
+        text = readme.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text.startswith("---\n") or "\n---" not in text[3:]:
+        return None
+    raw = text[4 : text.index("\n---", 3)]
+    try:
+        return json.loads(raw)
+    except ValueError:
+        pass
+    try:
+        import yaml
+
+        data = yaml.safe_load(raw)
+        return data if isinstance(data, dict) else raw
+    except Exception:  # no PyYAML, or not YAML
+        return raw
+
+
+def model_info(tagger: Tagger, model_dir) -> dict:
+    """What the model is, and the facts its directory holds."""
+    d = Path(model_dir)
+    decoder = tagger.decoder
+    info = {
+        "name": tagger.name,
+        "path": str(d.resolve()),
+        "kind": tagger.kind,
+        "architecture": tagger.backend.what,
+        "runtime": tagger.runtime,
+        "scheme": decoder.schema.scheme if decoder is not None else None,
+        "labels": list(decoder.schema.tags) if decoder is not None else None,
+        "entity_types": list(decoder.schema.entity_types) if decoder is not None else None,
+        "nested": tagger.nested,
+        "decoder": decoder.kind if decoder is not None else None,
+        "parameters": {"all": tagger.params, "without_embeddings": tagger.params_without_embeddings},
+    }
+
+    def read(name):
+        try:
+            return json.loads((d / name).read_text())
+        except (OSError, ValueError):
+            return None
+
+    files = {}
+    for name in ("config.json", "teacher.json", "export.json"):
+        data = read(name)
+        if isinstance(data, dict):
+            files[name] = data
+    training = read("training.json")
+    if isinstance(training, dict):
+        summary = {k: training[k] for k in TRAINING_KEYS if training.get(k) is not None}
+        config = training.get("config") or {}
+        for k in ("recipe", "teacher", "losses", "epochs", "hidden_size"):
+            if config.get(k) is not None:
+                summary.setdefault(k, config[k])
+        files["training.json"] = summary
+    info["files"] = files
+    extra = (files.get("config.json") or {}).get("extra") or {}
+    info["recipe"] = (files.get("training.json") or {}).get("recipe") or extra.get("recipe")
+    card = front_matter(d / "README.md") if (d / "README.md").is_file() else None
+    if card is not None:
+        info["card"] = card
+    return info
+
+
+# -- the app -------------------------------------------------------------------------------------------
+def create_app(
+    tagger: Tagger,
+    model_dir=None,
+    *,
+    max_batch: int = 32,
+    max_wait_ms: float = 5.0,
+    model_batch: int = 8,
+    limits: Limits | None = None,
+):
+    """The starlette app serving ``tagger``; its batching worker runs while the app runs (lifespan).
+    ``app.state.batcher`` holds the batcher (its ``stats``)."""
+    from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    limits = limits or Limits()
+    batcher = MicroBatcher(tagger, max_batch, max_wait_ms, model_batch)
+    info = model_info(tagger, model_dir) if model_dir is not None else {"name": tagger.name, "kind": tagger.kind}
+    info["server"] = {
+        "max_batch": max_batch,
+        "max_wait_ms": max_wait_ms,
+        "model_batch": model_batch,
+        "max_texts": limits.max_texts,
+        "max_body_bytes": limits.max_body_bytes,
+        "max_text_chars": limits.max_text_chars,
+    }
+
+    async def tag(request):
+        try:
+            items = parse_request(await read_body(request, limits.max_body_bytes), limits)
+        except RequestError as e:
+            return JSONResponse({"error": e.message}, status_code=e.status)
+        try:
+            sentences = await batcher.submit(items)
+        except ModelError as e:
+            return JSONResponse({"error": f"the model failed on this request: {e}"}, status_code=500)
+        return JSONResponse({"model": tagger.name, "sentences": sentences})
+
+    async def health(request):
+        s = batcher.stats
+        return JSONResponse(
+            {
+                "status": "ok",
+                "model": tagger.name,
+                "uptime_s": round(time.time() - s.started, 3),
+                "requests": s.requests,
+                "sentences": s.sentences,
+                "model_calls": s.model_calls,
+                "failed_calls": s.failed_calls,
+                "largest_batch": s.largest_batch,
+                "queued_sentences": batcher.queued,
+            }
+        )
+
+    async def get_info(request):
+        return JSONResponse(info)
+
+    async def http_error(request, exc: HTTPException):
+        return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+    async def server_error(request, exc: Exception):
+        log.error("unhandled error", exc_info=exc)
+        return JSONResponse({"error": f"internal error: {type(exc).__name__}"}, status_code=500)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        batcher.start()
+        try:
+            yield
+        finally:
+            await batcher.close()
+
+    app = Starlette(
+        routes=[
+            Route("/tag", tag, methods=["POST"]),
+            Route("/health", health, methods=["GET"]),
+            Route("/info", get_info, methods=["GET"]),
+        ],
+        exception_handlers={HTTPException: http_error, Exception: server_error},
+        lifespan=lifespan,
+    )
+    app.state.batcher = batcher
+    return app
+
+
+@contextlib.contextmanager
+def serve_in_thread(app, host: str = "127.0.0.1", port: int = 0):
+    """Run ``app`` on uvicorn in a background thread (a free port when ``port`` is 0); yields its
+    base URL and stops the server on exit. For tests and benchmarks."""
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the server did not start")
+            time.sleep(0.01)
+        yield f"http://{host}:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+
+
+# -- the command -------------------------------------------------------------------------------------
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--model", required=True, help="Teacher, student or exported (distill-export) directory.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
+@click.option(
+    "--max-batch",
+    type=click.IntRange(min=1),
+    default=32,
+    show_default=True,
+    help="Most sentences in one model call, across the requests batched together.",
+)
+@click.option(
+    "--max-wait-ms",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="How long a request waits for others to join its batch when the model is idle; 0: never.",
+)
+@click.option(
+    "--model-batch",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Sentences per forward pass: a batch's sentences are sorted by length and cut into runs of this many.",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=0),
+    default=DEFAULT_THREADS,
+    show_default=True,
+    help="Model threads; 0: all cores.",
+)
+@click.option("--device", default="cpu", show_default=True)
+@click.option("--max-texts", type=click.IntRange(min=1), default=Limits.max_texts, show_default=True)
+@click.option("--max-body-bytes", type=click.IntRange(min=1), default=Limits.max_body_bytes, show_default=True)
+@click.option(
+    "--max-text-chars",
+    type=click.IntRange(min=1),
+    default=Limits.max_text_chars,
+    show_default=True,
+    help="Longest text (or words joined by one space) in characters.",
+)
+@click.option("--access-log/--no-access-log", default=False, show_default=True, help="uvicorn's line per request.")
+@click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info")
+def serve_main(
+    model,
+    host,
+    port,
+    max_batch,
+    max_wait_ms,
+    model_batch,
+    threads,
+    device,
+    max_texts,
+    max_body_bytes,
+    max_text_chars,
+    access_log,
+    log_level,
+) -> None:
+    """Serve a teacher, student or exported model over HTTP: POST /tag ({"texts": [...]} or
+    {"tokens": [[...]]}), GET /health, GET /info; concurrent requests are tagged in shared batches."""
+    try:
+        import uvicorn
+    except ImportError:
+        raise click.ClickException(
+            "distill-serve needs starlette and uvicorn: pip install 'seqdistill[serve]'"
+        ) from None
+    try:
+        tagger = Tagger.load(model, device=device, threads=threads or None)
+    except (FileNotFoundError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = create_app(
+        tagger,
+        model,
+        max_batch=max_batch,
+        max_wait_ms=max_wait_ms,
+        model_batch=model_batch,
+        limits=Limits(max_body_bytes, max_texts, max_text_chars),
+    )
+    click.echo(
+        f"serving {tagger.kind} {tagger.name} ({tagger.runtime}, {threads or 'all'} thread(s)) on http://{host}:{port} "
+        f"(batches of up to {max_batch} sentences in passes of {model_batch}, waiting up to {max_wait_ms:g} ms)",
+        err=True,
+    )
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log)
+
+
+if __name__ == "__main__":
+    serve_main()

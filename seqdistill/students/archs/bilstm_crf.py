@@ -1,0 +1,122 @@
+"""Paper 000's student (Huang et al., 2015): word vectors -> dropout -> BiLSTM -> dropout -> linear
+-> CRF.
+
+Words are vectors in the teacher's input space: the mean of the teacher's embeddings of the word's
+subwords (an ``EmbeddingBag`` over the teacher's tokenizer ids, both exported into the cache at
+build time), so the student needs no vocabulary of its own. The embedding matrix is the teacher's,
+frozen ("TE", paper 000 §5.2), trainable, reduced by SVD to E dimensions (paper 001 §3), or random.
+Decoding is the CRF's Viterbi; the ONNX graph stops at the emissions (``BagsGraph``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ...crf import CRF
+from ...decode import Decoder, crf_decoder
+from ...encoding import WordBatch, words_to_bags
+from ...onnx_graphs import PaddedBiLSTM
+from ..base import StudentConfig
+
+
+class BiLSTMCRF(nn.Module):
+    arch = "bilstm-crf"
+
+    def __init__(self, config: StudentConfig):
+        super().__init__()
+        self.config = config
+        schema = config.schema
+        self.embed = nn.EmbeddingBag(config.vocab_size, config.embedding_dim, mode="mean")
+        self.embed.weight.requires_grad_(not (config.embedding == "teacher" and config.freeze_embeddings))
+        self.dropout = nn.Dropout(config.dropout)
+        if config.char_filters:  # a char CNN word feature (Ma & Hovy, 2016), concatenated to the word vector
+            self.char_embed = nn.Embedding(257, config.char_dim, padding_idx=0)  # bytes + 1; 0 pads
+            self.char_conv = nn.Conv1d(
+                config.char_dim, config.char_filters, config.char_width, padding=config.char_width // 2
+            )
+        self.lstm = nn.LSTM(
+            config.embedding_dim + config.char_filters,
+            config.hidden_size,
+            num_layers=config.num_layers,
+            bidirectional=True,
+            batch_first=True,
+        )
+        self.out = nn.Linear(2 * config.hidden_size, schema.num_tags)
+        self.crf = CRF.from_schema(schema)
+
+    @property
+    def device(self) -> torch.device:
+        return self.out.weight.device
+
+    def forward(self, words: WordBatch) -> Tensor:
+        """Emission scores ``[B, L, T]``."""
+        B, L = words.mask.shape
+        x = self.embed(words.bag_ids, words.bag_offsets).view(B, L, -1)
+        if self.config.char_filters:
+            x = torch.cat([x, self.char_feature(words.char_ids)], -1)
+        lengths = words.mask.sum(1).cpu()
+        packed = nn.utils.rnn.pack_padded_sequence(self.dropout(x), lengths, batch_first=True, enforce_sorted=False)
+        h, _ = self.lstm(packed)
+        h, _ = nn.utils.rnn.pad_packed_sequence(h, batch_first=True, total_length=L)
+        return self.out(self.dropout(h))
+
+    def char_feature(self, char_ids: Tensor) -> Tensor:
+        """``[B, L, F]``: each word's bytes ``[B, L, C]`` embedded, convolved and max-pooled over
+        its real bytes (Ma & Hovy, 2016, §2.1); 0 for padding words."""
+        B, L, C = char_ids.shape
+        ids = char_ids.reshape(B * L, C)
+        h = self.char_conv(self.dropout(self.char_embed(ids)).transpose(1, 2))  # [B*L, F, C]
+        pad = (ids == 0).unsqueeze(1)
+        h = h.masked_fill(pad, -1e4).amax(-1)
+        return torch.where(pad.all(-1), torch.zeros_like(h), h).reshape(B, L, -1)
+
+    def inputs(self, tokenizer, batch_words: list[list[str]]) -> WordBatch:
+        return words_to_bags(tokenizer, batch_words, chars=bool(self.config.char_filters))
+
+    @torch.no_grad()
+    def decode(self, words: WordBatch) -> Tensor:
+        return self.crf.decode(self(words), words.mask)
+
+    def decoder(self) -> Decoder:
+        return crf_decoder(self.config.schema, self.crf)
+
+    def export_graph(self) -> tuple[nn.Module, str, dict]:
+        """The ONNX graph of the emissions, its inputs (``bags``) and its export.json fields."""
+        if self.config.char_filters:
+            return CharBagsGraph(self), "bags", {"chars": True}
+        return BagsGraph(self), "bags", {}
+
+
+class BagsGraph(nn.Module):
+    """The BiLSTM-CRF's emissions ``[B, L, T]`` over padded word pieces: the mean of each word's
+    subword embeddings (the ``EmbeddingBag``) as one product, the exact padded BiLSTM, linear."""
+
+    def __init__(self, model: BiLSTMCRF):
+        super().__init__()
+        self.embed, self.lstm, self.out = model.embed, PaddedBiLSTM(model.lstm), model.out
+
+    def words(self, piece_ids: Tensor, piece_mask: Tensor) -> Tensor:
+        weights = piece_mask / piece_mask.sum(2, keepdim=True).clamp(min=1.0)  # [B, L, P]: 1/n on a word's n pieces
+        e = nn.functional.embedding(piece_ids, self.embed.weight)  # [B, L, P, D]
+        return (weights.unsqueeze(2) @ e).squeeze(2)
+
+    def forward(self, piece_ids: Tensor, piece_mask: Tensor, lengths: Tensor) -> Tensor:
+        return self.out(self.lstm(self.words(piece_ids, piece_mask), lengths))
+
+
+class CharBagsGraph(BagsGraph):
+    """The BiLSTM-CRF with its char CNN feature (``BiLSTMCRF.char_feature``) beside the bag mean."""
+
+    char_feature = BiLSTMCRF.char_feature  # the student's own code, no second copy
+
+    def __init__(self, model: BiLSTMCRF):
+        super().__init__(model)
+        self.char_embed, self.char_conv, self.dropout = model.char_embed, model.char_conv, model.dropout
+
+    def forward(self, piece_ids: Tensor, piece_mask: Tensor, lengths: Tensor, char_ids: Tensor) -> Tensor:
+        x = torch.cat([self.words(piece_ids, piece_mask), self.char_feature(char_ids)], -1)
+        return self.out(self.lstm(x, lengths))
+
+
+ARCH = BiLSTMCRF

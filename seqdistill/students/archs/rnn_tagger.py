@@ -1,0 +1,148 @@
+"""Paper 003's students (issue 9): the teacher's embeddings, a "conv" block, a bidirectional
+recurrent stack (LSTM, SRU or SRU++) and one BILOU head per entity type (Fig. 1).
+
+    subword ids -> embeddings (the teacher's matrix) -> conv block -> 4 x bidirectional RNN
+        (dropout 0.1 between layers) -> first subword of each word -> E heads of 5 BILOU logits
+
+The conv block is two layers of three parallel 1-D convolutions (kernel sizes 1, 3 and 5, "same"
+padding) whose outputs are concatenated, each layer followed by BatchNorm and ReLU; the first
+keeps the embedding width D, the second halves it (the paper: 768 -> 384). Decisions, named here:
+the three convolutions of a layer split its output width between them (D/3 each, the remainder
+to the last), padding positions are zeroed before each convolution so that they never leak into
+real words, and BatchNorm normalises over real positions only.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ...bilou import decode_layers, flatten_layers
+from ...decode import Decoder, bilou_decoder
+from ...encoding import SubwordBatch, words_to_subwords
+from ...onnx_graphs import PaddedBiLSTM
+from ..base import StudentConfig
+from ..sru import ExportSRU, recurrent_stack, replace_sru_scans
+
+KERNELS = (1, 3, 5)
+
+
+class MaskedBatchNorm(nn.BatchNorm1d):
+    """BatchNorm over the real positions of ``[B, C, T]`` (padding neither counts nor changes)."""
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        flat = x.transpose(1, 2)[mask]  # [N, C]
+        out = torch.zeros_like(x.transpose(1, 2))
+        out[mask] = super().forward(flat) if flat.shape[0] > 1 or not self.training else flat
+        return out.transpose(1, 2)
+
+
+class ConvLayer(nn.Module):
+    """Three parallel convolutions (kernels 1, 3, 5) concatenated, then BatchNorm and ReLU."""
+
+    def __init__(self, width_in: int, width_out: int):
+        super().__init__()
+        sizes = [width_out // 3] * 2 + [width_out - 2 * (width_out // 3)]
+        self.convs = nn.ModuleList(nn.Conv1d(width_in, n, k, padding=k // 2) for n, k in zip(sizes, KERNELS))
+        self.norm = MaskedBatchNorm(width_out)
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        h = x.transpose(1, 2) * mask.unsqueeze(1).to(x.dtype)  # [B, C, T], padding zeroed
+        h = torch.cat([conv(h) for conv in self.convs], 1)
+        return torch.relu(self.norm(h, mask)).transpose(1, 2)
+
+
+class RNNTagger(nn.Module):
+    arch = "rnn-tagger"
+
+    def __init__(self, config: StudentConfig):
+        super().__init__()
+        self.config = config
+        types = config.extra.get("entity_types")
+        if not types:
+            raise ValueError("an rnn-tagger needs extra['entity_types'] (one BILOU head per type)")
+        self.entity_types = list(types)
+        width = config.embedding_dim
+        self.embed = nn.Embedding(config.vocab_size, width)
+        self.embed.weight.requires_grad_(not (config.embedding == "teacher" and config.freeze_embeddings))
+        self.conv = nn.ModuleList([ConvLayer(width, width), ConvLayer(width, width // 2)])
+        self.rnn = recurrent_stack(config.extra.get("cell", "sru++"), width // 2, config.hidden_size, config.num_layers)
+        self.dropout = nn.Dropout(config.dropout)
+        self.heads = nn.Linear(2 * config.hidden_size, 5 * len(self.entity_types))  # E parallel heads of 5
+
+    @property
+    def device(self) -> torch.device:
+        return self.heads.weight.device
+
+    @staticmethod
+    def inputs(tokenizer, batch_words: list[list[str]]) -> SubwordBatch:
+        return words_to_subwords(tokenizer, batch_words)
+
+    def forward(self, x: SubwordBatch) -> Tensor:
+        """BILOU logits per word and entity type, ``[B, L, E, 5]``."""
+        h = self.embed(x.ids)
+        for conv in self.conv:
+            h = conv(h, x.mask)
+        for i, layer in enumerate(self.rnn):
+            h = layer(self.dropout(h) if i else h, x.mask)
+        words = x.first_subword(h)
+        B, L, _ = words.shape
+        return self.heads(self.dropout(words)).view(B, L, len(self.entity_types), 5)
+
+    @torch.no_grad()
+    def decode_layers(self, x: SubwordBatch) -> Tensor:
+        """Per-type BILOU tag ids ``[B, L, E]`` from the automaton's Viterbi (-1 past the end)."""
+        return decode_layers(self(x), x.word_mask)
+
+    @torch.no_grad()
+    def decode(self, x: SubwordBatch) -> Tensor:
+        """Flat tag ids of the student's label schema (see ``bilou.flatten_layers``)."""
+        return flatten_layers(self.decode_layers(x), x.word_mask, self.entity_types, self.config.schema)
+
+    def parameter_counts(self) -> dict[str, int]:
+        """All parameters and those outside the embedding matrix (the paper's Table 1 counts both)."""
+        total = sum(p.numel() for p in self.parameters())
+        return {"all": total, "without_embeddings": total - self.embed.weight.numel()}
+
+    def decoder(self) -> Decoder:
+        return bilou_decoder(self.config.schema, self.entity_types)
+
+    def export_graph(self) -> tuple[nn.Module, str, dict]:
+        """BILOU logits ``[B, L, E * 5]`` over subwords pooled to words (first subword)."""
+        return RNNGraph(self), "subwords", {"pooling": "first"}
+
+
+class RNNGraph(nn.Module):
+    """The CNN + LSTM/SRU/SRU++ tagger (paper 003) for ONNX: embeddings, the conv block (BatchNorm
+    with its running statistics, padding zeroed), the recurrent stack, first subword, BILOU logits
+    ``[B, L, E * 5]``. An SRU recurrence is exported as a placeholder node that
+    :meth:`finish_onnx` turns into an ONNX ``Scan`` (``sru.replace_sru_scans``)."""
+
+    def __init__(self, model: RNNTagger):
+        super().__init__()
+        self.embed, self.conv, self.heads = model.embed, model.conv, model.heads
+        cell = model.config.extra.get("cell", "sru++")
+        self.lstm = cell == "lstm"
+        self.rnn = nn.ModuleList(PaddedBiLSTM(layer.lstm) if self.lstm else ExportSRU(layer) for layer in model.rnn)
+        self.custom_opsets = None if self.lstm else {"seqdistill": 1}
+
+    def forward(self, ids: Tensor, lengths: Tensor, pool: Tensor) -> Tensor:
+        mask = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0) < lengths.unsqueeze(1)
+        keep = mask.unsqueeze(-1).to(torch.float32)
+        h = self.embed(ids)
+        for layer in self.conv:
+            x = h.transpose(1, 2) * keep.transpose(1, 2)
+            x = torch.cat([conv(x) for conv in layer.convs], 1)
+            n = layer.norm
+            x = nn.functional.batch_norm(x, n.running_mean, n.running_var, n.weight, n.bias, False, 0.0, n.eps)
+            h = torch.relu(x).transpose(1, 2) * keep
+        for layer in self.rnn:
+            h = layer(h, lengths) if self.lstm else layer(h, mask)
+        return self.heads(pool @ h)
+
+    def finish_onnx(self, path) -> None:
+        if not self.lstm:
+            replace_sru_scans(path)
+
+
+ARCH = RNNTagger

@@ -1,0 +1,182 @@
+"""A small transformer student (issue 8): the first K blocks of a teacher's encoder and its
+embeddings (paper 002 §3.1, paper 000's "BP" initialisation), or the same architecture from
+scratch, with a token-classification or CRF head over words.
+
+    words -> the teacher's subwords -> [CLS] subwords [SEP] -> K encoder blocks
+          -> first subword of each word -> dropout -> linear (-> CRF)
+
+Decisions, named here:
+
+* The encoder is rebuilt from the config the build exported (``encoder_config.json``, the teacher's,
+  with ``num_hidden_layers = K``); its weights come from the cache's ``encoder_K/`` export (``distill-
+  cache build --export-layers K``) with ``init="teacher"``, or stay random with ``init="scratch"``.
+  No remote code: ``AutoModel.from_config`` of a config in the cache.
+* Words are pooled from their first subword, as the teachers of this project pool theirs, so the
+  student's word outputs and hidden states line up with the teachers' in the cache.
+* Sentences longer than the encoder's positions are cut into windows of ``max_positions - 2``
+  subwords, each run with its own [CLS]/[SEP] (no overlap; CoNLL sentences fit in one).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from torch import Tensor, nn
+
+from ...crf import CRF
+from ...decode import Decoder, argmax_decoder, crf_decoder
+from ...encoding import SubwordBatch, words_to_subwords
+from ...onnx_graphs import SegmentsGraph
+from ..base import StudentConfig
+
+HEADS = ("crf", "softmax")
+
+
+def encoder_from_config(encoder_config: dict):
+    from transformers import AutoConfig, AutoModel
+
+    config = dict(encoder_config)
+    model_type = config.pop("model_type")
+    return AutoModel.from_config(AutoConfig.for_model(model_type, **config))
+
+
+class TransformerTagger(nn.Module):
+    arch = "transformer"
+
+    def __init__(self, config: StudentConfig):
+        super().__init__()
+        if config.head not in HEADS:
+            raise ValueError(f"head {config.head!r} is not one of {HEADS}")
+        self.config = config
+        self.encoder = encoder_from_config(config.encoder_config)
+        hidden = self.encoder.config.hidden_size
+        self.dropout = nn.Dropout(config.dropout)
+        self.out = nn.Linear(hidden, config.schema.num_tags)
+        self.crf = CRF.from_schema(config.schema) if config.head == "crf" else None
+        self.cls = config.extra.get("cls_token_id", 0)
+        self.sep = config.extra.get("sep_token_id", 0)
+        self.window = int(getattr(self.encoder.config, "max_position_embeddings", 512)) - 2
+
+    @property
+    def device(self) -> torch.device:
+        return self.out.weight.device
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.encoder.config.num_hidden_layers)
+
+    @staticmethod
+    def inputs(tokenizer, batch_words: list[list[str]]) -> SubwordBatch:
+        return words_to_subwords(tokenizer, batch_words)
+
+    def encode(self, x: SubwordBatch) -> list[Tensor]:
+        """Word-level hidden states of every layer: ``[embeddings, block 1, ..., block K]``, each
+        ``[B, L, hidden]``."""
+        B, S = x.ids.shape
+        w = min(self.window, S)  # one window of the batch's own length when it fits
+        n = max(1, -(-S // w))
+        ids = nn.functional.pad(x.ids, (0, n * w - S)).view(B * n, w)
+        mask = nn.functional.pad(x.mask, (0, n * w - S)).view(B * n, w)
+        keep = mask.any(1)  # windows past a sentence's end are not run
+        ids, mask = ids[keep], mask[keep]
+        lengths = mask.sum(1)
+        rows = torch.arange(ids.shape[0], device=ids.device)
+        full = torch.zeros(ids.shape[0], w + 2, dtype=ids.dtype, device=ids.device)
+        full[:, 0] = self.cls
+        full[:, 1 : w + 1] = ids
+        full[rows, lengths + 1] = self.sep
+        attention = torch.arange(w + 2, device=ids.device)[None] < (lengths + 2)[:, None]
+        out = self.encoder(input_ids=full, attention_mask=attention.long(), output_hidden_states=True, return_dict=True)
+        layers = []
+        for h in out.hidden_states:
+            per_window = h.new_zeros(B * n, w, h.shape[-1])
+            per_window[keep] = h[:, 1 : w + 1]
+            sub = per_window.view(B, n * w, -1)[:, :S]
+            layers.append(x.first_subword(sub))
+        return layers
+
+    def forward(self, x: SubwordBatch) -> Tensor:
+        """Word emissions (CRF head) or logits (softmax head), ``[B, L, T]``."""
+        return self.out(self.dropout(self.encode(x)[-1]))
+
+    @torch.no_grad()
+    def decode(self, x: SubwordBatch) -> Tensor:
+        scores = self(x)
+        if self.crf is not None:
+            return self.crf.decode(scores, x.word_mask)
+        return scores.argmax(-1).masked_fill(~x.word_mask, -1)
+
+    def decoder(self) -> Decoder:
+        return argmax_decoder(self.config.schema) if self.crf is None else crf_decoder(self.config.schema, self.crf)
+
+    def export_graph(self) -> tuple[nn.Module, str, dict]:
+        """The encoder and its linear head over [CLS]/[SEP]-framed windows (``segments`` inputs):
+        token scores, pooled to words in numpy."""
+        fields = {"framing": "windows", "window": self.window, "cls_token_id": self.cls, "sep_token_id": self.sep}
+        return SegmentsGraph(self.encoder, self.out), "segments", fields
+
+
+def transformer_config(
+    schema_json: dict,
+    export_dir,
+    layers: int,
+    tokenizer,
+    *,
+    head: str = "crf",
+    dropout: float = 0.1,
+    extra: dict | None = None,
+) -> StudentConfig:
+    """The student's config from a teacher layer's exports: its encoder config cut to ``layers``."""
+    import json
+
+    encoder_config = json.loads((Path(export_dir) / "encoder_config.json").read_text())
+    teacher_layers = int(encoder_config.get("num_hidden_layers", 0))
+    if not 0 < layers <= teacher_layers:
+        raise ValueError(f"a {layers}-layer student cannot start from a {teacher_layers}-layer teacher")
+    encoder_config["num_hidden_layers"] = layers
+    tokens = {
+        "cls_token_id": tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id,
+        "sep_token_id": tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id,
+    }
+    missing = [k for k, v in tokens.items() if v is None]
+    if missing:
+        raise ValueError(
+            f"the teacher's tokenizer in {export_dir} has no {' or '.join(missing)} (nor BOS/EOS) to "
+            "frame a sentence for the transformer student"
+        )
+    return StudentConfig(
+        schema_json,
+        int(encoder_config.get("vocab_size", 0)),
+        int(encoder_config["hidden_size"]),
+        embedding="teacher",
+        freeze_embeddings=False,
+        hidden_size=int(encoder_config["hidden_size"]),
+        num_layers=layers,
+        dropout=dropout,
+        arch="transformer",
+        head=head,
+        encoder_config=encoder_config,
+        extra={**tokens, **(extra or {})},
+    )
+
+
+def init_from_teacher(model: TransformerTagger, export_dir) -> None:
+    """Load the embeddings and first K blocks that the build exported (``encoder_K/``)."""
+    d = Path(export_dir) / f"encoder_{model.num_layers}"
+    if not (d / "model.safetensors").exists():
+        raise ValueError(
+            f"the cache has no {d.name}/ export of the teacher's first {model.num_layers} layers: "
+            f"build with `distill-cache build ... --export-layers {model.num_layers}`, or start the "
+            "student from scratch"
+        )
+    state = load_file(str(d / "model.safetensors"))
+    own = model.encoder.state_dict()
+    missing = [k for k in own if k not in state]
+    if missing:
+        raise ValueError(f"{d}: no weights for {missing[:3]}")
+    model.encoder.load_state_dict({k: state[k] for k in own})
+
+
+ARCH = TransformerTagger

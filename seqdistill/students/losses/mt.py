@@ -1,0 +1,85 @@
+"""MT-BERT's multi-teacher losses (paper 002), brought to sequence labelling (issue 8).
+
+The paper classifies whole texts; here every quantity is per token (per word of the cache) and is
+aggregated per sentence, so that each loss returns one value per sentence (``[B]``) like the
+other losses of this package. Teacher quantities come from the cache, one teacher layer each: logits
+(CRF emissions or softmax logits), hidden layers, and for labelled rows the teacher's
+cross-entropy against the gold tags.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def teacher_weight(gold_ce: Tensor | None, labelled: Tensor | None = None) -> Tensor | None:
+    """``1 / (1 + CE(y, y_i))`` of eq. 2 for one teacher, per sentence. ``gold_ce`` is the
+    teacher's cross-entropy against the gold tags **per word** (the build's sequence NLL divided
+    by the sentence's words, so that a long sentence does not weigh less for being long). Rows
+    without gold tags (``labelled`` False) get weight 1: the paper's weighting needs labels, and
+    an unlabelled row is taught by every teacher alike."""
+    if gold_ce is None:
+        return None
+    w = 1.0 / (1.0 + gold_ce.clamp(min=0.0))
+    return w if labelled is None else torch.where(labelled, w, torch.ones_like(w))
+
+
+def mt_distillation_loss(
+    student_logits: Tensor,
+    teacher_logits: list[Tensor],
+    weights: list[Tensor | None],
+    mask: Tensor,
+    temperature: float = 1.0,
+) -> Tensor:
+    """L_MT-Dis = Σ_i CE(y_i/t, y_s/t) / (1 + CE(y, y_i)) (eq. 2), per sentence ``[B]``.
+
+    CE(y_i/t, y_s/t) = -Σ_c softmax(z_i/t)_c · log softmax(z_s/t)_c for each word, averaged over
+    the sentence's words; ``weights[i]`` is :func:`teacher_weight` of teacher i (None: 1, the
+    unweighted ensemble of the paper's ablation). ``student_logits`` ``[B, L, C]``, each
+    ``teacher_logits[i]`` ``[B, L, C]``, ``mask`` ``[B, L]``."""
+    log_q = F.log_softmax(student_logits / temperature, dim=-1)
+    m = mask.to(log_q.dtype)
+    words = m.sum(1).clamp(min=1.0)
+    total = torch.zeros(student_logits.shape[0], dtype=log_q.dtype, device=log_q.device)
+    for z, w in zip(teacher_logits, weights):
+        p = F.softmax(z.to(log_q.dtype) / temperature, dim=-1)
+        ce = -(p * log_q).sum(-1)  # [B, L]
+        per_sentence = (ce * m).sum(1) / words
+        total = total + (per_sentence if w is None else per_sentence * w)
+    return total
+
+
+def ensemble_distillation_loss(
+    student_logits: Tensor, teacher_logits: list[Tensor], mask: Tensor, temperature: float = 1.0
+) -> Tensor:
+    """The uniform-ensemble baseline: CE of the student against the mean of the teachers' soft
+    labels, per sentence ``[B]``."""
+    log_q = F.log_softmax(student_logits / temperature, dim=-1)
+    p = torch.stack([F.softmax(z.to(log_q.dtype) / temperature, dim=-1) for z in teacher_logits]).mean(0)
+    m = mask.to(log_q.dtype)
+    return (-(p * log_q).sum(-1) * m).sum(1) / m.sum(1).clamp(min=1.0)
+
+
+class MTHiddenLoss(nn.Module):
+    """L_MT-Hid = Σ_i Σ_j MSE(H^s_j, W_ij H^i_{Tj}) (eq. 1), with a learnable ``W_ij`` (no bias)
+    from teacher i's hidden size to the student's for every teacher i and student layer j. The
+    caller picks the teacher layer T·j that student layer j matches; MSE is the mean over the
+    sentence's words and the student's hidden dimensions, per sentence ``[B]``."""
+
+    def __init__(self, student_dim: int, teacher_dims: list[int], student_layers: int):
+        super().__init__()
+        self.maps = nn.ModuleList(
+            nn.ModuleList(nn.Linear(d, student_dim, bias=False) for _ in range(student_layers)) for d in teacher_dims
+        )
+
+    def forward(self, student_hidden: list[Tensor], teacher_hidden: list[list[Tensor]], mask: Tensor) -> Tensor:
+        m = mask.to(student_hidden[0].dtype)
+        denom = m.sum(1).clamp(min=1.0) * student_hidden[0].shape[-1]
+        total = torch.zeros(mask.shape[0], dtype=m.dtype, device=m.device)
+        for maps, layers in zip(self.maps, teacher_hidden):
+            for W, h_s, h_t in zip(maps, student_hidden, layers):
+                sq = (h_s - W(h_t.to(h_s.dtype))).pow(2).sum(-1)
+                total = total + (sq * m).sum(1) / denom
+        return total

@@ -1,0 +1,36 @@
+"""SenTScore KD's loss (paper 004 §4.2)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def sentscore_kd_loss(
+    logits: Tensor,
+    tags: Tensor,
+    teacher_scores: Tensor,
+    mask: Tensor,
+    kd_mask: Tensor,
+    lambda_kl: float = 1.0,
+    temperature: float = 10.0,
+) -> Tensor:
+    """Eq. 2 per sentence, summed over its words:
+
+        - sum_k (y*_i)_k log (q_i)_k + lambda_KL KL(p*_i || q_i),   p*_i = softmax(u*_i / tau)
+
+    with y* the hard label (gold on gold rows, the teacher's SenTScore path on silver rows), u*_i the
+    teacher's tag scores (-inf on tags sBIO forbids, which get p* = 0) and q_i the student's softmax.
+    The KL term counts on the rows of ``kd_mask [B]`` only (silver rows: the paper gives the
+    student the teacher's scores "in the rest of the training data", gold rows keep their labels).
+    The temperature rescales the teacher's distribution alone, as in the paper."""
+    log_q = torch.log_softmax(logits.float(), dim=-1)
+    keep = mask & (tags >= 0)
+    ce = -(log_q.gather(-1, tags.clamp(min=0).unsqueeze(-1)).squeeze(-1) * keep).sum(1)
+    if lambda_kl == 0:
+        return ce
+    log_p = torch.log_softmax(teacher_scores.float() / temperature, dim=-1)
+    p = log_p.exp()
+    kl = torch.where(p > 0, p * (log_p - log_q), torch.zeros_like(p)).sum(-1)
+    kl = (kl * mask).sum(1) * kd_mask.to(kl.dtype)
+    return ce + lambda_kl * kl

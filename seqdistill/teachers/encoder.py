@@ -1,0 +1,294 @@
+"""Encoder teachers: a Hugging Face encoder with a tagging head, run on batches of words.
+
+:class:`Teacher` is what the encoder kinds share (``kinds/crf.py``, ``kinds/softmax.py``,
+``kinds/bilou_per_type.py`` each subclass it with their head, and :class:`EncoderKind` builds and
+loads them). All return word-level outputs (first-subword pooling by default, mean selectable), on request the
+subword-level outputs with their word ids, and the hidden states of chosen layers (layer 0 is the
+embedding output, layer i the output of encoder block i).
+
+A teacher directory is self-contained: the encoder's ``config.json`` + ``model.safetensors``, the
+tokenizer files, ``head.safetensors`` (linear and CRF) and ``teacher.json`` (kind, label schema,
+pooling, maximum length). ``load_teacher(DIR)`` (``loading.py``) restores it without the training
+code, and never runs remote code unless ``trust_remote_code=True`` is passed explicitly.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+from ..cache_schema import LabelSchema
+from ..decode import Decoder, argmax_decoder
+from ..encoding import SegmentBatch, WordTokenizer
+from ..onnx_graphs import SegmentsGraph
+from .base import HEAD_FILE, TEACHER_JSON, TeacherError, TeacherOutput, inference_autocast, teacher_fingerprints
+from .kind import TeacherKind
+
+
+class Teacher(nn.Module):
+    """Encoder + dropout + linear over words; subclasses add the CRF or nothing."""
+
+    kind = "softmax"
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        tokenizer,
+        schema: LabelSchema,
+        *,
+        pooling: str = "first",
+        dropout: float = 0.5,
+        max_length: int | None = None,
+    ):
+        super().__init__()
+        self.encoder, self.tokenizer, self.schema = encoder, tokenizer, schema
+        self.pooling, self.dropout_p = pooling, dropout
+        self.max_length = max_length or _encoder_max_length(encoder, tokenizer)
+        self.words = WordTokenizer(tokenizer, self.max_length, pooling)
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(encoder.config.hidden_size, schema.num_tags)
+        self.source_dir: Path | None = None
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.encoder.parameters()).device
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.encoder.config.num_hidden_layers)
+
+    # -- forward --------------------------------------------------------------------------------
+    def autocast(self, precision: str | None = "bf16"):
+        return inference_autocast(self.device, precision)
+
+    def encode(self, batch_words: list[list[str]], hidden_layers=(), subwords: bool = False) -> TeacherOutput:
+        """Run the encoder and the linear head on a batch of sentences."""
+        for layer in hidden_layers:
+            if not 0 <= layer <= self.num_layers:
+                raise TeacherError(
+                    f"hidden layer {layer} does not exist: the encoder has layers 0..{self.num_layers} (0 = embeddings)"
+                )
+        seg: SegmentBatch = self.words(batch_words).to(self.device)
+        out = self.encoder(
+            input_ids=seg.input_ids,
+            attention_mask=seg.attention_mask,
+            output_hidden_states=bool(hidden_layers),
+            return_dict=True,
+        )
+        tokens = out.last_hidden_state
+        logits = self.classifier(self.dropout(seg.pool(tokens)))
+        result = TeacherOutput(seg.word_mask, logits)
+        for layer in hidden_layers:
+            result.hidden[layer] = seg.pool(out.hidden_states[layer])
+        if subwords:
+            result.subword_logits = self.classifier(self.dropout(seg.subwords(tokens)))
+            result.subword_word_ids = seg.subword_word_ids
+            result.subword_ids = seg.input_ids.reshape(-1)[seg.subword_index.clamp(min=0)]
+            for layer in hidden_layers:
+                result.subword_hidden[layer] = seg.subwords(out.hidden_states[layer])
+        return result
+
+    def loss(self, batch_words: list[list[str]], tags: Tensor) -> Tensor:
+        """Training loss on gold tag ids ``[B, W]`` (-1 on padding): token cross-entropy."""
+        out = self.encode(batch_words)
+        return nn.functional.cross_entropy(out.logits[out.word_mask], tags.to(self.device)[out.word_mask])
+
+    @torch.no_grad()
+    def predict(self, batch_words: list[list[str]]) -> list[list[str]]:
+        """Best tag sequence of each sentence."""
+        out = self.encode(batch_words)
+        ids = self.decode(out)
+        return [self.schema.decode(ids[b, : len(w)].tolist()) for b, w in enumerate(batch_words)]
+
+    def decode(self, out: TeacherOutput) -> Tensor:
+        return out.logits.argmax(-1)
+
+    def outputs(
+        self,
+        batch_words,
+        tags: Tensor | None = None,
+        *,
+        k: int = 10,
+        marginals: bool = True,
+        hidden_layers=(),
+        subwords: bool = False,
+        precision: str | None = "bf16",
+    ) -> TeacherOutput:
+        """Everything a cache stores for this teacher kind (inference mode; the encoder under
+        ``precision`` autocast on GPU, the CRF always in fp32)."""
+        with torch.inference_mode():
+            with self.autocast(precision):
+                out = self.encode(batch_words, hidden_layers, subwords)
+            self.add_structure(out, k, marginals)
+            if tags is not None:
+                out.gold_nll = self.gold_nll(out, tags)
+            return out
+
+    def add_structure(self, out: TeacherOutput, k: int, marginals: bool) -> None:
+        """What this kind adds to ``out`` beyond the encoder's (k-best paths, marginals): nothing here."""
+
+    def gold_nll(self, out: TeacherOutput, tags: Tensor) -> Tensor:
+        """Per-sentence NLL of the gold tags under the factorised softmax model."""
+        tags = tags.to(self.device)
+        logp = torch.log_softmax(out.logits.float(), -1).gather(2, tags.clamp(min=0).unsqueeze(2)).squeeze(2)
+        return -(logp * (out.word_mask & (tags >= 0))).sum(1)
+
+    # -- decoding and export ----------------------------------------------------------------------
+    def decoder(self) -> Decoder | None:
+        """The numpy decoder of this teacher's word scores (``seqdistill.decode``): the argmax here;
+        None for a teacher that decodes itself."""
+        return argmax_decoder(self.schema)
+
+    def export_graph(self) -> tuple[nn.Module, str, dict]:
+        """The ONNX graph ``distill-export`` traces: the encoder and the linear head over the
+        teacher's own segments (token scores, pooled to words in numpy), its inputs and the fields
+        its export.json adds."""
+        fields = {"framing": "teacher", "max_length": self.max_length, "pooling": self.pooling}
+        return SegmentsGraph(self.encoder, self.classifier), "segments", fields
+
+    def export_head(self, directory: Path) -> None:
+        """What a student needs of this kind's head beyond the embeddings (``export_for_students``):
+        nothing here."""
+
+    # -- identity -------------------------------------------------------------------------------
+    def fingerprints(self) -> dict[str, str]:
+        """sha256 of the weight files and of the tokenizer files of the teacher directory."""
+        if self.source_dir is None:
+            raise TeacherError("this teacher was not loaded from a directory: save it first")
+        return teacher_fingerprints(self.source_dir)
+
+    # -- persistence ----------------------------------------------------------------------------
+    def head_state(self) -> dict[str, Tensor]:
+        return {f"classifier.{k}": v for k, v in self.classifier.state_dict().items()}
+
+    def save(self, directory) -> Path:
+        """Write a self-contained teacher directory."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        self.encoder.save_pretrained(d, safe_serialization=True)
+        self.tokenizer.save_pretrained(d)
+        save_file({k: v.detach().cpu().contiguous() for k, v in self.head_state().items()}, str(d / HEAD_FILE))
+        meta = {
+            "format": "seqdistill-teacher",
+            "format_version": 1,
+            "kind": self.kind,
+            "label_schema": self.schema.to_json(),
+            "pooling": self.pooling,
+            "dropout": self.dropout_p,
+            "max_length": self.max_length,
+        }
+        (d / TEACHER_JSON).write_text(json.dumps(meta, indent=1) + "\n")
+        self.source_dir = d
+        return d
+
+
+def build_encoder_teacher(
+    cls: type[Teacher],
+    encoder_path: str,
+    schema: LabelSchema,
+    *,
+    pooling: str = "first",
+    dropout: float = 0.5,
+    max_length: int | None = None,
+    trust_remote_code: bool = False,
+    seed: int = 13,
+) -> Teacher:
+    """A new encoder teacher of class ``cls`` (head initialised at random) over a pretrained encoder:
+    a local directory or a hub name."""
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(encoder_path, trust_remote_code=trust_remote_code)
+    encoder = AutoModel.from_pretrained(encoder_path, trust_remote_code=trust_remote_code)
+    torch.manual_seed(seed)
+    return cls(encoder, tokenizer, schema, pooling=pooling, dropout=dropout, max_length=max_length)
+
+
+def load_encoder_teacher(cls: type[Teacher], d: Path, meta: dict, trust_remote_code: bool = False) -> Teacher:
+    """The encoder teacher of class ``cls`` a directory written by :meth:`Teacher.save` holds
+    (``meta``: its ``teacher.json``)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    schema = LabelSchema.from_json(meta["label_schema"])
+    tokenizer = AutoTokenizer.from_pretrained(d, trust_remote_code=trust_remote_code)
+    encoder = AutoModel.from_pretrained(d, trust_remote_code=trust_remote_code)
+    teacher = cls(
+        encoder,
+        tokenizer,
+        schema,
+        pooling=meta.get("pooling", "first"),
+        dropout=meta.get("dropout", 0.5),
+        max_length=meta.get("max_length"),
+    )
+    head = load_file(str(d / HEAD_FILE))
+    missing = set(teacher.head_state()) - set(head)
+    if missing:
+        raise TeacherError(f"{d / HEAD_FILE}: missing tensors {sorted(missing)}")
+    with torch.no_grad():
+        for name, value in teacher.head_state().items():
+            value.copy_(head[name])
+    return teacher
+
+
+def _encoder_max_length(encoder, tokenizer) -> int:
+    positions = getattr(encoder.config, "max_position_embeddings", None) or 512
+    # models with learned offsets (RoBERTa, MPNet) reserve pad_token_id + 1 positions
+    if getattr(encoder.config, "model_type", "") in ("roberta", "mpnet", "xlm-roberta", "camembert"):
+        positions -= (encoder.config.pad_token_id or 0) + 1
+    limit = getattr(tokenizer, "model_max_length", None) or positions
+    return int(min(positions, limit if limit < 1e9 else positions))
+
+
+def export_for_students(teacher: Teacher, directory, encoder_layers: int = 0) -> None:
+    """Write what a student needs from the teacher, so that training never loads the teacher:
+
+    * ``tokenizer/`` — the tokenizer files;
+    * ``embeddings.safetensors`` — the input embedding matrix (``weight``, ``[vocab, hidden]``, fp32);
+    * ``label_schema.json``; ``encoder_config.json`` — the teacher encoder's config;
+    * what the teacher's kind adds (``export_head``): a CRF teacher's ``crf.safetensors``, its
+      ``transitions``, ``start``, ``end`` as used (-inf where forbidden);
+    * ``encoder_<N>/`` — on request, a Hugging Face model directory with the embeddings and the first
+      N blocks of the encoder (papers 000 and 002 initialise transformer students from them).
+    """
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    teacher.tokenizer.save_pretrained(d / "tokenizer")
+    emb = teacher.encoder.get_input_embeddings().weight.detach().float().cpu().contiguous()
+    save_file({"weight": emb}, str(d / "embeddings.safetensors"))
+    (d / "label_schema.json").write_text(json.dumps(teacher.schema.to_json(), indent=1) + "\n")
+    (d / "encoder_config.json").write_text(teacher.encoder.config.to_json_string())
+    teacher.export_head(d)
+    if encoder_layers:
+        _export_first_layers(teacher, d / f"encoder_{encoder_layers}", encoder_layers)
+
+
+def _export_first_layers(teacher: Teacher, directory: Path, n: int) -> None:
+    from transformers import AutoModel
+
+    if not 0 < n <= teacher.num_layers:
+        raise TeacherError(f"cannot export {n} encoder layers: the teacher has {teacher.num_layers}")
+    config = teacher.encoder.config.__class__.from_dict(teacher.encoder.config.to_dict())
+    config.num_hidden_layers = n
+    small = AutoModel.from_config(config)
+    state = {k: v for k, v in teacher.encoder.state_dict().items() if k in small.state_dict()}
+    missing = set(small.state_dict()) - set(state)
+    if missing:
+        raise TeacherError(f"cannot cut the encoder to {n} layers: no weights for {sorted(missing)[:3]}")
+    small.load_state_dict(state)
+    small.save_pretrained(directory, safe_serialization=True)
+    teacher.tokenizer.save_pretrained(directory)
+
+
+class EncoderKind(TeacherKind):
+    """A kind whose teachers are a :class:`Teacher` subclass over a pretrained encoder."""
+
+    def build(self, encoder_path, schema, *, trust_remote_code=False, seed=13, **head):
+        return build_encoder_teacher(
+            self.model, encoder_path, schema, trust_remote_code=trust_remote_code, seed=seed, **head
+        )
+
+    def load(self, directory, meta, trust_remote_code=False):
+        return load_encoder_teacher(self.model, Path(directory), meta, trust_remote_code)

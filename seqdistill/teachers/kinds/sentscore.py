@@ -1,0 +1,336 @@
+"""The ``sentscore`` teacher kind (paper 004): a sequence-to-sequence model read with SenTScore
+(the tag-wise beam search of ``teachers/sentscore.py``).
+
+:class:`SentScoreTeacher` has the teacher interface of ``encoder.Teacher`` (kind ``sentscore``, label
+schema, fingerprints, ``predict``, ``outputs``, ``save``), over an ``AutoModelForSeq2SeqLM`` whose
+vocabulary has sentinels and whose positions are relative (T5, mT5, Flan-T5) or an
+``EncoderDecoderModel`` built from an encoder for both halves (offline: MiniLM, as
+the data notes describe). Its label schema is sBIO over the corpus's entity types.
+
+Decisions, named here:
+
+* Training is teacher forcing with the language-modelling loss on SenT' targets (§4.1: "the
+  finetuning objective is still the original language modelling one").
+* A sentence longer than the model allows is split into consecutive pieces, each decoded (and
+  trained, and scored for the gold NLL) on its own; beam j of the sentence is beam j of every piece
+  (scores added). The limit is the sentinels (99 words with T5's 100 extra ids) and, for decoders
+  with absolute positions (BERT), the position table: a piece's SenT' input and output must both
+  fit. An entity across a piece boundary is cut in two.
+* ``outputs`` returns, as ``logits``, the per-word tag scores of the best beam (log-likelihood of
+  "t s_i", -inf on tags the sBIO constraints forbid): paper 004's u*_i, softmaxed at a temperature
+  by the student.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ...cache_schema import FieldSpec, LabelSchema
+from ..base import TEACHER_JSON, TeacherError, TeacherOutput, inference_autocast, teacher_fingerprints
+from ..kind import TeacherKind
+from ..sentscore import SentFormat, encode_batch, sentscore
+
+
+class SentScoreTeacher(nn.Module):
+    kind = "sentscore"
+    pooling = "first"
+
+    def __init__(self, model: nn.Module, tokenizer, schema: LabelSchema, k: int = 1):
+        super().__init__()
+        if schema.scheme != "sBIO":
+            raise ValueError(f"a SenTScore teacher tags in sBIO, not {schema.scheme}: convert the label schema")
+        self.model, self.tokenizer, self.schema, self.k = model, tokenizer, schema, k
+        self.format = SentFormat(tokenizer, schema.tags)
+        self.source_dir: Path | None = None
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def encoder(self) -> nn.Module:
+        """The encoder half (its input embeddings are what students are given)."""
+        return self.model.get_encoder()
+
+    @property
+    def num_layers(self) -> int:
+        cfg = self.encoder.config
+        return int(getattr(cfg, "num_hidden_layers", None) or cfg.num_layers)
+
+    # -- training -------------------------------------------------------------------------------
+    def loss(self, batch_words: list[list[str]], tags: Tensor) -> Tensor:
+        """Mean token-level language-modelling loss of the SenT' targets (teacher forcing)."""
+        words, piece_tags, _ = self._split(batch_words, tags)
+        enc_ids, enc_mask = encode_batch(self.format, words, self.device)
+        labels = self._labels(words, piece_tags).to(self.device)
+        return self.model(input_ids=enc_ids, attention_mask=enc_mask, labels=labels).loss
+
+    def _split(self, batch_words, tags: Tensor) -> tuple[list[list[str]], Tensor, list[int]]:
+        """Sentences and their tag ids ``[B, W]`` cut into the pieces the model takes whole, with
+        the sentence of each piece."""
+        words, owner = self._pieces(batch_words)
+        offset, rows = [0] * len(batch_words), []
+        for w, b in zip(words, owner):
+            rows.append(tags[b, offset[b] : offset[b] + len(w)])
+            offset[b] += len(w)
+        out = torch.full((len(rows), max(len(r) for r in rows)), -1, dtype=torch.long)
+        for i, r in enumerate(rows):
+            out[i, : len(r)] = r
+        return words, out, owner
+
+    def _labels(self, batch_words, tags: Tensor) -> Tensor:
+        """SenT' targets ``[B, T]``, -100 on padding (ignored by the loss)."""
+        targets = [
+            self.format.encode_target(self.schema.decode(tags[b, : len(w)].tolist())) for b, w in enumerate(batch_words)
+        ]
+        labels = torch.full((len(targets), max(len(t) for t in targets)), -100, dtype=torch.long)
+        for b, t in enumerate(targets):
+            labels[b, : len(t)] = torch.tensor(t)
+        return labels
+
+    # -- inference ------------------------------------------------------------------------------
+    def _positions(self) -> int | None:
+        """Positions of an absolute-position model (encoder and decoder alike), None if relative."""
+        cfg = self.model.config
+        if cfg.model_type != "encoder-decoder":
+            return None
+        return min(cfg.encoder.max_position_embeddings, cfg.decoder.max_position_embeddings)
+
+    def _spans(self, words: list[str]) -> list[tuple[int, int]]:
+        """Consecutive [start, end) pieces of a sentence that the model can take whole."""
+        n = self.format.max_words
+        limit = self._positions()
+        if limit is None:  # relative positions: only the sentinels bound a piece
+            return [(s, min(s + n, len(words))) for s in range(0, len(words), n)]
+        longest_tag = max(len(t) for t in self.format.tag_ids) + 1
+        fixed = len(self.format.prefix) + len(self.format.suffix) + 1
+        spans, start, enc, dec = [], 0, 0, 0
+        for i, w in enumerate(words):
+            cost = len(self.tokenizer(w, add_special_tokens=False)["input_ids"] or [0]) + 1
+            full = i - start >= n or enc + cost + fixed > limit or dec + longest_tag + 3 > limit
+            if full and i > start:
+                spans.append((start, i))
+                start, enc, dec = i, 0, 0
+            enc, dec = enc + cost, dec + longest_tag
+        spans.append((start, len(words)))
+        return spans
+
+    def _pieces(self, batch_words):
+        pieces, owner = [], []
+        for b, words in enumerate(batch_words):
+            for s, e in self._spans(words):
+                pieces.append(words[s:e])
+                owner.append(b)
+        return pieces, owner
+
+    @torch.no_grad()
+    def decode_batch(self, batch_words: list[list[str]], k: int | None = None):
+        """SenTScore over a batch: ``(paths [B, K, W], beam scores [B, K], tag scores [B, W, T̄])``."""
+        k = k or self.k
+        pieces, owner = self._pieces(batch_words)
+        out = sentscore(self.model, self.format, pieces, k=k)
+        B, W, T = len(batch_words), max(len(w) for w in batch_words), len(self.schema.tags)
+        paths = torch.full((B, k, W), -1, dtype=torch.long)
+        beams = torch.zeros(B, k)
+        scores = torch.full((B, W, T), float("-inf"))
+        offset = [0] * B
+        for p, (b, words) in enumerate(zip(owner, pieces)):
+            n, o = len(words), offset[b]
+            paths[b, :, o : o + n] = out.tags[p, :, :n].cpu()
+            beams[b] += out.beam_scores[p].cpu()
+            scores[b, o : o + n] = out.tag_scores[p, 0, :n].cpu()
+            offset[b] += n
+        paths[torch.isinf(beams)] = -1
+        return paths, beams, scores
+
+    @torch.no_grad()
+    def predict(self, batch_words: list[list[str]]) -> list[list[str]]:
+        paths, _, _ = self.decode_batch(batch_words, k=1)
+        return [self.schema.decode(paths[b, 0, : len(w)].tolist()) for b, w in enumerate(batch_words)]
+
+    def outputs(
+        self,
+        batch_words,
+        tags: Tensor | None = None,
+        *,
+        k: int | None = None,
+        hidden_layers=(),
+        precision: str | None = "bf16",
+        **_,
+    ):
+        """What a cache stores for this teacher: k-best sBIO paths, their scores, per-word tag
+        scores of the best beam, and the LM loss of the gold target on labelled rows. The model
+        runs under ``precision`` autocast on GPU (fp32 on CPU, as every teacher); scores are summed
+        in fp32 either way."""
+        if hidden_layers:
+            raise ValueError("a SenTScore teacher stores no hidden layers; leave --hidden-layers out")
+        self.model.eval()
+        with torch.inference_mode(), inference_autocast(self.device, precision):
+            paths, beams, scores = self.decode_batch(batch_words, k)
+            W = paths.shape[-1]
+            mask = torch.arange(W)[None] < torch.tensor([len(w) for w in batch_words])[:, None]
+            out = TeacherOutput(mask, scores, kbest_paths=paths, kbest_log_probs=beams)
+            if tags is not None:
+                out.gold_nll = self.gold_nll(batch_words, tags)
+        return out
+
+    def gold_nll(self, batch_words: list[list[str]], tags: Tensor) -> Tensor:
+        """Negative log-likelihood of each gold SenT' target (NaN on rows without gold tags)."""
+        rows = [b for b in range(len(batch_words)) if tags[b, 0] >= 0]
+        nll = torch.full((len(batch_words),), float("nan"))
+        if rows:
+            words, piece_tags, piece_row = self._split([batch_words[b] for b in rows], tags[rows])
+            owner = [rows[j] for j in piece_row]
+            enc_ids, enc_mask = encode_batch(self.format, words, self.device)
+            labels = self._labels(words, piece_tags).to(self.device)
+            logits = self.model(input_ids=enc_ids, attention_mask=enc_mask, labels=labels).logits
+            logp = torch.log_softmax(logits.float(), -1).gather(2, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+            per_piece = -(logp * (labels >= 0)).sum(1).cpu()
+            nll[rows] = 0.0
+            nll.index_add_(0, torch.tensor(owner), per_piece)
+        return nll
+
+    # -- decoding and export ----------------------------------------------------------------------
+    def decoder(self) -> None:
+        """None: the teacher decodes itself (the beam search, ``predict``), with no word scores."""
+        return None
+
+    def export_graph(self):
+        raise TeacherError(
+            f"{self.source_dir}: a SenTScore teacher is an encoder-decoder read by beam search, "
+            "not a tagger graph; distil it into a student (`distill-train --recipe sentscore`) "
+            "and export the student"
+        )
+
+    def export_head(self, directory: Path) -> None:
+        """Nothing beyond the encoder's embeddings."""
+
+    # -- identity and persistence ---------------------------------------------------------------
+    def fingerprints(self) -> dict[str, str]:
+        if self.source_dir is None:
+            raise ValueError("this teacher was not loaded from a directory: save it first")
+        return teacher_fingerprints(self.source_dir)
+
+    def save(self, directory) -> Path:
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(d, safe_serialization=True)
+        self.tokenizer.save_pretrained(d)
+        meta = {
+            "format": "seqdistill-teacher",
+            "format_version": 1,
+            "kind": self.kind,
+            "label_schema": self.schema.to_json(),
+            "pooling": self.pooling,
+            "k": self.k,
+        }
+        (d / TEACHER_JSON).write_text(json.dumps(meta, indent=1) + "\n")
+        self.source_dir = d
+        return d
+
+
+def build_sentscore_teacher(
+    model_path: str, schema: LabelSchema, *, trust_remote_code: bool = False, seed: int = 13
+) -> SentScoreTeacher:
+    """A new SenTScore teacher: a sequence-to-sequence checkpoint as it is, or an encoder-only one
+    (BERT, MiniLM...) warm-started as both encoder and decoder of an ``EncoderDecoderModel`` (its
+    cross-attention initialised at random)."""
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, EncoderDecoderModel
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+    config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+    torch.manual_seed(seed)
+    if getattr(config, "is_encoder_decoder", False):
+        model = AutoModelForSeq2SeqLM.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+    else:
+        model = EncoderDecoderModel.from_encoder_decoder_pretrained(model_path, model_path)
+        model.config.decoder_start_token_id = tokenizer.cls_token_id
+        model.config.pad_token_id = tokenizer.pad_token_id
+    return SentScoreTeacher(model, tokenizer, LabelSchema("sBIO", schema.entity_types))
+
+
+def load_sentscore_teacher(d: Path, meta: dict, trust_remote_code: bool = False) -> SentScoreTeacher:
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(d, trust_remote_code=trust_remote_code)
+    tokenizer = AutoTokenizer.from_pretrained(d, trust_remote_code=trust_remote_code)
+    return SentScoreTeacher(model, tokenizer, LabelSchema.from_json(meta["label_schema"]), k=meta.get("k", 1))
+
+
+class SentScoreKind(TeacherKind):
+    """An encoder-decoder read with SenTScore (paper 004): its beams over sBIO tags, their scores
+    and the best beam's per-word tag scores."""
+
+    model = SentScoreTeacher
+    help = (
+        "a sequence-to-sequence model (or an encoder warm-started as encoder and decoder) trained on "
+        "SenT' targets, tags in sBIO (paper 004)"
+    )
+    target_scheme = "sBIO"  # SenT' targets are sBIO tags: corpora in other schemes are converted
+    finetune_defaults = {"epochs": 20, "lr": 1e-3, "patience": 5}  # §5: AdamW at 1e-3 for the whole model
+    layerwise_lr = False  # paper 004: one AdamW rate
+    co_finetune = False
+    name = "sentscore"
+    default_k = 1  # greedy, as paper 004 builds its pseudo-labels
+
+    def refusal(self, options):
+        if options.hidden_layers or options.subwords:
+            return (
+                "a SenTScore teacher stores no hidden layers or subword fields: leave out "
+                "--hidden-layers and --subwords"
+            )
+        return None
+
+    def decoding(self, options, scheme, precision):
+        return {"k": options.k, "constrained": True, "scheme": scheme, "precision": precision, "algorithm": "sentscore"}
+
+    def own_fields(self, schema, options):
+        return [
+            FieldSpec(
+                "kbest_paths",
+                "example",
+                "int16",
+                ("k", "words"),
+                description="the SenTScore beams (sBIO tag ids), best first; the first is the pseudo-label",
+            ),
+            FieldSpec(
+                "kbest_scores",
+                "example",
+                "float32",
+                ("k",),
+                description="log-likelihood of each beam's SenT' output under the teacher",
+            ),
+            FieldSpec(
+                "tag_scores",
+                "word",
+                "float32",
+                (schema.num_tags,),
+                "zarr",
+                description="log-likelihood of 't s_i' for each sBIO tag t at word i on the best beam "
+                "(-inf where sBIO forbids t)",
+            ),
+        ]
+
+    def own_values(self, host, j, n, options):
+        scores = host["kbest_log_probs"][j]
+        valid = np.isfinite(scores)
+        return {
+            "kbest_paths": host["kbest_paths"][j][valid, :n].astype(np.int16),
+            "kbest_scores": scores[valid].astype(np.float32),
+            "tag_scores": host["logits"][j, :n].astype(np.float32),
+        }
+
+    def build(self, encoder_path, schema, *, trust_remote_code=False, seed=13, **head):
+        """Pooling, dropout and maximum length do not apply to an encoder-decoder."""
+        return build_sentscore_teacher(encoder_path, schema, trust_remote_code=trust_remote_code, seed=seed)
+
+    def load(self, directory, meta, trust_remote_code=False):
+        return load_sentscore_teacher(Path(directory), meta, trust_remote_code)
+
+
+KIND = SentScoreKind()
