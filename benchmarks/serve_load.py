@@ -9,7 +9,7 @@ for the MGKD student and for its teacher served the same way (issue 21).
         --test .venv/lib/python3.11/site-packages/neuroner/data/conll2003/en/test.txt \
         --write docs/BENCHMARKS.md
 
-Each model is served by ``python -m seqdistill.deploy.serve`` in its own process, with the same
+Each model is served by ``python -m seqdistill.cli.serve`` in its own process, with the same
 flags for every model (``--serve-args``; by default ``--threads 1 --max-batch 32 --max-wait-ms 5
 --model-batch 8``), and loaded by ``--concurrency`` clients in this process: threads of the
 standard library's ``http.client``, one keep-alive connection each (httpx's AsyncClient cost 3.7
@@ -99,14 +99,14 @@ def uvicorn_stack() -> str:
 
 
 class Server:
-    """``python -m seqdistill.deploy.serve`` on a free loopback port, until closed."""
+    """``python -m seqdistill.cli.serve`` on a free loopback port, until closed."""
 
     def __init__(self, model_dir: str, args: list[str]):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "seqdistill.deploy.serve", "--model", model_dir, "--port", str(self.port)]
+        cmd = [sys.executable, "-m", "seqdistill.cli.serve", "--model", model_dir, "--port", str(self.port)]
         self.proc = subprocess.Popen([*cmd, *args, "--log-level", "warning"], cwd=ROOT)
         deadline = time.monotonic() + 180
         while True:

@@ -8,8 +8,8 @@ from click.testing import CliRunner
 from conftest import toy_cache, toy_corpus
 
 from seqdistill.cache_schema import CacheReader
+from seqdistill.cli.evaluate import eval_main
 from seqdistill.deploy.card import MARK, read_card
-from seqdistill.deploy.evaluate import eval_main
 from seqdistill.students.recipes import train
 from seqdistill.students.recipes.mgkd import MGKDConfig
 

@@ -15,8 +15,8 @@ import torch
 from click.testing import CliRunner
 
 from seqdistill.cache_schema import LabelSchema
+from seqdistill.cli.export import main as export_main
 from seqdistill.deploy.export import export_model
-from seqdistill.deploy.export import main as export_main
 from seqdistill.inference import ExportError, Tagger, split_words
 from seqdistill.students.archs import architectures as student_architectures
 from seqdistill.students.base import StudentConfig, save_student
@@ -293,7 +293,7 @@ assert not any(m.startswith(("seqdistill.teachers", "seqdistill.students")) for 
 
 
 def test_cli_export_check_and_predict_from_stdin(tiny_encoder, tmp_path):
-    from seqdistill.deploy.evaluate import eval_main, predict_main
+    from seqdistill.cli.evaluate import eval_main, predict_main
 
     src = make_student(tiny_encoder, tmp_path / "s", "bilstm-crf")
     gold = tmp_path / "gold.txt"

@@ -173,7 +173,7 @@ def test_mt_student_learns_from_two_teachers(two_teacher_cache, tmp_path, soft_l
         for record in runs["history"]:
             assert record["teacher_weights"][t] == pytest.approx(sum(w) / len(w), rel=1e-5)
         assert sum(w) / len(w) < 0.99  # random teachers: their gold CE is far from 0
-    from seqdistill.deploy.evaluate import eval_main
+    from seqdistill.cli.evaluate import eval_main
 
     r = CliRunner().invoke(
         eval_main, ["--model", str(tmp_path / "mt"), "--data", toy_corpus(tmp_path / "t.txt", 10, 7), "--json"]

@@ -284,12 +284,12 @@ def test_a_poisoned_request_fails_alone_in_a_batch(served, monkeypatch):
 def test_the_command_serves_an_exported_directory(tiny_encoder, tmp_path, monkeypatch):
     """distill-serve's options reach the app; uvicorn.run is replaced by the same server in a
     thread (a subprocess would spend seconds importing torch; benchmarks/serve_load.py runs
-    ``python -m seqdistill.deploy.serve``)."""
+    ``python -m seqdistill.cli.serve``)."""
     import uvicorn
     from click.testing import CliRunner
 
+    from seqdistill.cli.serve import serve_main
     from seqdistill.deploy.export import export_model
-    from seqdistill.deploy.serve import serve_main
 
     src = make_student(tiny_encoder, tmp_path / "s", "bilstm-crf")
     out = export_model(src, tmp_path / "onnx")
@@ -318,7 +318,7 @@ def test_the_command_serves_an_exported_directory(tiny_encoder, tmp_path, monkey
 def test_the_command_refuses_a_missing_directory(tmp_path):
     from click.testing import CliRunner
 
-    from seqdistill.deploy.serve import serve_main
+    from seqdistill.cli.serve import serve_main
 
     r = CliRunner().invoke(serve_main, ["--model", str(tmp_path / "none")])
     assert r.exit_code != 0 and "no such model directory" in r.output

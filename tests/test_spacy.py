@@ -67,7 +67,7 @@ def test_flat_student_ents_are_distill_predicts_spans(models, tmp_path):
     offsets), text by text and for a doc of several lines (a sentence per line, as distill-predict)."""
     from click.testing import CliRunner
 
-    from seqdistill.deploy.evaluate import predict_main
+    from seqdistill.cli.evaluate import predict_main
 
     (tmp_path / "in.txt").write_text("\n".join(TEXTS) + "\n")
     out = tmp_path / "out.jsonl"

@@ -156,7 +156,7 @@ def test_mgkd_student_learns_from_a_cache_whose_teacher_is_gone(cache, tmp_path)
     assert {"loss_hard", "loss_seq-ce", "loss_fuzzy", "dev_f1", "weights"} <= set(first)
     model, tok = load_student(tmp_path / "s")
     assert predict_tags(model, tok, [["anna", "visits", "the", "rome"]]) == [["B-PER", "O", "O", "B-LOC"]]
-    from seqdistill.deploy.evaluate import eval_main
+    from seqdistill.cli.evaluate import eval_main
 
     (tmp_path / "test.txt").write_text("peter B-PER\nvisits O\nparis B-LOC\n\n")
     r = CliRunner().invoke(eval_main, ["--model", str(tmp_path / "s"), "--data", str(tmp_path / "test.txt")])

@@ -155,7 +155,7 @@ def test_xtremedistil_d4_student_learns_from_the_cache(cache, tmp_path):
     assert model.config.arch == "bilstm-tagger" and model.config.projection_dim == 32  # the teacher's width
     assert predict_tags(model, tok, [["anna", "visits", "the", "rome"]]) == [["B-PER", "O", "O", "B-LOC"]]
     # distill-eval and distill-predict take it like any model directory: no cache, no teacher
-    from seqdistill.deploy.evaluate import eval_main, predict_main
+    from seqdistill.cli.evaluate import eval_main, predict_main
 
     (tmp_path / "test.txt").write_text("peter B-PER\nvisits O\nparis B-LOC\n\nanna B-PER\nvisits O\nrome B-LOC\n")
     r = CliRunner().invoke(eval_main, ["--model", str(tmp_path / "xd"), "--data", str(tmp_path / "test.txt"), "--json"])

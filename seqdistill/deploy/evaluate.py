@@ -9,11 +9,8 @@ student, torch and ONNX, are compared on one test set, on one machine, in one co
 from __future__ import annotations
 
 import json
-import sys
 
-import click
-
-from ..corpora import FORMATS, CorpusError, parse_tag_names, read_corpus
+from ..corpora import CorpusError, read_corpus
 from ..inference import Tagger, latency
 from ..metrics import span_scores, span_set_scores
 
@@ -102,116 +99,11 @@ def format_results(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--model",
-    "models",
-    multiple=True,
-    required=True,
-    help="Teacher, student or exported (distill-export) directory (repeatable).",
-)
-@click.option("--data", required=True, help="Labelled corpus to score on (CoNLL, JSONL, Parquet, hf:DIR[@SPLIT]).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
-@click.option("--tag-names", default=None, metavar="A,B,...", help="Names of integer tag ids in --data, id 0 first.")
-@click.option("--no-latency", is_flag=True, help="Skip the latency measurement.")
-@click.option(
-    "--threads",
-    type=int,
-    default=DEFAULT_THREADS,
-    show_default=True,
-    help="Threads of each model (torch or ONNX Runtime); 0: all cores. One suits small models.",
-)
-@click.option("--device", default="cpu", show_default=True)
-@click.option("--json", "as_json", is_flag=True)
-@click.option(
-    "--card",
-    is_flag=True,
-    help="Write or refresh each model directory's README.md model card from these figures (pipeline/card.py).",
-)
-def eval_main(models, data, fmt, tag_names, no_latency, threads, device, as_json, card) -> None:
-    """Score teachers, students and exported models on one labelled corpus: seqeval CoNLL micro
-    P/R/F1, per-type F1, macro F1, exact-sentence match, parameters, and ms/sentence at batch 1
-    and 32 (tokenization and decoding included; with the ratios against the first model)."""
-    try:
-        rows = evaluate_taggers(
-            list(models),
-            data,
-            fmt=fmt,
-            with_latency=not no_latency,
-            device=device,
-            threads=threads,
-            tag_names=parse_tag_names(tag_names),
-        )
-    except (CorpusError, FileNotFoundError, ValueError) as e:
-        raise click.ClickException(str(e)) from None
-    if as_json:
-        click.echo(json.dumps(rows, indent=1))
-    else:
-        click.echo(format_results(rows))
-        click.echo(f"\nthreads per model: {threads or 'all cores'} (--threads)")
-    if card:
-        from .card import CardError, write_card
-
-        command = (
-            "distill-eval "
-            + " ".join(f"--model {m}" for m in models)
-            + f" --data {data} --threads {threads}"
-            + (f" --tag-names {tag_names}" if tag_names else "")
-            + (" --no-latency" if no_latency else "")
-            + " --card"
-        )
-        for row in rows:
-            try:
-                path = write_card(row["model"], row, data, command)
-            except CardError as e:
-                raise click.ClickException(str(e)) from None
-            click.echo(f"model card: {path}", err=as_json)
-
-
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--model", required=True, help="Teacher, student or exported (distill-export) directory.")
-@click.option(
-    "--input",
-    "input_path",
-    required=True,
-    help="CoNLL, JSONL or raw text (a sentence per line, split into words by seqdistill.inference.words' "
-    "rule); - reads standard input.",
-)
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
-@click.option("--output", "output_path", default=None, help="Where to write the tags (default: standard output).")
-@click.option(
-    "--output-format",
-    type=click.Choice(["conll", "jsonl"]),
-    default="conll",
-    show_default=True,
-    help="jsonl: one object per sentence with its text, words, character offsets, tags and spans.",
-)
-@click.option("--batch-size", type=int, default=32, show_default=True)
-@click.option("--threads", type=int, default=DEFAULT_THREADS, show_default=True, help="0: all cores.")
-@click.option("--device", default="cpu", show_default=True)
-def predict_main(model, input_path, fmt, output_path, output_format, batch_size, threads, device) -> None:
-    """Tag a corpus or raw text with a teacher, a student or an exported model (no cache needed)."""
-    try:
-        corpus = read_corpus(input_path, "input", "predict", format=fmt, labelled=False)
-        tagger = Tagger.load(model, device=device, threads=threads or None)
-    except (CorpusError, FileNotFoundError, ValueError) as e:
-        raise click.ClickException(str(e)) from None
-    tagged = tagger(
-        [s.text if s.text is not None else s.words for s in corpus.sentences],
-        batch_size=batch_size,
-        scores=output_format == "jsonl",
-    )
-    f = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout
-    try:
-        for s in tagged:
-            if output_format == "jsonl":
-                f.write(json.dumps(s.to_json(), ensure_ascii=False) + "\n")
-            else:
-                f.write("".join(f"{a} {b}\n" for a, b in zip(s.words, s.tags)) + "\n")
-    finally:
-        if output_path:
-            f.close()
-    if output_path:
-        click.echo(
-            f"{len(tagged):,} sentences tagged by {tagger.kind} {tagger.name} ({tagger.runtime}) -> {output_path}"
-        )
+def write_tagged(tagged, f, output_format: str = "conll") -> None:
+    """Tagged sentences to an open text file: CoNLL (word and tag, a blank line after each
+    sentence) or JSONL (``TaggedSentence.to_json()``: text, words, character offsets, tags, spans)."""
+    for s in tagged:
+        if output_format == "jsonl":
+            f.write(json.dumps(s.to_json(), ensure_ascii=False) + "\n")
+        else:
+            f.write("".join(f"{a} {b}\n" for a, b in zip(s.words, s.tags)) + "\n")

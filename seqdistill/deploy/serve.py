@@ -72,10 +72,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import click
-
 from ..inference import TaggedSentence, Tagger
-from .evaluate import DEFAULT_THREADS
 
 log = logging.getLogger("seqdistill.serve")
 
@@ -539,93 +536,3 @@ def serve_in_thread(app, host: str = "127.0.0.1", port: int = 0):
 
 
 # -- the command -------------------------------------------------------------------------------------
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--model", required=True, help="Teacher, student or exported (distill-export) directory.")
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
-@click.option(
-    "--max-batch",
-    type=click.IntRange(min=1),
-    default=32,
-    show_default=True,
-    help="Most sentences in one model call, across the requests batched together.",
-)
-@click.option(
-    "--max-wait-ms",
-    type=click.FloatRange(min=0),
-    default=5.0,
-    show_default=True,
-    help="How long a request waits for others to join its batch when the model is idle; 0: never.",
-)
-@click.option(
-    "--model-batch",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    help="Sentences per forward pass: a batch's sentences are sorted by length and cut into runs of this many.",
-)
-@click.option(
-    "--threads",
-    type=click.IntRange(min=0),
-    default=DEFAULT_THREADS,
-    show_default=True,
-    help="Model threads; 0: all cores.",
-)
-@click.option("--device", default="cpu", show_default=True)
-@click.option("--max-texts", type=click.IntRange(min=1), default=Limits.max_texts, show_default=True)
-@click.option("--max-body-bytes", type=click.IntRange(min=1), default=Limits.max_body_bytes, show_default=True)
-@click.option(
-    "--max-text-chars",
-    type=click.IntRange(min=1),
-    default=Limits.max_text_chars,
-    show_default=True,
-    help="Longest text (or words joined by one space) in characters.",
-)
-@click.option("--access-log/--no-access-log", default=False, show_default=True, help="uvicorn's line per request.")
-@click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info")
-def serve_main(
-    model,
-    host,
-    port,
-    max_batch,
-    max_wait_ms,
-    model_batch,
-    threads,
-    device,
-    max_texts,
-    max_body_bytes,
-    max_text_chars,
-    access_log,
-    log_level,
-) -> None:
-    """Serve a teacher, student or exported model over HTTP: POST /tag ({"texts": [...]} or
-    {"tokens": [[...]]}), GET /health, GET /info; concurrent requests are tagged in shared batches."""
-    try:
-        import uvicorn
-    except ImportError:
-        raise click.ClickException(
-            "distill-serve needs starlette and uvicorn: pip install 'seqdistill[serve]'"
-        ) from None
-    try:
-        tagger = Tagger.load(model, device=device, threads=threads or None)
-    except (FileNotFoundError, ValueError) as e:
-        raise click.ClickException(str(e)) from None
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = create_app(
-        tagger,
-        model,
-        max_batch=max_batch,
-        max_wait_ms=max_wait_ms,
-        model_batch=model_batch,
-        limits=Limits(max_body_bytes, max_texts, max_text_chars),
-    )
-    click.echo(
-        f"serving {tagger.kind} {tagger.name} ({tagger.runtime}, {threads or 'all'} thread(s)) on http://{host}:{port} "
-        f"(batches of up to {max_batch} sentences in passes of {model_batch}, waiting up to {max_wait_ms:g} ms)",
-        err=True,
-    )
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log)
-
-
-if __name__ == "__main__":
-    serve_main()

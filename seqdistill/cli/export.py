@@ -1,0 +1,66 @@
+"""``distill-export``: a thin command line over ``seqdistill.deploy.export``."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..corpora import CorpusError
+from ..corpora.options import tag_names_option
+from ..deploy.export import QUANTIZE, check_export, export_model
+from ..inference.onnx_runtime import EXPORT_JSON, ONNX_FILE, ExportError
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--model", "model_dir", required=True, help="Student or teacher directory.")
+@click.option("--out", "out_dir", required=True, help="New directory for the export.")
+@click.option(
+    "--quantize",
+    type=click.Choice(QUANTIZE),
+    default="none",
+    show_default=True,
+    help="int8: dynamic quantization of the MatMul, Gemm and LSTM weights (ONNX Runtime).",
+)
+@click.option(
+    "--check",
+    "check_data",
+    default=None,
+    help="Labelled corpus (CoNLL, JSONL, Parquet, hf:DIR[@SPLIT]): score the export against the torch model on it.",
+)
+@tag_names_option
+@click.option(
+    "--max-f1-drop",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help="With --check: the most F1 points the export may lose; beyond it, exit 1.",
+)
+@click.option("--trust-remote-code", is_flag=True, help="Allow a teacher's own code from its directory.")
+def main(model_dir, out_dir, quantize, check_data, tag_names, max_f1_drop, trust_remote_code) -> None:
+    """Export a student or teacher to a self-contained ONNX directory (graph, tokenizer, label
+    schema, decoding tables, export.json), loadable with ``seqdistill.Tagger.load`` and by
+    ``distill-eval`` and ``distill-predict``."""
+
+    try:
+        out = export_model(model_dir, out_dir, quantize=quantize, trust_remote_code=trust_remote_code)
+        meta = json.loads((out / EXPORT_JSON).read_text())
+        click.echo(
+            f"{meta['kind']} {meta['model']} -> {out} (ONNX, {quantize}, decoder {meta['decoder']}, "
+            f"{(out / ONNX_FILE).stat().st_size / 2**20:.1f} MiB)"
+        )
+        if check_data:
+            torch_f1, export_f1 = check_export(model_dir, out, check_data, tag_names=tag_names)
+            drop = 100 * (torch_f1 - export_f1)
+            click.echo(
+                f"F1 on {check_data}: torch {100 * torch_f1:.2f}, export {100 * export_f1:.2f} "
+                f"(drop {drop:+.2f}, allowed {max_f1_drop:.2f})"
+            )
+            if drop > max_f1_drop:
+                raise click.ClickException(
+                    f"the export loses {drop:.2f} F1 points on {check_data}, more than "
+                    f"--max-f1-drop {max_f1_drop}: ship the fp32 export (--quantize none) "
+                    f"or allow a larger drop; {out} is kept for inspection"
+                )
+    except (CorpusError, ExportError, FileNotFoundError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
