@@ -30,7 +30,8 @@ from pathlib import Path
 import torch
 
 from seqdistill.corpora import derive_label_schema, read_corpus
-from seqdistill.teachers.finetune import _tag_ids, evaluate, warmup_linear_decay
+from seqdistill.teachers import teacher_kind
+from seqdistill.teachers.finetune import evaluate, warmup_linear_decay
 from seqdistill.teachers.kinds.sentscore import build_sentscore_teacher
 from seqdistill.teachers.sentscore import encode_batch
 
@@ -64,7 +65,11 @@ def align(teacher, silver: list[list[str]], lr: float, batch_size: int) -> None:
     fmt, tok, params = teacher.format, teacher.tokenizer, list(teacher.parameters())
     optim = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
     batches = range(0, len(silver), batch_size)
-    sched, total, t0 = warmup_linear_decay(optim, len(batches), 0.1), 0.0, time.time()
+    sched, total, t0 = (
+        torch.optim.lr_scheduler.LambdaLR(optim, warmup_linear_decay(len(batches), 0.1)),
+        0.0,
+        time.time(),
+    )
     teacher.train()
     for j, i in enumerate(batches, 1):
         words = silver[i : i + batch_size]
@@ -120,7 +125,8 @@ def main() -> None:
         align(teacher, silver, args.lr, args.batch_size)
     params = list(teacher.parameters())
     optim = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
-    sched = warmup_linear_decay(optim, args.epochs * ((len(train) + args.batch_size - 1) // args.batch_size), 0.1)
+    steps = args.epochs * ((len(train) + args.batch_size - 1) // args.batch_size)
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, warmup_linear_decay(steps, 0.1))
     sentences = list(train)
     for epoch in range(1, args.epochs + 1):
         teacher.train()
@@ -128,7 +134,15 @@ def main() -> None:
         total, n, t0 = 0.0, 0, time.time()
         for i in range(0, len(sentences), args.batch_size):
             batch = sentences[i : i + args.batch_size]
-            total += step(params, optim, sched, teacher.loss([s.words for s in batch], _tag_ids(batch, schema)))
+            total += step(
+                params,
+                optim,
+                sched,
+                teacher.loss(
+                    [s.words for s in batch],
+                    teacher_kind("sentscore").gold_targets([s.gold_fields() for s in batch], schema),
+                ),
+            )
             n += 1
         msg = f"{args.variant} epoch {epoch} loss {total / n:.3f} {time.time() - t0:.0f}s"
         if epoch % args.every == 0 or epoch == args.epochs:

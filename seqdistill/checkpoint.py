@@ -63,6 +63,16 @@ def save_checkpoint(
     shutil.rmtree(old, ignore_errors=True)
 
 
+def checkpoint_state(out_dir) -> dict | None:
+    """The trainer state a checkpoint of ``out_dir`` holds (its ``state.json``), without loading
+    any tensor: what a run checks before restoring anything. None if there is no checkpoint."""
+    for name in (CHECKPOINT, f".{CHECKPOINT}.old"):  # .old: killed between the two renames of save_checkpoint
+        path = Path(out_dir) / name / "state.json"
+        if path.exists():
+            return json.loads(path.read_text())["state"]
+    return None
+
+
 def load_checkpoint(
     out_dir, modules: dict[str, torch.nn.Module], optimizer: torch.optim.Optimizer | None
 ) -> dict | None:

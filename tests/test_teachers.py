@@ -275,3 +275,25 @@ def test_finetune_killed_anywhere_resumes_to_the_same_weights(tiny_encoder, tmp_
         assert ours.keys() == theirs.keys()
         assert all(torch.equal(ours[k], theirs[k]) for k in ours), name
     assert not (out / "checkpoint").exists()  # removed when the run ends
+
+
+def test_a_checkpoint_of_the_old_fine_tuning_loop_is_refused_with_what_to_do(tiny_encoder, tmp_path):
+    """Teachers' fine-tuning left its own loop for the one trainer (issue 33): a checkpoint that
+    loop wrote is refused by name, before any tensor is read, and --restart is the way on."""
+    from seqdistill.checkpoint import save_checkpoint
+    from seqdistill.corpora import read_corpus
+    from seqdistill.teachers import build_teacher
+    from seqdistill.teachers.finetune import FinetuneConfig, finetune
+
+    train = read_corpus(str(_toy_corpus(tmp_path / "train.txt", 8, 0)), "train", "train").sentences
+    teacher = build_teacher(tiny_encoder, SCHEMA, "crf")
+    optim = torch.optim.AdamW(teacher.parameters())
+    old = {"identity": {"config": {}}, "schedule": {}, "position": {"epoch": 0, "done": 4}}
+    save_checkpoint(tmp_path / "out", {"teacher0": teacher}, optim, old)
+    cfg = FinetuneConfig(epochs=1, batch_size=8)
+    with pytest.raises(ValueError, match=r"written by an older fine-tuning loop.*--restart"):
+        finetune(tiny_encoder, train, train, SCHEMA, tmp_path / "out", cfg, device="cpu", log=lambda *a: None)
+    summary = finetune(
+        tiny_encoder, train, train, SCHEMA, tmp_path / "out", FinetuneConfig(epochs=1, batch_size=8, resume=False)
+    )
+    assert summary["finished"] and not (tmp_path / "out" / "checkpoint").exists()

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config_fields import field_type, make_config, option
+from ..training.records import REPORTERS
 
 __all__ = ["RunConfig", "config_toml", "field_type", "make_config", "option", "read_toml"]
 
@@ -65,7 +66,7 @@ class RunConfig:
     report_to: tuple[str, ...] = option(
         (),
         "Also log the epoch records to: tensorboard (OUT/tensorboard; the tensorboard extra).",
-        choices=("tensorboard",),
+        choices=tuple(REPORTERS),
     )
 
 

@@ -46,6 +46,7 @@ from ..cache_schema.storage import failpoint
 from ..checkpoint import (
     CHECKPOINT,
     changed_setting,
+    checkpoint_state,
     config_defaults,
     load_checkpoint,
     remove_checkpoint,
@@ -151,10 +152,16 @@ class _Run:
         if not getattr(self.cfg, "resume", True):
             remove_checkpoint(self.out_dir)  # --restart
             return None
-        saved = load_checkpoint(self.out_dir, {**modules, "best": self.best_weights}, None)
-        if saved is None:
+        state = checkpoint_state(self.out_dir)
+        if state is None:
             return None
-        check_identity(self.out_dir, saved["identity"], self.identity, config_defaults(self.cfg))
+        if "position" not in state or "schedule" in state:  # the teachers' own loop before issue 33
+            raise ValueError(
+                f"{self.out_dir / CHECKPOINT} was written by an older fine-tuning loop, which this version "
+                "cannot continue: start afresh with --restart (or another --out)"
+            )
+        check_identity(self.out_dir, state["identity"], self.identity, config_defaults(self.cfg))  # before any tensor
+        saved = load_checkpoint(self.out_dir, {**modules, "best": self.best_weights}, None)
         self.pos.update(saved["position"])
         if self.world > 1:  # the checkpoint holds rank 0's RNG: each rank its own dropout masks again
             torch.manual_seed(self.cfg.seed * 1000 + self.rank + self.pos["step"])
