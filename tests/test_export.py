@@ -1,5 +1,5 @@
 """distill-export and the Tagger: every student kind and teacher kind exported to ONNX gives the
-torch model's tags; int8 stays close; character offsets; damaged or foreign directories refused
+torch model's tags; int8 stays close; tags never depend on the batch; character offsets; damaged or foreign directories refused
 by name; an export runs without the teachers package."""
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ def _randomize(model: torch.nn.Module, seed: int = 0) -> None:
                 b.copy_(torch.randn(b.shape, generator=g) * 0.1)
             elif name.endswith("running_var"):
                 b.copy_(torch.rand(b.shape, generator=g) + 0.5)
+        for m in model.modules():  # as training keeps it: an embedding's padding row stays zero
+            if isinstance(m, torch.nn.Embedding) and m.padding_idx is not None:
+                m.weight[m.padding_idx].zero_()
 
 
 def make_student(tiny_encoder, d, arch: str, schema=SCHEMA, **kw):
@@ -178,8 +181,9 @@ def test_every_teacher_kind_exports_with_the_torch_tags(tiny_encoder, tmp_path, 
 
 
 def test_int8_stays_close_to_fp32(tiny_encoder, tmp_path):
-    """Dynamic int8 of a BiLSTM-CRF: scores within a stated tolerance of fp32 (0.1 on emissions
-    of magnitude ~1-5 for these random weights), most tags the same, and a graph that is smaller."""
+    """Weight-only int8 of a BiLSTM-CRF (issue 34): scores within a stated tolerance of fp32 (0.1 on
+    emissions of magnitude ~1-5 for these random weights), most tags the same, the MatMul and LSTM
+    weights stored as int8 behind DequantizeLinear, and a graph that is smaller."""
     src = make_student(tiny_encoder, tmp_path / "s", "bilstm-crf")
     fp32, int8 = export_model(src, tmp_path / "fp32"), export_model(src, tmp_path / "int8", quantize="int8")
     a, b = Tagger.load(fp32), Tagger.load(int8)
@@ -193,8 +197,42 @@ def test_int8_stays_close_to_fp32(tiny_encoder, tmp_path):
     assert same > 0.95
     import onnx
 
-    ops = {n.op_type for n in onnx.load(str(int8 / "model.onnx")).graph.node}
-    assert "DynamicQuantizeLSTM" in ops and "LSTM" not in ops  # the recurrent weights are int8
+    graph = onnx.load(str(int8 / "model.onnx")).graph
+    int8_weights = {t.name for t in graph.initializer if t.data_type == onnx.TensorProto.INT8}
+    lstm_inputs = {i for n in graph.node if n.op_type == "LSTM" for i in n.input[1:3]}
+    assert lstm_inputs and {f"{w}_int8" for w in lstm_inputs} <= int8_weights  # the recurrent weights are int8
+    assert not {n.op_type for n in graph.node} & {"DynamicQuantizeLinear", "DynamicQuantizeLSTM", "MatMulInteger"}
+
+
+INVARIANT = [*STUDENTS, *(("teacher", {"kind": k}) for k in ["crf", "softmax", "bilou-per-type"])]
+
+
+@pytest.mark.parametrize("arch,kw", INVARIANT, ids=[f"{a}-{next(iter(k.values()), '')}" for a, k in INVARIANT])
+def test_tags_and_scores_do_not_depend_on_the_batch(tiny_encoder, tmp_path, arch, kw):
+    """Issue 34: a sentence gets the same tags, span scores and word scores alone as in a batch of
+    32 sentences of other lengths, in torch, in fp32 ONNX and in int8 ONNX, for every student
+    architecture and teacher kind (dynamic int8 scaled activations over the whole batch and changed
+    tags)."""
+    kw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in kw.items()}
+    if arch == "teacher":
+        src = make_teacher(tiny_encoder, tmp_path / "s", kw["kind"])
+    else:
+        src = make_student(tiny_encoder, tmp_path / "s", arch, **kw)
+    sents = sentences(48, seed=7, long=40 if arch in ("transformer", "teacher") else 0)
+    models = [src, export_model(src, tmp_path / "fp32"), export_model(src, tmp_path / "int8", quantize="int8")]
+    for model in models:
+        tagger = Tagger.load(model)
+        alone, batched = tagger(sents, batch_size=1), tagger(sents, batch_size=32)
+        assert [s.tags for s in alone] == [s.tags for s in batched], model
+        for x, y in zip(alone, batched):
+            assert [(p.start, p.end, p.type) for p in x.spans] == [(p.start, p.end, p.type) for p in y.spans]
+            np.testing.assert_allclose(
+                [p.score for p in x.spans], [p.score for p in y.spans], atol=1e-5, err_msg=str(model)
+            )
+        one = [tagger.backend.scores([s]) for s in sents[:32]]
+        together = tagger.backend.scores(sents[:32])
+        for i, s in enumerate(sents[:32]):
+            np.testing.assert_allclose(one[i][0, : len(s)], together[i, : len(s)], atol=1e-5, err_msg=str(model))
 
 
 def test_character_offsets_point_into_the_original_text(tiny_encoder, tmp_path):
@@ -270,6 +308,50 @@ def test_damaged_and_foreign_directories_are_refused_by_name(tiny_encoder, tmp_p
         OnnxModel(tmp_path / "s")
     with pytest.raises(FileNotFoundError, match="no such model directory"):
         Tagger.load(tmp_path / "nothing")
+
+
+@pytest.mark.parametrize(
+    "breakage,message",
+    [
+        ("tokenizer.json deleted", r"tokenizer/tokenizer\.json: missing"),
+        ("tokenizer.json garbage", r"tokenizer/tokenizer\.json: damaged"),
+        ("decode file deleted", r"decode\.safetensors: missing"),
+        ("onnx_sha256 null", r"onnx_sha256 is None, not a sha256"),
+        ("graph outside", r"onnx '\.\./outside\.onnx' names a file outside"),
+        ("listed file outside", r"files '\.\./x' names a file outside"),
+        ("format 1", r"no checksums of the tokenizer files \(format 1"),
+    ],
+)
+def test_a_broken_export_is_refused_naming_the_file(tiny_encoder, tmp_path, breakage, message):
+    """Issue 34: every file an export needs is checked at load; a missing tokenizer.json used to
+    load a 5-entry fallback tokenizer that tagged every word O, and a null checksum a damaged graph."""
+    import shutil
+
+    src = make_student(tiny_encoder, tmp_path / "s", "bilstm-crf")
+    out = export_model(src, tmp_path / "onnx")
+    meta = json.loads((out / "export.json").read_text())
+    assert set(meta["files"]) >= {"tokenizer/tokenizer.json", "decode.safetensors"} and meta["tokenizer_size"] > 50
+    Tagger.load(out)  # sound before the breakage
+    if breakage == "tokenizer.json deleted":
+        (out / "tokenizer" / "tokenizer.json").unlink()
+    elif breakage == "tokenizer.json garbage":
+        (out / "tokenizer" / "tokenizer.json").write_bytes(b"\xff\xfe garbage")
+    elif breakage == "decode file deleted":
+        (out / "decode.safetensors").unlink()
+    elif breakage == "onnx_sha256 null":
+        meta["onnx_sha256"] = None
+    elif breakage == "graph outside":
+        shutil.copyfile(out / "model.onnx", tmp_path / "outside.onnx")
+        meta["onnx"] = "../outside.onnx"
+    elif breakage == "listed file outside":
+        (tmp_path / "x").write_text("x")
+        meta["files"]["../x"] = "0" * 64
+    elif breakage == "format 1":
+        meta["format_version"] = 1
+        del meta["files"], meta["tokenizer_size"]
+    (out / "export.json").write_text(json.dumps(meta))
+    with pytest.raises(ExportError, match=message):
+        Tagger.load(out)
 
 
 def test_an_export_runs_without_the_teachers_package(tiny_encoder, tmp_path):

@@ -212,7 +212,19 @@ BAD = [
     ("text too long", json.dumps({"texts": ["a" * 301]}).encode(), 413, "texts[0] is 301 characters"),
     ("words too long", json.dumps({"tokens": [["a" * 150, "b" * 150]]}).encode(), 413, "tokens[0] is 301 characters"),
     ("oversize body", json.dumps({"texts": ["a " * 50] * 60}).encode(), 413, "the limit is 4,096"),
+    # issue 34: these got a 500 and counted as failed model calls
+    ("lone surrogate", b'{"texts": ["a \\ud800 b"]}', 422, "texts[0] holds a lone surrogate (\\ud800) at character 2"),
+    ("lone surrogate word", b'{"tokens": [["a", "\\udfff"]]}', 422, "tokens[0][1] holds a lone surrogate"),
 ]
+
+
+def test_an_integer_of_more_digits_than_python_converts_is_a_400_not_a_500():
+    """Issue 34: json.loads raises a plain ValueError past 4,300 digits (under the default body limit)."""
+    from seqdistill.deploy.serve import RequestError, parse_request
+
+    with pytest.raises(RequestError) as e:
+        parse_request(b'{"texts": [' + b"9" * 5000 + b"]}", Limits())
+    assert e.value.status == 400 and "malformed JSON" in e.value.message
 
 
 @pytest.mark.parametrize("content,status,message", [b[1:] for b in BAD], ids=[b[0] for b in BAD])

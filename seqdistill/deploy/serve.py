@@ -291,6 +291,8 @@ def parse_request(body: bytes, limits: Limits) -> list:
         raise RequestError(400, f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except RecursionError:
         raise RequestError(400, "malformed JSON: nested too deeply") from None
+    except ValueError as e:  # e.g. an integer of more digits than Python converts (sys.set_int_max_str_digits)
+        raise RequestError(400, f"malformed JSON: {str(e)[:200]}") from None
     if not isinstance(data, dict):
         raise RequestError(
             422, f'the body must be a JSON object {{"texts": [...]}} or {{"tokens": [[...], ...]}}, not {_kind(data)}'
@@ -318,6 +320,7 @@ def parse_request(body: bytes, limits: Limits) -> list:
         if key == "texts":
             if not isinstance(item, str):
                 raise RequestError(422, f"texts[{i}] must be a string, not {_kind(item)}")
+            _check_unicode(item, f"texts[{i}]")
             chars = len(item)
         else:
             if not isinstance(item, list):
@@ -327,12 +330,25 @@ def parse_request(body: bytes, limits: Limits) -> list:
                     raise RequestError(422, f"tokens[{i}][{j}] must be a string, not {_kind(w)}")
                 if not w.strip():
                     raise RequestError(422, f"tokens[{i}][{j}] is empty or blank; a word needs a character")
+                _check_unicode(w, f"tokens[{i}][{j}]")
             chars = sum(len(w) for w in item) + max(0, len(item) - 1)  # the words joined by one space
         if chars > limits.max_text_chars:
             raise RequestError(
                 413, f"{key}[{i}] is {chars:,} characters; the limit is {limits.max_text_chars:,} (--max-text-chars)"
             )
     return items
+
+
+def _check_unicode(text: str, where: str) -> None:
+    """422 for a string that is no Unicode text: JSON's ``\\ud800`` escapes decode to lone surrogates,
+    which no tokenizer can encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise RequestError(
+            422,
+            f"{where} holds a lone surrogate (\\u{ord(text[e.start]):04x}) at character {e.start}; send Unicode text",
+        ) from None
 
 
 def _kind(x) -> str:

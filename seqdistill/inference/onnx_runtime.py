@@ -10,6 +10,11 @@ The directory is self-contained and runs without the student and teacher package
   scores (``-inf`` where the tag scheme forbids), or the BILOU automaton's;
 * ``tokenizer/`` — the tokenizer files.
 
+Nothing of a directory is used unchecked (:func:`check_files`, format 2): export.json records the
+sha256 of the graph (``onnx_sha256``) and of every other file (``files``), and the tokenizer's
+size; a load refuses, naming the file, a file that is missing, damaged, outside the directory or
+without a checksum (an export of format 1, before the files were checksummed, is exported again).
+
 Three kinds of graph inputs (``inputs`` in export.json), all prepared by ``seqdistill.encoding``
 exactly as for the torch model:
 
@@ -37,7 +42,7 @@ from .torch_models import Backend
 
 EXPORT_JSON = "export.json"
 EXPORT_FORMAT = "seqdistill-export"
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2  # 2: the sha256 of every file (``files``) and the tokenizer size
 ONNX_FILE = "model.onnx"
 DECODE_FILE = "decode.safetensors"
 INPUTS = ("bags", "subwords", "segments")
@@ -85,6 +90,42 @@ def read_export_json(d: Path) -> dict:
     if meta["inputs"] not in INPUTS:
         raise ExportError(f"{path}: inputs {meta['inputs']!r} is not one of {', '.join(INPUTS)}")
     return meta
+
+
+def check_files(d: Path, meta: dict) -> None:
+    """Refuse an export whose files are not the ones export.json records: the graph named outside
+    the directory or without its sha256, a listed file missing, damaged or outside the directory,
+    or no checksums at all (format 1). The graph's own sha256 is checked when it is opened."""
+    path, root = d / EXPORT_JSON, d.resolve()
+
+    def inside(rel, field: str) -> Path:
+        target = d / str(rel)
+        if not isinstance(rel, str) or Path(rel).is_absolute() or not target.resolve().is_relative_to(root):
+            raise ExportError(f"{path}: {field} {rel!r} names a file outside {d}; export the model again")
+        return target
+
+    inside(meta["onnx"], "onnx")
+    digest = meta["onnx_sha256"]
+    if not (isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
+        raise ExportError(
+            f"{path}: onnx_sha256 is {digest!r}, not a sha256, so the graph cannot be checked; export the model again"
+        )
+    files = meta.get("files")
+    if not isinstance(files, dict) or not any(str(k).startswith("tokenizer/") for k in files):
+        raise ExportError(
+            f"{path}: no checksums of the tokenizer files (format {meta.get('format_version', 1)}, before "
+            "exports checksummed every file), so they cannot be checked; export the model again"
+        )
+    if meta["decoder"] in ("crf", "bilou") and DECODE_FILE not in files:
+        raise ExportError(f"{path}: no checksum of {DECODE_FILE}, which a {meta['decoder']} decoder needs")
+    for rel, expected in files.items():
+        target = inside(rel, "files")
+        if not target.is_file():
+            raise ExportError(f"{target}: missing; export the model again")
+        if sha256_file(target) != expected:
+            raise ExportError(
+                f"{target}: damaged (its sha256 is not the one {EXPORT_JSON} records); export the model again"
+            )
 
 
 def session_options(threads: int | None):
@@ -229,6 +270,7 @@ class OnnxModel(Backend):
         self.params = int(meta.get("params", 0))
         self.params_without_embeddings = int(meta.get("params_without_embeddings", 0))
         self.inputs = meta["inputs"]
+        check_files(d, meta)
         self.session = open_session(d / meta["onnx"], meta["onnx_sha256"], threads)
         schema = LabelSchema.from_json(meta["label_schema"])
         transitions = None
@@ -251,6 +293,11 @@ class OnnxModel(Backend):
         if not (d / "tokenizer").is_dir():
             raise ExportError(f"{d / 'tokenizer'}: missing; export the model again")
         self.tokenizer = AutoTokenizer.from_pretrained(d / "tokenizer")
+        if len(self.tokenizer) != meta.get("tokenizer_size"):
+            raise ExportError(
+                f"{d / 'tokenizer'}: loads as a tokenizer of {len(self.tokenizer):,} entries, the exported one had "
+                f"{meta.get('tokenizer_size')}; export the model again"
+            )
         if self.inputs == "segments" and meta.get("framing") == "teacher":
             from ..encoding import WordTokenizer
 

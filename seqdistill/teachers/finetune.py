@@ -248,7 +248,7 @@ def fit(
     params = [p for g in groups for p in g["params"]]
     stage = Stage(
         name="finetune",
-        batches=ListBatches(order, collate, cfg.batch_size),
+        batches=ListBatches(order, collate, cfg.batch_size, size=len(sentences)),
         loss=lambda b: {"loss": loss_fn(b.words, b.targets)},
         params=lambda: params,
         optimizer=lambda _: torch.optim.AdamW(groups),

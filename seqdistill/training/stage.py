@@ -66,7 +66,8 @@ class ListBatches:
     """Batches of in-memory examples drawn in an order that is a pure function of the epoch
     (``order(epoch)``: indices), split between ranks like a ``CacheStream`` (rank r takes every
     world-th batch), each batch ``collate(indices)`` with its ``origin``; resumable with
-    :meth:`skip`."""
+    :meth:`skip`. With ``size`` (the examples an epoch draws) it has a length: this rank's batches
+    of an epoch, for the progress bar."""
 
     def __init__(
         self,
@@ -75,9 +76,15 @@ class ListBatches:
         batch_size: int,
         rank: int = 0,
         world_size: int = 1,
+        size: int | None = None,
     ):
         self.order, self.collate, self.batch_size = order, collate, batch_size
-        self.rank, self.world_size, self.epoch, self._skip = rank, world_size, 0, {}
+        self.rank, self.world_size, self.epoch, self._skip, self.size = rank, world_size, 0, {}, size
+
+    def __len__(self) -> int:
+        if self.size is None:
+            raise TypeError("this ListBatches has no size: its length is that of its order")
+        return len(range(self.rank, -(-self.size // self.batch_size), self.world_size))
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch, self._skip = epoch, {}
