@@ -89,6 +89,7 @@ def test_health_and_info(served):
         "max_batch": 64,
         "max_wait_ms": 5,
         "model_batch": 8,
+        "max_queue": None,
         "max_texts": 8,
         "max_body_bytes": 4096,
         "max_text_chars": 300,
@@ -140,6 +141,38 @@ def test_concurrent_requests_share_model_calls(served, monkeypatch):
     assert after["requests"] - before["requests"] == len(inputs) + 1
     assert 2 <= calls <= 4, (calls, after)  # the blocker, then the 24 requests (36 sentences) in one or few calls
     assert after["largest_batch"] >= 12
+
+
+def test_past_max_queue_a_request_is_shed_at_once_with_retry_after(tiny_encoder, tmp_path, monkeypatch):
+    """Issue 34: behind a busy model, requests queue up to --max-queue sentences; the next one gets
+    503 with Retry-After within milliseconds, the admitted ones their tags, /health the counts."""
+    d = make_student(tiny_encoder, tmp_path / "student", "bilstm-crf")
+    tagger = Tagger.load(d)
+    app = create_app(tagger, d, max_batch=64, max_wait_ms=0, max_queue=6)
+    slow_on(tagger, monkeypatch, seconds=1.0)
+
+    async def load(url):
+        async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+            blocker = asyncio.create_task(c.post("/tag", json={"texts": ["slowly"]}))
+            await asyncio.sleep(0.2)  # the model is busy with the blocker, its queue empty
+            admitted = [asyncio.create_task(c.post("/tag", json={"texts": TEXTS[:3]})) for _ in range(2)]
+            await asyncio.sleep(0.2)  # 6 sentences queued: the limit
+            t0 = time.perf_counter()
+            shed = await c.post("/tag", json={"texts": ["anna"]})
+            waited = time.perf_counter() - t0
+            health = (await c.get("/health")).json()
+            return shed, waited, health, await asyncio.gather(*admitted), await blocker
+
+    with serve_in_thread(app) as url:
+        shed, waited, health, admitted, blocker = asyncio.run(load(url))
+    assert shed.status_code == 503 and shed.headers["retry-after"] == "1"
+    assert "overloaded" in shed.json()["error"] and "--max-queue" in shed.json()["error"]
+    assert waited < 0.5  # answered while the model was still busy, not after it
+    assert health["shed"] == 1 and health["queued_sentences"] == 6 and health["max_queue"] == 6
+    assert blocker.status_code == 200 and [r.status_code for r in admitted] == [200, 200]
+    monkeypatch.undo()
+    for r in admitted:
+        same(r.json()["sentences"], expected(tagger, TEXTS[:3]))
 
 
 class EchoTagger:

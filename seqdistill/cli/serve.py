@@ -54,6 +54,13 @@ from ..inference import Tagger
     show_default=True,
     help="Longest text (or words joined by one space) in characters.",
 )
+@click.option(
+    "--max-queue",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Sentences waiting for the model past which a request is answered 503 with Retry-After at once "
+    "(default: 8 x --max-batch, about 8 model calls of backlog).",
+)
 @click.option("--access-log/--no-access-log", default=False, show_default=True, help="uvicorn's line per request.")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info")
 def serve_main(
@@ -68,6 +75,7 @@ def serve_main(
     max_texts,
     max_body_bytes,
     max_text_chars,
+    max_queue,
     access_log,
     log_level,
 ) -> None:
@@ -91,6 +99,7 @@ def serve_main(
         max_wait_ms=max_wait_ms,
         model_batch=model_batch,
         limits=Limits(max_body_bytes, max_texts, max_text_chars),
+        max_queue=max_queue or 8 * max_batch,
     )
     click.echo(
         f"serving {tagger.kind} {tagger.name} ({tagger.runtime}, {threads or 'all'} thread(s)) on http://{host}:{port} "

@@ -54,6 +54,11 @@ Decisions, named here:
   object, with neither or both of ``texts`` and ``tokens``, an unknown field, an empty list, a
   non-string text or word, or an empty or blank word, is 422. An empty text is valid (no words,
   no spans), as for the Tagger. Unknown paths and methods get 404 and 405, in JSON too.
+* **Shedding, not queueing without end** (issue 34): past ``--max-queue`` sentences waiting (by
+  default 8 x ``--max-batch``, about eight model calls of backlog), a request is answered 503 with
+  ``Retry-After: 1`` at once, before its body reaches the model; the admitted ones keep their
+  latency. A request is always admitted into an empty queue, however large, so that none is
+  refused for ever. ``/health`` reports the queue and the requests shed.
 * starlette on uvicorn (the ``serve`` extra); one process, one model. For more cores, run more
   processes behind a load balancer.
 """
@@ -94,6 +99,10 @@ class RequestError(Exception):
         self.status, self.message = status, message
 
 
+class Overloaded(Exception):
+    """The queue holds ``--max-queue`` sentences already: the request is shed (503, Retry-After)."""
+
+
 class ModelError(Exception):
     """The model call failed for this request."""
 
@@ -113,6 +122,7 @@ class Stats:
     model_calls: int = 0
     failed_calls: int = 0
     largest_batch: int = 0  # sentences in one model call
+    shed: int = 0  # requests answered 503 because the queue was full
     started: float = field(default_factory=time.time)
 
 
@@ -121,9 +131,19 @@ class MicroBatcher:
     items' tagged sentences as JSON dicts, tagged in one model call with whatever other requests'
     items were queued with them."""
 
-    def __init__(self, tagger: Tagger, max_batch: int = 32, max_wait_ms: float = 5.0, model_batch: int = 8):
+    def __init__(
+        self,
+        tagger: Tagger,
+        max_batch: int = 32,
+        max_wait_ms: float = 5.0,
+        model_batch: int = 8,
+        max_queue: int | None = None,
+    ):
         if max_batch < 1 or model_batch < 1:
             raise ValueError(f"max_batch and model_batch must be at least 1, not {max_batch}, {model_batch}")
+        if max_queue is not None and max_queue < 1:
+            raise ValueError(f"max_queue must be at least 1, not {max_queue}")
+        self.max_queue = max_queue  # sentences waiting, past which a request is shed
         if max_wait_ms < 0:
             raise ValueError(f"max_wait_ms must be at least 0, not {max_wait_ms}")
         self.tagger = tagger
@@ -164,6 +184,9 @@ class MicroBatcher:
     async def submit(self, items: list) -> list[dict]:
         if self._task is None or self._task.done():
             raise ModelError("the batching worker is not running")
+        if self.max_queue is not None and self._queued and self._queued + len(items) > self.max_queue:
+            self.stats.shed += 1
+            raise Overloaded(f"{self._queued:,} sentences are queued; the limit is {self.max_queue:,} (--max-queue)")
         loop = asyncio.get_running_loop()
         job = _Job(items, loop.create_future(), loop.time())
         self._pending.append(job)
@@ -448,21 +471,24 @@ def create_app(
     max_wait_ms: float = 5.0,
     model_batch: int = 8,
     limits: Limits | None = None,
+    max_queue: int | None = None,
 ):
     """The starlette app serving ``tagger``; its batching worker runs while the app runs (lifespan).
-    ``app.state.batcher`` holds the batcher (its ``stats``)."""
+    ``app.state.batcher`` holds the batcher (its ``stats``). ``max_queue``: sentences waiting past
+    which a request is answered 503 at once (None: no bound)."""
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
     limits = limits or Limits()
-    batcher = MicroBatcher(tagger, max_batch, max_wait_ms, model_batch)
+    batcher = MicroBatcher(tagger, max_batch, max_wait_ms, model_batch, max_queue)
     info = model_info(tagger, model_dir) if model_dir is not None else {"name": tagger.name, "kind": tagger.kind}
     info["server"] = {
         "max_batch": max_batch,
         "max_wait_ms": max_wait_ms,
         "model_batch": model_batch,
+        "max_queue": max_queue,
         "max_texts": limits.max_texts,
         "max_body_bytes": limits.max_body_bytes,
         "max_text_chars": limits.max_text_chars,
@@ -475,6 +501,10 @@ def create_app(
             return JSONResponse({"error": e.message}, status_code=e.status)
         try:
             sentences = await batcher.submit(items)
+        except Overloaded as e:
+            return JSONResponse(
+                {"error": f"overloaded: {e}; retry after a second"}, status_code=503, headers={"Retry-After": "1"}
+            )
         except ModelError as e:
             return JSONResponse({"error": f"the model failed on this request: {e}"}, status_code=500)
         return JSONResponse({"model": tagger.name, "sentences": sentences})
@@ -491,7 +521,9 @@ def create_app(
                 "model_calls": s.model_calls,
                 "failed_calls": s.failed_calls,
                 "largest_batch": s.largest_batch,
+                "shed": s.shed,
                 "queued_sentences": batcher.queued,
+                "max_queue": batcher.max_queue,
             }
         )
 
