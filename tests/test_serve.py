@@ -93,6 +93,8 @@ def test_health_and_info(served):
         "max_texts": 8,
         "max_body_bytes": 4096,
         "max_text_chars": 300,
+        "body_timeout_s": 10.0,
+        "request_timeout_s": 60.0,
     }
 
 
@@ -173,6 +175,84 @@ def test_past_max_queue_a_request_is_shed_at_once_with_retry_after(tiny_encoder,
     monkeypatch.undo()
     for r in admitted:
         same(r.json()["sentences"], expected(tagger, TEXTS[:3]))
+
+
+def _watched(tagger, monkeypatch, seconds: float = 1.0) -> list:
+    """The model sleeps on "slowly" (the blocker) and records every sentence it is given."""
+    seen = []
+    decode = tagger.backend.decode
+
+    def watch(words, *a, **k):
+        seen.extend(" ".join(s) for s in words)
+        if any("slowly" in s for s in words):
+            time.sleep(seconds)
+        return decode(words, *a, **k)
+
+    monkeypatch.setattr(tagger.backend, "decode", watch)
+    return seen
+
+
+def test_a_body_that_stalls_gets_a_408_within_the_deadline(tiny_encoder, tmp_path):
+    """Issue 34: a body shorter than its Content-Length used to hold its request open for 15 s and more."""
+    import socket
+
+    d = make_student(tiny_encoder, tmp_path / "student", "bilstm-crf")
+    app = create_app(Tagger.load(d), d, limits=Limits(body_timeout_s=0.3))
+    with serve_in_thread(app) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(b'POST /tag HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"texts": [')
+            sock.settimeout(5)
+            t0 = time.perf_counter()
+            reply = sock.recv(4096).decode()
+            waited = time.perf_counter() - t0
+    assert reply.startswith("HTTP/1.1 408") and "--body-timeout" in reply
+    assert 0.2 < waited < 2
+
+
+def test_the_work_of_a_client_that_has_gone_is_dropped(tiny_encoder, tmp_path, monkeypatch):
+    """Issue 34: clients that disconnect while queued behind a busy model used to have their
+    sentences run anyway; now they never reach the model."""
+    d = make_student(tiny_encoder, tmp_path / "student", "bilstm-crf")
+    tagger = Tagger.load(d)
+    app = create_app(tagger, d, max_wait_ms=0)
+    seen = _watched(tagger, monkeypatch)
+
+    async def load(url):
+        async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+            blocker = asyncio.create_task(c.post("/tag", json={"texts": ["slowly"]}))
+            await asyncio.sleep(0.2)
+            async with httpx.AsyncClient(base_url=url, timeout=0.3) as impatient:
+                with pytest.raises(httpx.ReadTimeout):
+                    await impatient.post("/tag", json={"texts": ["abandoned anna"]})
+            assert (await blocker).status_code == 200
+            after = await c.post("/tag", json={"texts": ["anna visits rome"]})
+            return after, (await c.get("/health")).json()
+
+    with serve_in_thread(app) as url:
+        after, health = asyncio.run(load(url))
+    assert after.status_code == 200 and "abandoned anna" not in seen and "anna visits rome" in seen
+    assert health["dropped"] == 1 and health["requests"] == 2
+
+
+def test_a_request_past_its_deadline_gets_a_504_and_never_runs(tiny_encoder, tmp_path, monkeypatch):
+    d = make_student(tiny_encoder, tmp_path / "student", "bilstm-crf")
+    tagger = Tagger.load(d)
+    app = create_app(tagger, d, max_wait_ms=0, limits=Limits(request_timeout_s=0.4))
+    seen = _watched(tagger, monkeypatch)
+
+    async def load(url):
+        async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+            blocker = asyncio.create_task(c.post("/tag", json={"texts": ["slowly"]}))
+            await asyncio.sleep(0.1)
+            late = await c.post("/tag", json={"texts": ["late peter"]})
+            await blocker
+            return late
+
+    with serve_in_thread(app) as url:
+        late = asyncio.run(load(url))
+    assert late.status_code == 504 and "--request-timeout" in late.json()["error"]
+    assert "late peter" not in seen
 
 
 class EchoTagger:

@@ -61,6 +61,27 @@ from ..inference import Tagger
     help="Sentences waiting for the model past which a request is answered 503 with Retry-After at once "
     "(default: 8 x --max-batch, about 8 model calls of backlog).",
 )
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=Limits.body_timeout_s,
+    show_default=True,
+    help="Seconds for a request's whole body to arrive (408 past it).",
+)
+@click.option(
+    "--request-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=Limits.request_timeout_s,
+    show_default=True,
+    help="Seconds for a request to be answered (504 past it; its work is dropped from the queue).",
+)
+@click.option(
+    "--shutdown-timeout",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="Seconds SIGTERM waits for the requests in flight before the server closes what is left.",
+)
 @click.option("--access-log/--no-access-log", default=False, show_default=True, help="uvicorn's line per request.")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info")
 def serve_main(
@@ -76,6 +97,9 @@ def serve_main(
     max_body_bytes,
     max_text_chars,
     max_queue,
+    body_timeout,
+    request_timeout,
+    shutdown_timeout,
     access_log,
     log_level,
 ) -> None:
@@ -98,7 +122,7 @@ def serve_main(
         max_batch=max_batch,
         max_wait_ms=max_wait_ms,
         model_batch=model_batch,
-        limits=Limits(max_body_bytes, max_texts, max_text_chars),
+        limits=Limits(max_body_bytes, max_texts, max_text_chars, body_timeout, request_timeout),
         max_queue=max_queue or 8 * max_batch,
     )
     click.echo(
@@ -106,7 +130,14 @@ def serve_main(
         f"(batches of up to {max_batch} sentences in passes of {model_batch}, waiting up to {max_wait_ms:g} ms)",
         err=True,
     )
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=access_log,
+        timeout_graceful_shutdown=shutdown_timeout,
+    )
 
 
 if __name__ == "__main__":

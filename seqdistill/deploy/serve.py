@@ -59,6 +59,11 @@ Decisions, named here:
   ``Retry-After: 1`` at once, before its body reaches the model; the admitted ones keep their
   latency. A request is always admitted into an empty queue, however large, so that none is
   refused for ever. ``/health`` reports the queue and the requests shed.
+* **Deadlines, and no work for a client that has gone** (issue 34): the body must arrive within
+  ``--body-timeout`` (408), a request is answered within ``--request-timeout`` (504), and a
+  request whose client disconnects, or whose deadline passes, is dropped from the queue before it
+  reaches the model (a batch already running finishes; its answer is dropped). Shutdown waits
+  ``--shutdown-timeout`` for the requests in flight, then closes what is left.
 * starlette on uvicorn (the ``serve`` extra); one process, one model. For more cores, run more
   processes behind a load balancer.
 """
@@ -89,6 +94,8 @@ class Limits:
     max_body_bytes: int = 1 << 20
     max_texts: int = 256
     max_text_chars: int = 10_000
+    body_timeout_s: float = 10.0  # the whole body must arrive within this (408 past it)
+    request_timeout_s: float = 60.0  # a request not answered within this gets 504; its work is dropped
 
 
 class RequestError(Exception):
@@ -123,6 +130,7 @@ class Stats:
     failed_calls: int = 0
     largest_batch: int = 0  # sentences in one model call
     shed: int = 0  # requests answered 503 because the queue was full
+    dropped: int = 0  # requests whose client went away or whose deadline passed before an answer
     started: float = field(default_factory=time.time)
 
 
@@ -287,6 +295,12 @@ def sentence_json(s: TaggedSentence) -> dict:
 
 
 # -- request checks ----------------------------------------------------------------------------------
+async def disconnected(request) -> None:
+    """Returns when the client has gone (ASGI ``http.disconnect`` after the body was read)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
 async def read_body(request, limit: int) -> bytes:
     """The body, refused (413) past ``limit`` bytes: from its Content-Length before reading, or
     while reading a chunked one, never read whole."""
@@ -492,15 +506,36 @@ def create_app(
         "max_texts": limits.max_texts,
         "max_body_bytes": limits.max_body_bytes,
         "max_text_chars": limits.max_text_chars,
+        "body_timeout_s": limits.body_timeout_s,
+        "request_timeout_s": limits.request_timeout_s,
     }
 
     async def tag(request):
         try:
-            items = parse_request(await read_body(request, limits.max_body_bytes), limits)
+            try:
+                async with asyncio.timeout(limits.body_timeout_s):
+                    body = await read_body(request, limits.max_body_bytes)
+            except TimeoutError:
+                raise RequestError(
+                    408, f"the body did not arrive within {limits.body_timeout_s:g} s (--body-timeout)"
+                ) from None
+            items = parse_request(body, limits)
         except RequestError as e:
             return JSONResponse({"error": e.message}, status_code=e.status)
+        work = asyncio.ensure_future(batcher.submit(items))
+        gone = asyncio.ensure_future(disconnected(request))
         try:
-            sentences = await batcher.submit(items)
+            done, _ = await asyncio.wait({work, gone}, timeout=limits.request_timeout_s, return_when="FIRST_COMPLETED")
+        finally:
+            gone.cancel()
+        if work not in done:  # the client went away, or the deadline passed: the batcher skips the work
+            work.cancel()
+            batcher.stats.dropped += 1
+            return JSONResponse(
+                {"error": f"not answered within {limits.request_timeout_s:g} s (--request-timeout)"}, status_code=504
+            )
+        try:
+            sentences = work.result()
         except Overloaded as e:
             return JSONResponse(
                 {"error": f"overloaded: {e}; retry after a second"}, status_code=503, headers={"Retry-After": "1"}
@@ -522,6 +557,7 @@ def create_app(
                 "failed_calls": s.failed_calls,
                 "largest_batch": s.largest_batch,
                 "shed": s.shed,
+                "dropped": s.dropped,
                 "queued_sentences": batcher.queued,
                 "max_queue": batcher.max_queue,
             }
