@@ -255,6 +255,43 @@ def test_a_request_past_its_deadline_gets_a_504_and_never_runs(tiny_encoder, tmp
     assert "late peter" not in seen
 
 
+def test_sigterm_ends_within_the_shutdown_timeout_despite_a_stalled_upload(tiny_encoder, tmp_path):
+    """Issue 34: one stalled upload used to keep SIGTERM from finishing. The real command in its own
+    process: SIGTERM with an upload stalled mid-body ends it within --shutdown-timeout (and some
+    margin), not at the body's own deadline."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    d = make_student(tiny_encoder, tmp_path / "student", "bilstm-crf")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = ["--model", str(d), "--port", str(port), "--shutdown-timeout", "1", "--body-timeout", "60"]
+    p = subprocess.Popen([sys.executable, "-m", "seqdistill.cli.serve", *args], stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        else:
+            pytest.fail("the server did not start: " + p.stderr.read1().decode())
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(b'POST /tag HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"texts": [')
+            time.sleep(0.3)
+            t0 = time.time()
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=30)
+            assert time.time() - t0 < 6
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+
 class EchoTagger:
     """A stand-in Tagger: every text one word tagged O; records each call's inputs."""
 
