@@ -90,6 +90,7 @@ def test_health_and_info(served):
         "max_wait_ms": 5,
         "model_batch": 8,
         "max_queue": None,
+        "max_call_chars": 20000,
         "max_texts": 8,
         "max_body_bytes": 4096,
         "max_text_chars": 300,
@@ -340,6 +341,38 @@ def test_the_wait_adapts_to_the_company_requests_keep():
     assert [len(c) for c in calls] == [1] * 5 + [8] * 5 + [1, 1]
     assert lone < 0.3 and steady < 0.3  # never the 0.4 s deadline
     assert first >= 0.39 and second < 0.2
+
+
+def test_a_large_request_goes_in_pieces_between_which_the_others_get_their_turn():
+    """Issue 34: one request of many or long texts used to hold the model for its whole length; now
+    each model call holds at most --max-batch sentences and --max-call-chars characters, the rest
+    of a large request waits behind the requests queued after it, and every request gets its own
+    results, whole and in order."""
+    from seqdistill.deploy.serve import MicroBatcher
+
+    async def main():
+        tagger = EchoTagger()
+        b = MicroBatcher(tagger, max_batch=4, max_wait_ms=0, max_call_chars=30)
+        b.start()
+        try:
+            big = [f"big {i}" for i in range(10)]
+            long = ["x" * 12, "y" * 12, "z" * 12]  # 36 characters: two calls
+            out = await asyncio.gather(b.submit(big), b.submit(["small"]), b.submit(long))
+        finally:
+            await b.close()
+        return tagger.calls, out
+
+    calls, (big, small, long) = asyncio.run(main())
+    assert [s["text"] for s in big] == [f"big {i}" for i in range(10)]
+    assert [s["text"] for s in small] == ["small"] and [s["text"] for s in long] == ["x" * 12, "y" * 12, "z" * 12]
+    assert calls == [
+        ["big 0", "big 1", "big 2", "big 3"],  # a piece of the large request
+        ["small"],  # the next request does not wait for the rest of it
+        ["x" * 12, "y" * 12],  # 24 of 30 characters; the third would pass the limit
+        ["big 4", "big 5", "big 6", "big 7"],
+        ["z" * 12, "big 8", "big 9"],  # the rests of two requests fit one call together
+    ]
+    assert max(len(c) for c in calls) <= 4 and max(sum(map(len, c)) for c in calls) <= 30
 
 
 BAD = [

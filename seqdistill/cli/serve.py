@@ -62,6 +62,13 @@ from ..inference import Tagger
     "(default: 8 x --max-batch, about 8 model calls of backlog).",
 )
 @click.option(
+    "--max-call-chars",
+    type=click.IntRange(min=1),
+    default=20_000,
+    show_default=True,
+    help="Characters of one model call: a larger request goes in pieces, between which the others get their turn.",
+)
+@click.option(
     "--body-timeout",
     type=click.FloatRange(min=0, min_open=True),
     default=Limits.body_timeout_s,
@@ -97,6 +104,7 @@ def serve_main(
     max_body_bytes,
     max_text_chars,
     max_queue,
+    max_call_chars,
     body_timeout,
     request_timeout,
     shutdown_timeout,
@@ -124,6 +132,7 @@ def serve_main(
         model_batch=model_batch,
         limits=Limits(max_body_bytes, max_texts, max_text_chars, body_timeout, request_timeout),
         max_queue=max_queue or 8 * max_batch,
+        max_call_chars=max_call_chars,
     )
     click.echo(
         f"serving {tagger.kind} {tagger.name} ({tagger.runtime}, {threads or 'all'} thread(s)) on http://{host}:{port} "

@@ -34,7 +34,11 @@ Decisions, named here:
   requests are in, instead of idling until the deadline because N is under ``--max-batch``
   (docs/BENCHMARKS.md measures both). After a burst, the first lone request waits the deadline
   once, and the expected company drops to what came. ``--max-wait-ms 0``: never wait, take what
-  is queued. A request is never split: one larger than ``--max-batch`` runs alone. One model
+  is queued. A request is not split while it fits one call; one larger than ``--max-batch``
+  sentences or ``--max-call-chars`` characters goes in pieces that fit, one piece a call, its
+  rest behind the requests queued after it (round robin), so that no request holds the model for
+  more than one call at a time however large it is (issue 34: a 1 MB request of long texts held
+  it for 14 s). One model
   call runs at a time: torch's thread count is process-wide and ONNX Runtime's session has its own
   threads, so concurrency inside the model comes from ``--threads``, not from parallel calls.
 * **A batch is one Tagger call, in forward passes of ``--model-batch`` sentences (8)**: the Tagger
@@ -120,6 +124,15 @@ class _Job:
     items: list  # texts (str) or word lists (list[str])
     future: asyncio.Future
     enqueued: float  # loop time
+    taken: int = 0  # items already given to model calls (a large request goes in pieces)
+    results: list = field(default_factory=list)
+
+    def __post_init__(self):
+        self.costs = [len(x) if isinstance(x, str) else sum(map(len, x)) + len(x) for x in self.items]
+
+    @property
+    def left(self) -> int:
+        return len(self.items) - self.taken
 
 
 @dataclass
@@ -146,12 +159,14 @@ class MicroBatcher:
         max_wait_ms: float = 5.0,
         model_batch: int = 8,
         max_queue: int | None = None,
+        max_call_chars: int = 20_000,
     ):
         if max_batch < 1 or model_batch < 1:
             raise ValueError(f"max_batch and model_batch must be at least 1, not {max_batch}, {model_batch}")
         if max_queue is not None and max_queue < 1:
             raise ValueError(f"max_queue must be at least 1, not {max_queue}")
         self.max_queue = max_queue  # sentences waiting, past which a request is shed
+        self.max_call_chars = max_call_chars  # characters of one model call (a request larger goes in pieces)
         if max_wait_ms < 0:
             raise ValueError(f"max_wait_ms must be at least 0, not {max_wait_ms}")
         self.tagger = tagger
@@ -220,55 +235,84 @@ class MicroBatcher:
                         await self._arrived.wait()
                 except TimeoutError:
                     break
-            jobs, n = [], 0
-            while self._pending and (not jobs or n + len(self._pending[0].items) <= self.max_batch):
-                job = self._pending.popleft()
-                self._queued -= len(job.items)
-                if job.future.done():  # the client went away
-                    continue
-                jobs.append(job)
-                n += len(job.items)
-            if jobs:
-                self._company = len(jobs)
+            parts = self._take()
+            if parts:
+                self._company = len(parts)
                 try:
-                    await self._execute(jobs, loop)
+                    await self._execute(parts, loop)
                 except asyncio.CancelledError:
-                    for job in jobs:
+                    for job, _, _ in parts:
                         if not job.future.done():
                             job.future.set_exception(ModelError("the server is shutting down"))
                     raise
+
+    def _take(self) -> list[tuple[_Job, int, int]]:
+        """The next model call: whole requests, in order, while they fit in ``max_batch`` sentences
+        and ``max_call_chars`` characters; a request larger than one call alone gives a piece that
+        fits (at least one sentence), and its rest goes behind the requests queued after it (round
+        robin), so that no request holds the model for more than one call at a time."""
+        parts, n, chars = [], 0, 0
+        while self._pending:
+            job = self._pending[0]
+            if job.future.done():  # the client went away, or its deadline passed
+                self._pending.popleft()
+                self._queued -= job.left
+                continue
+            size, cost = job.left, sum(job.costs[job.taken :])
+            if parts and (n + size > self.max_batch or chars + cost > self.max_call_chars):
+                break
+            self._pending.popleft()
+            start, end = job.taken, len(job.items)
+            if not parts and (size > self.max_batch or cost > self.max_call_chars):
+                end, cost = start + 1, job.costs[start]
+                while (
+                    end < len(job.items)
+                    and end - start < self.max_batch
+                    and cost + job.costs[end] <= self.max_call_chars
+                ):
+                    cost += job.costs[end]
+                    end += 1
+            job.taken = end
+            self._queued -= end - start
+            parts.append((job, start, end))
+            n, chars = n + end - start, chars + cost
+            if end < len(job.items):
+                self._pending.append(job)
+                break
+        return parts
 
     def _call(self, items: list) -> list[dict]:
         """In the model thread: one Tagger call, and the results as JSON dicts."""
         return [sentence_json(s) for s in self.tagger(items, batch_size=self.model_batch, scores=True)]
 
-    async def _execute(self, jobs: list[_Job], loop) -> None:
-        items = [x for job in jobs for x in job.items]
+    async def _execute(self, parts: list[tuple[_Job, int, int]], loop) -> None:
+        items = [x for job, start, end in parts for x in job.items[start:end]]
         self.stats.model_calls += 1
         self.stats.largest_batch = max(self.stats.largest_batch, len(items))
         try:
             out = await loop.run_in_executor(self._executor, self._call, items)
         except Exception as e:
             self.stats.failed_calls += 1
-            if len(jobs) > 1:  # decision: retry each request alone, so that a bad input fails only its own
+            if len(parts) > 1:  # decision: retry each request alone, so that a bad input fails only its own
                 log.warning(
-                    "a batch of %d requests failed (%s: %s); retrying each alone", len(jobs), type(e).__name__, e
+                    "a batch of %d requests failed (%s: %s); retrying each alone", len(parts), type(e).__name__, e
                 )
-                for job in jobs:
-                    await self._execute([job], loop)
+                for part in parts:
+                    await self._execute([part], loop)
                 return
             log.error("model call failed", exc_info=e)
-            if not jobs[0].future.done():
-                jobs[0].future.set_exception(ModelError(f"{type(e).__name__}: {str(e)[:300]}"))
+            job = parts[0][0]
+            if not job.future.done():  # its other pieces are then dropped from the queue
+                job.future.set_exception(ModelError(f"{type(e).__name__}: {str(e)[:300]}"))
             return
         pos = 0
-        for job in jobs:
-            part = out[pos : pos + len(job.items)]
-            pos += len(job.items)
-            if not job.future.done():
-                job.future.set_result(part)
+        for job, start, end in parts:
+            job.results.extend(out[pos : pos + end - start])
+            pos += end - start
+            if len(job.results) == len(job.items) and not job.future.done():
+                job.future.set_result(job.results)
                 self.stats.requests += 1
-                self.stats.sentences += len(part)
+                self.stats.sentences += len(job.results)
 
 
 def sentence_json(s: TaggedSentence) -> dict:
@@ -486,6 +530,7 @@ def create_app(
     model_batch: int = 8,
     limits: Limits | None = None,
     max_queue: int | None = None,
+    max_call_chars: int = 20_000,
 ):
     """The starlette app serving ``tagger``; its batching worker runs while the app runs (lifespan).
     ``app.state.batcher`` holds the batcher (its ``stats``). ``max_queue``: sentences waiting past
@@ -496,13 +541,14 @@ def create_app(
     from starlette.routing import Route
 
     limits = limits or Limits()
-    batcher = MicroBatcher(tagger, max_batch, max_wait_ms, model_batch, max_queue)
+    batcher = MicroBatcher(tagger, max_batch, max_wait_ms, model_batch, max_queue, max_call_chars)
     info = model_info(tagger, model_dir) if model_dir is not None else {"name": tagger.name, "kind": tagger.kind}
     info["server"] = {
         "max_batch": max_batch,
         "max_wait_ms": max_wait_ms,
         "model_batch": model_batch,
         "max_queue": max_queue,
+        "max_call_chars": max_call_chars,
         "max_texts": limits.max_texts,
         "max_body_bytes": limits.max_body_bytes,
         "max_text_chars": limits.max_text_chars,
