@@ -3,7 +3,7 @@ every runtime: a model tags CoNLL-2003 test sentences one at a time and in batch
 order, so each batch mixes lengths as a server's would), and the sentences whose tags differ are
 counted. With ``--export``, each torch student is also exported here in fp32 and in int8 and the
 exports are measured too, with the F1 of each beside its torch model (``distill-export --check``'s
-gate).
+gate), and, for the comparison, with the dynamic int8 that ``--quantize int8`` was before issue 34.
 
     .venv/bin/python benchmarks/batch_invariance.py --model .data/demo/mgkd --model .data/demo/teacher \
         --export .data/demo/mgkd --test .venv/lib/python3.11/site-packages/neuroner/data/conll2003/en/test.txt \
@@ -35,6 +35,31 @@ from seqdistill.inference import Tagger  # noqa: E402
 BEGIN, END = "<!-- batch_invariance:begin -->", "<!-- batch_invariance:end -->"
 
 
+def dynamic_int8(fp32: Path) -> Path:
+    """The scheme ``--quantize int8`` used before issue 34, for the comparison: ONNX Runtime's
+    dynamic quantization of the fp32 export's MatMul, Gemm and LSTM weights (activations quantized
+    per batch tensor at run time), in a copy of the export whose checksum is updated."""
+    import json
+    import shutil
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from seqdistill.inference.onnx_runtime import sha256_file
+
+    out = fp32.with_name(fp32.name.replace("-fp32", "-dynamic-int8"))
+    shutil.copytree(fp32, out)
+    quantize_dynamic(
+        str(fp32 / "model.onnx"),
+        str(out / "model.onnx"),
+        weight_type=QuantType.QInt8,
+        op_types_to_quantize=["MatMul", "Gemm", "LSTM"],
+    )
+    meta = json.loads((out / "export.json").read_text())
+    meta.update(onnx_sha256=sha256_file(out / "model.onnx"), quantize="int8")
+    (out / "export.json").write_text(json.dumps(meta))
+    return out
+
+
 def changed(tagger: Tagger, sents: list[list[str]], batch: int = 32) -> int:
     """Sentences whose tags differ between batch 1 and batches of ``batch`` in file order."""
     alone = [tagger.predict_batch([s])[0] for s in sents]
@@ -56,16 +81,16 @@ def main() -> None:
     models = [Path(m) for m in args.model]
     tmp = Path(tempfile.mkdtemp(prefix="seqdistill-invariance-"))
     for src in map(Path, args.export):
-        models += [
-            export_model(src, tmp / f"{src.name}-fp32"),
-            export_model(src, tmp / f"{src.name}-int8", quantize="int8"),
-        ]
+        fp32 = export_model(src, tmp / f"{src.name}-fp32")
+        models += [fp32, export_model(src, tmp / f"{src.name}-int8", quantize="int8"), dynamic_int8(fp32)]
     rows = []
     for m in models:
         tagger = Tagger.load(m, threads=1)
         n = changed(tagger, sents)
         f1 = score_tagger(tagger, corpus)["f1"]
-        rows.append((f"{m.name} ({tagger.runtime})", n, 100 * f1))
+        rows.append(
+            (f"{m.name} ({tagger.runtime}{', dynamic, before issue 34' if 'dynamic' in m.name else ''})", n, 100 * f1)
+        )
         print(
             f"{rows[-1][0]}: {n} of {len(sents)} sentences change tags between batch 1 and 32; test F1 {rows[-1][2]:.2f}"
         )

@@ -430,6 +430,7 @@ def overload_main(args) -> None:
     BEGIN, END = f"<!-- {args.section}:begin -->", f"<!-- {args.section}:end -->"
     texts = test_texts(args.test)
     rows = [overload(*m.split("=", 1), shlex.split(args.serve_args), texts, args) for m in args.model]
+    rows += [overload(*args.model[0].split("=", 1), shlex.split(flags), texts, args) for flags in args.control]
     lines = [
         BEGIN,
         "",
