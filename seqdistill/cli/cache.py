@@ -296,28 +296,9 @@ def _finetune(encoders, co_finetune: bool, corpora, schema, out_dir, cfg, trust_
     from ..teachers.finetune import finetune
 
     train, dev = corpora[0].sentences, corpora[1].sentences
-    if co_finetune:
-        return cofinetune(
-            list(encoders),
-            train,
-            dev,
-            schema,
-            out_dir,
-            cfg,
-            trust_remote_code=trust_remote_code,
-            device=device,
-            log=click.echo,
-        )
-    return finetune(
-        encoders[0],
-        train,
-        dev,
-        schema,
-        out_dir,
-        cfg,
-        trust_remote_code=trust_remote_code,
-        device=device,
-        log=click.echo,
+    run, encoder = (cofinetune, list(encoders)) if co_finetune else (finetune, encoders[0])
+    return run(
+        encoder, train, dev, schema, out_dir, cfg, trust_remote_code=trust_remote_code, device=device, log=click.echo
     )
 
 

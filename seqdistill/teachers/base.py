@@ -8,6 +8,7 @@ module and never each other; ``loading.py`` is the one place that knows them bot
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,6 +62,13 @@ def inference_autocast(device: torch.device, precision: str | None = "bf16"):
         raise TeacherError(f"precision {precision!r} is not one of bf16, fp16, fp32")
     enabled = device.type == "cuda" and dtypes[precision] is not None
     return torch.autocast(device.type, dtype=dtypes[precision] or torch.bfloat16, enabled=enabled)
+
+
+def write_teacher_json(directory: Path, kind: str, schema, **fields) -> None:
+    """``teacher.json``: what a teacher directory holds (its kind, label schema and the kind's own
+    settings), read by ``load_teacher``."""
+    meta = {"format": "seqdistill-teacher", "format_version": 1, "kind": kind, "label_schema": schema.to_json()}
+    (directory / TEACHER_JSON).write_text(json.dumps({**meta, **fields}, indent=1) + "\n")
 
 
 def teacher_fingerprints(directory) -> dict[str, str]:

@@ -25,7 +25,14 @@ from ..cache_schema import LabelSchema
 from ..decode import Decoder, argmax_decoder
 from ..encoding import SegmentBatch, WordTokenizer
 from ..onnx_graphs import SegmentsGraph
-from .base import HEAD_FILE, TEACHER_JSON, TeacherError, TeacherOutput, inference_autocast, teacher_fingerprints
+from .base import (
+    HEAD_FILE,
+    TeacherError,
+    TeacherOutput,
+    inference_autocast,
+    teacher_fingerprints,
+    write_teacher_json,
+)
 from .kind import TeacherKind
 
 
@@ -172,16 +179,9 @@ class Teacher(nn.Module):
         self.encoder.save_pretrained(d, safe_serialization=True)
         self.tokenizer.save_pretrained(d)
         save_file({k: v.detach().cpu().contiguous() for k, v in self.head_state().items()}, str(d / HEAD_FILE))
-        meta = {
-            "format": "seqdistill-teacher",
-            "format_version": 1,
-            "kind": self.kind,
-            "label_schema": self.schema.to_json(),
-            "pooling": self.pooling,
-            "dropout": self.dropout_p,
-            "max_length": self.max_length,
-        }
-        (d / TEACHER_JSON).write_text(json.dumps(meta, indent=1) + "\n")
+        write_teacher_json(
+            d, self.kind, self.schema, pooling=self.pooling, dropout=self.dropout_p, max_length=self.max_length
+        )
         self.source_dir = d
         return d
 

@@ -23,7 +23,6 @@ Decisions, named here:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from ...cache_schema import FieldSpec, LabelSchema
-from ..base import TEACHER_JSON, TeacherError, TeacherOutput, inference_autocast, teacher_fingerprints
+from ..base import TeacherError, TeacherOutput, inference_autocast, teacher_fingerprints, write_teacher_json
 from ..kind import TeacherKind
 from ..sentscore import SentFormat, encode_batch, sentscore
 
@@ -221,15 +220,7 @@ class SentScoreTeacher(nn.Module):
         d.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(d, safe_serialization=True)
         self.tokenizer.save_pretrained(d)
-        meta = {
-            "format": "seqdistill-teacher",
-            "format_version": 1,
-            "kind": self.kind,
-            "label_schema": self.schema.to_json(),
-            "pooling": self.pooling,
-            "k": self.k,
-        }
-        (d / TEACHER_JSON).write_text(json.dumps(meta, indent=1) + "\n")
+        write_teacher_json(d, self.kind, self.schema, pooling=self.pooling, k=self.k)
         self.source_dir = d
         return d
 
