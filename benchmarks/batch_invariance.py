@@ -30,7 +30,7 @@ from doc_section import write_section  # noqa: E402
 from seqdistill.corpora import read_corpus  # noqa: E402
 from seqdistill.deploy.evaluate import score_tagger  # noqa: E402
 from seqdistill.deploy.export import export_model  # noqa: E402
-from seqdistill.inference import Tagger  # noqa: E402
+from seqdistill.inference import Tagger, latency  # noqa: E402
 
 BEGIN, END = "<!-- batch_invariance:begin -->", "<!-- batch_invariance:end -->"
 
@@ -88,24 +88,25 @@ def main() -> None:
         tagger = Tagger.load(m, threads=1)
         n = changed(tagger, sents)
         f1 = score_tagger(tagger, corpus)["f1"]
-        rows.append(
-            (f"{m.name} ({tagger.runtime}{', dynamic, before issue 34' if 'dynamic' in m.name else ''})", n, 100 * f1)
-        )
-        print(
-            f"{rows[-1][0]}: {n} of {len(sents)} sentences change tags between batch 1 and 32; test F1 {rows[-1][2]:.2f}"
-        )
+        ms = (latency(tagger, sents, 1, 200), latency(tagger, sents, 32, 20))
+        label = f"{m.name} ({tagger.runtime}{', dynamic, before issue 34' if 'dynamic' in m.name else ''})"
+        rows.append((label, n, 100 * f1, ms))
+        print(f"{label}: {n} of {len(sents)} change tags between batch 1 and 32; F1 {100 * f1:.2f}; ms {ms}")
     lines = [
         f"Command: `.venv/bin/python benchmarks/batch_invariance.py {' '.join(sys.argv[1:])}`",
         "",
         f"Data: the first {len(sents):,} CoNLL-2003 test sentences (batches of 32 in file order), F1 on the "
-        f"whole test set. Machine: {platform.machine()}, {torch.get_num_threads()} thread, CPU.",
+        f"whole test set; latency: median ms per sentence over 200 single sentences and 20 batches of 32 "
+        f"(tokenization and decoding included), models one after the other. Machine: {platform.machine()}, "
+        f"{torch.get_num_threads()} thread, CPU.",
         "",
-        "| model | runtime | sentences whose tags change between batch 1 and 32 | test F1 |",
-        "|---|---|---|---|",
+        "| model | runtime | sentences whose tags change between batch 1 and 32 | test F1 | ms/sentence, "
+        "batch 1 | ms/sentence, batch 32 |",
+        "|---|---|---|---|---:|---:|",
     ]
-    for name, n, f1 in rows:
+    for name, n, f1, (b1, b32) in rows:
         model, runtime = name.rsplit(" (", 1)
-        lines.append(f"| {model} | {runtime.rstrip(')')} | {n} of {len(sents):,} | {f1:.2f} |")
+        lines.append(f"| {model} | {runtime.rstrip(')')} | {n} of {len(sents):,} | {f1:.2f} | {b1:.2f} | {b32:.2f} |")
     if args.write:
         text = BEGIN + "\n" + "\n".join(lines) + "\n" + END
         write_section(Path(args.write), BEGIN, END, "## Tags that do not depend on the batch (issue 34)", text)
