@@ -60,8 +60,9 @@ Decisions, named here:
   no spans), as for the Tagger. Unknown paths and methods get 404 and 405, in JSON too.
 * **Shedding, not queueing without end** (issue 34): past ``--max-queue`` sentences waiting (by
   default 8 x ``--max-batch``, about eight model calls of backlog), a request is answered 503 with
-  ``Retry-After: 1`` at once, before its body reaches the model; the admitted ones keep their
-  latency. A request is always admitted into an empty queue, however large, so that none is
+  ``Retry-After: 1`` at once: when the queue is full, before its body is even read (and the
+  connection closed, its body unread); when the request itself would pass the bound, before it
+  reaches the model. A request is always admitted into an empty queue, however large, so that none is
   refused for ever. ``/health`` reports the queue and the requests shed.
 * **Deadlines, and no work for a client that has gone** (issue 34): the body must arrive within
   ``--body-timeout`` (408), a request is answered within ``--request-timeout`` (504), and a
@@ -204,12 +205,17 @@ class MicroBatcher:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 
+    def shed_if_full(self, coming: int = 1) -> None:
+        """Raise :class:`Overloaded` (and count it) when ``coming`` more sentences would pass
+        ``max_queue``; a request is always admitted into an empty queue."""
+        if self.max_queue is not None and self._queued and self._queued + coming > self.max_queue:
+            self.stats.shed += 1
+            raise Overloaded(f"{self._queued:,} sentences are queued; the limit is {self.max_queue:,} (--max-queue)")
+
     async def submit(self, items: list) -> list[dict]:
         if self._task is None or self._task.done():
             raise ModelError("the batching worker is not running")
-        if self.max_queue is not None and self._queued and self._queued + len(items) > self.max_queue:
-            self.stats.shed += 1
-            raise Overloaded(f"{self._queued:,} sentences are queued; the limit is {self.max_queue:,} (--max-queue)")
+        self.shed_if_full(len(items))
         loop = asyncio.get_running_loop()
         job = _Job(items, loop.create_future(), loop.time())
         self._pending.append(job)
@@ -556,7 +562,18 @@ def create_app(
         "request_timeout_s": limits.request_timeout_s,
     }
 
+    def overloaded(e: Overloaded):
+        return JSONResponse(
+            {"error": f"overloaded: {e}; retry after a second"},
+            status_code=503,
+            headers={"Retry-After": "1", "Connection": "close"},
+        )
+
     async def tag(request):
+        try:  # a full queue sheds the request before its body is read or parsed: shedding costs little
+            batcher.shed_if_full()
+        except Overloaded as e:
+            return overloaded(e)
         try:
             try:
                 async with asyncio.timeout(limits.body_timeout_s):
@@ -583,9 +600,7 @@ def create_app(
         try:
             sentences = work.result()
         except Overloaded as e:
-            return JSONResponse(
-                {"error": f"overloaded: {e}; retry after a second"}, status_code=503, headers={"Retry-After": "1"}
-            )
+            return overloaded(e)
         except ModelError as e:
             return JSONResponse({"error": f"the model failed on this request: {e}"}, status_code=500)
         return JSONResponse({"model": tagger.name, "sentences": sentences})
