@@ -12,7 +12,7 @@ from ..cache_build.build import BuildConfig
 from ..cache_schema import CacheError, CacheReader, verify_cache
 from ..cache_schema.info import cache_summary, format_summary
 from ..cache_schema.storage import parse_storage_options
-from ..config_fields import make_config
+from ..config_fields import convert
 from ..corpora import FORMATS, CorpusError, derive_label_schema, read_corpus
 from ..corpora.options import tag_names_option
 from ..teachers import KINDS, TeacherError
@@ -261,8 +261,8 @@ def finetune_teacher(
     given = given_values(FinetuneConfig, options, only_given=True)
     given.pop("head", None)
     try:
-        overrides = make_config(FinetuneConfig, given, "distill-cache finetune-teacher", "this command").__dict__
-        cfg = FinetuneConfig.for_head(head, **{k: overrides[k] for k in given})
+        where = "distill-cache finetune-teacher"
+        cfg = FinetuneConfig.for_head(head, **{k: convert(FinetuneConfig, k, v, where) for k, v in given.items()})
     except ValueError as e:
         raise click.UsageError(str(e)) from None
     click.echo(

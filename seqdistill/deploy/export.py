@@ -5,7 +5,7 @@ Decisions, named here:
 
 * Each model builds its own graph (``export_graph()`` of a student architecture or a teacher,
   docs/ARCHITECTURE.md): this module knows no architecture and no teacher kind. It traces the
-  graph on ``EXAMPLE``, fed as the runtime feeds it (``onnx_runtime.example_feed``).
+  graph on ``EXAMPLE``, fed as the runtime feeds it (``onnx_runtime.graph_feed``).
 * The graph stops at word scores (token scores for encoders, pooled in numpy); decoding (CRF
   Viterbi, the per-type BILOU Viterbi, argmax) is the one numpy decoder of
   ``seqdistill.decode``, shared by every runtime. A Viterbi in ONNX would be a Loop
@@ -43,7 +43,7 @@ from ..inference.onnx_runtime import (
     EXPORT_VERSION,
     ONNX_FILE,
     ExportError,
-    example_feed,
+    graph_feed,
     is_export_dir,
     sha256_file,
 )
@@ -154,7 +154,7 @@ def export_model(model_dir, out_dir, *, quantize: str = "none", trust_remote_cod
         raise ExportError(f"{out}: exists and is not empty; choose a new directory or remove it")
     backend = TorchStudent(src) if is_student_dir(src) else TorchTeacher(src, trust_remote_code=trust_remote_code)
     graph, inputs, fields = backend.module.export_graph()  # the architecture's or teacher kind's own
-    feed = example_feed(inputs, fields, backend.tokenizer, EXAMPLE)
+    feed = graph_feed(inputs, fields, backend.tokenizer, EXAMPLE)[0]
     axes = dict(AXES[inputs])
     if fields.get("chars"):
         axes["char_ids"] = ["batch", "words", "bytes"]

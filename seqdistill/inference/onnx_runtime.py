@@ -239,21 +239,27 @@ def window_inputs(tokenizer, words: list[list[str]], window: int, cls: int, sep:
     return {"input_ids": input_ids, "attention_mask": attention}, slot.reshape(-1)
 
 
-def example_feed(inputs: str, fields: dict, tokenizer, words: list[list[str]]) -> dict:
+def graph_feed(inputs: str, fields: dict, tokenizer, words: list[list[str]], segmenter=None):
     """The feed of a graph with ``inputs`` (bags, subwords, segments) and export.json ``fields`` for
-    ``words``: what ``distill-export`` traces a graph on, framed as :class:`OnnxModel` frames it."""
+    ``words``, and for segments the word slot and weight of each token (None otherwise): what
+    :class:`OnnxModel` runs and what ``distill-export`` traces a graph on. ``segmenter``: a
+    teacher's ``WordTokenizer``, built from ``fields`` when not given."""
     if inputs == "bags":
-        return bag_inputs(tokenizer, words, bool(fields.get("chars")))
+        return bag_inputs(tokenizer, words, bool(fields.get("chars"))), None, None
     if inputs == "subwords":
-        return subword_inputs(tokenizer, words, fields.get("pooling", "first"))
+        return subword_inputs(tokenizer, words, fields.get("pooling", "first")), None, None
     if fields.get("framing") == "teacher":
-        from ..encoding import WordTokenizer
+        if segmenter is None:
+            from ..encoding import WordTokenizer
 
-        seg = WordTokenizer(tokenizer, int(fields["max_length"]), fields.get("pooling", "first"))(words)
-        return {"input_ids": seg.input_ids.numpy(), "attention_mask": seg.attention_mask.numpy()}
-    return window_inputs(
+            segmenter = WordTokenizer(tokenizer, int(fields["max_length"]), fields.get("pooling", "first"))
+        seg = segmenter(words)
+        feed = {"input_ids": seg.input_ids.numpy(), "attention_mask": seg.attention_mask.numpy()}
+        return feed, seg.token_slot.numpy(), seg.token_weight.numpy()
+    feed, slot = window_inputs(
         tokenizer, words, int(fields["window"]), int(fields["cls_token_id"]), int(fields["sep_token_id"])
-    )[0]
+    )
+    return feed, slot, (slot >= 0).astype(np.float32)
 
 
 class OnnxModel(Backend):
@@ -305,26 +311,10 @@ class OnnxModel(Backend):
 
     # -- scores ----------------------------------------------------------------------------------
     def scores(self, words: list[list[str]]) -> np.ndarray:
-        if self.inputs == "bags":
-            out = self.session.run(None, bag_inputs(self.tokenizer, words, bool(self.meta.get("chars"))))[0]
-        elif self.inputs == "subwords":
-            out = self.session.run(None, subword_inputs(self.tokenizer, words, self.meta.get("pooling", "first")))[0]
-        else:
-            B, W = len(words), max(len(w) for w in words)
-            if self.meta.get("framing") == "teacher":
-                seg = self.segmenter(words)
-                feed = {"input_ids": seg.input_ids.numpy(), "attention_mask": seg.attention_mask.numpy()}
-                slot, weight = seg.token_slot.numpy(), seg.token_weight.numpy()
-            else:
-                feed, slot = window_inputs(
-                    self.tokenizer,
-                    words,
-                    int(self.meta["window"]),
-                    int(self.meta["cls_token_id"]),
-                    int(self.meta["sep_token_id"]),
-                )
-                weight = (slot >= 0).astype(np.float32)
-            out = pool_tokens(self.session.run(None, feed)[0], slot, weight, B, W)
+        feed, slot, weight = graph_feed(self.inputs, self.meta, self.tokenizer, words, getattr(self, "segmenter", None))
+        out = self.session.run(None, feed)[0]
+        if slot is not None:  # token scores of segments, pooled to words
+            out = pool_tokens(out, slot, weight, len(words), max(len(w) for w in words))
         if self.decoder.kind == "bilou":
             out = out.reshape(*out.shape[:2], len(self.decoder.entity_types), 5)
         return out

@@ -17,26 +17,20 @@ The registry finds every module of this package that defines ``ARCH``, as the re
 
 from __future__ import annotations
 
-import importlib
 import json
-import pkgutil
 from functools import cache
 from pathlib import Path
 
 from torch import nn
 
+from ...registry import discover
 from ..base import StudentConfig
 
 
 @cache
 def architectures() -> dict[str, type[nn.Module]]:
     """``StudentConfig.arch`` -> model class, of every module of this package."""
-    found = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        cls = getattr(importlib.import_module(f"{__name__}.{info.name}"), "ARCH", None)
-        if cls is not None:
-            found[cls.arch] = cls
-    return found
+    return {cls.arch: cls for cls in discover(__name__, __path__, "ARCH")}
 
 
 def load_student(directory, device: str | None = None):

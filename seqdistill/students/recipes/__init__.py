@@ -16,13 +16,12 @@ Its losses live in ``students/losses/``, one module per paper.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from ...cache_schema import CacheReader
+from ...registry import discover
 from .. import engine
 from ..config import RunConfig, config_toml
 
@@ -55,9 +54,7 @@ _REGISTRY: dict[str, Recipe] = {}
 def recipes() -> dict[str, Recipe]:
     """Every recipe, by name (the modules of this package, imported once)."""
     if not _REGISTRY:
-        for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-            module = importlib.import_module(f"{__name__}.{info.name}")
-            recipe = getattr(module, "RECIPE", None)
+        for recipe in discover(__name__, __path__, "RECIPE"):
             if isinstance(recipe, Recipe):
                 if recipe.name in _REGISTRY:
                     raise RuntimeError(f"two recipes are called {recipe.name!r}")

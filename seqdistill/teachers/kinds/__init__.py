@@ -8,20 +8,13 @@ export read the kind and never switch on its name.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
+from ...registry import discover
 from ..base import TeacherError
 from ..kind import TeacherKind
 
 
 def _discover() -> dict[str, TeacherKind]:
-    found = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        kind = getattr(importlib.import_module(f"{__name__}.{info.name}"), "KIND", None)
-        if kind is not None:
-            found[kind.name] = kind
-    return found
+    return {kind.name: kind for kind in discover(__name__, __path__, "KIND")}
 
 
 KINDS: dict[str, TeacherKind] = _discover()
