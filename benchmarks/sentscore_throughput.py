@@ -1,10 +1,11 @@
 """SenTScore throughput: batched over sentences, beams and tags against one sentence at a time.
 
-    .venv/bin/python benchmarks/sentscore_throughput.py [--model DIR] [--sentences 512] [--batch 64]
+    .venv/bin/python benchmarks/sentscore_throughput.py [--model DIR | --pretrained SOURCE] [--sentences 512] [--batch 64]
 
-The model is a SenTScore teacher directory, or by default MiniLM-L6 (DATA.md) warm-started as
-encoder and decoder of an ``EncoderDecoderModel`` — untrained cross-attention, which does not change
-the cost of decoding. Sentences are CoNLL-2003 test sentences (real lengths), tags sBIO over its 4
+The model is a SenTScore teacher directory (``--model``), a pretrained model read as a new
+SenTScore teacher (``--pretrained``: a directory, hub name or GGUF file, e.g. Gemma 3 270M's GGUF
+file, a decoder-only LM: issue 35), or by default MiniLM-L6 (DATA.md) warm-started as encoder and
+decoder of an ``EncoderDecoderModel``. Untrained weights do not change the cost of decoding. Sentences are CoNLL-2003 test sentences (real lengths), tags sBIO over its 4
 types (|T̄| = 6), K = 1 (the paper's setting). Three rates, measured in this one process:
 
 1. one candidate at a time (`sentscore_one_at_a_time`): a full decoder pass per (step, tag), the
@@ -39,7 +40,12 @@ def conll_test() -> str:
     return str(Path(importlib.util.find_spec("neuroner").origin).parent / "data/conll2003/en/test.txt")
 
 
-def load(model_dir: str | None):
+def load(model_dir: str | None, pretrained: str | None = None):
+    if pretrained:
+        from seqdistill.teachers.kinds.sentscore import build_sentscore_teacher
+
+        t = build_sentscore_teacher(pretrained, LabelSchema("sBIO", ("LOC", "MISC", "ORG", "PER")))
+        return t.model.eval(), t.format, Path(pretrained).name
     if model_dir:
         from seqdistill.teachers import load_teacher
 
@@ -59,7 +65,8 @@ def load(model_dir: str | None):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default=None)
+    ap.add_argument("--model", default=None, help="a SenTScore teacher directory")
+    ap.add_argument("--pretrained", default=None, help="a pretrained model (directory, hub name, GGUF file)")
     ap.add_argument("--sentences", type=int, default=512)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--single", type=int, default=64, help="sentences timed one at a time")
@@ -74,7 +81,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    model, fmt, name = load(args.model)
+    model, fmt, name = load(args.model, args.pretrained)
     if args.precision == "bf16":  # the same weights for all three modes, so the ratios compare like with like
         model = model.to(torch.bfloat16)
     sents = [s.words for s in read_corpus(conll_test(), "conll", "test").sentences if len(s.words) <= fmt.max_words][

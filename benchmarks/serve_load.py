@@ -199,88 +199,6 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def overload(name, model_dir, serve_args, texts, args) -> dict:
-    """Issue 34's overload run: the capacity first (closed loop, ``--capacity-clients`` clients),
-    then requests sent open loop at ``--overload`` times that rate for ``--seconds``, by up to 128
-    connections at once; every answer is counted (200 admitted, 503 shed, anything else an error;
-    a request with no answer is lost), and the server's resident memory is sampled every 0.2 s."""
-    print(f"{name}: overload run, serving {model_dir} {' '.join(serve_args)}", flush=True)
-    server = Server(model_dir, serve_args)
-    try:
-        lat, wall, errors, pos = load(
-            server.port, texts, 0, args.capacity_clients, args.texts_per_request, args.requests, args.seconds
-        )
-        capacity = len(lat) / wall
-        rate = args.overload * capacity
-        total = int(rate * args.seconds)
-        counter, results, lock = itertools.count(), [], threading.Lock()
-        rss, done = [rss_mb(server.proc.pid)], threading.Event()
-
-        def sample():
-            while not done.wait(0.2):
-                rss.append(rss_mb(server.proc.pid))
-
-        def sender():
-            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
-            while (i := next(counter)) < total:
-                wait = t0 + i / rate - time.perf_counter()
-                if wait > 0:
-                    time.sleep(wait)
-                body = json.dumps(
-                    {
-                        "texts": [
-                            texts[(pos + i * args.texts_per_request + j) % len(texts)]
-                            for j in range(args.texts_per_request)
-                        ]
-                    }
-                ).encode()
-                t = time.perf_counter()
-                try:
-                    conn.request("POST", "/tag", body, {"Content-Type": "application/json"})
-                    r = conn.getresponse()
-                    r.read()
-                    status = r.status
-                except (OSError, http.client.HTTPException):
-                    status = None  # no answer: lost
-                    conn.close()
-                    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
-                with lock:
-                    results.append((status, time.perf_counter() - t))
-            conn.close()
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        t0 = time.perf_counter()
-        senders = [threading.Thread(target=sender, daemon=True) for _ in range(128)]
-        for t in senders:
-            t.start()
-        for t in senders:
-            t.join()
-        done.set()
-        sampler.join()
-        health = server.health()
-    finally:
-        server.close()
-    admitted = [t for status, t in results if status == 200]
-    return {
-        "model": name,
-        "serve_args": " ".join(serve_args),
-        "capacity_rps": capacity,
-        "capacity_p50_ms": 1000 * percentile(lat, 50),
-        "capacity_p99_ms": 1000 * percentile(lat, 99),
-        "offered_rps": rate,
-        "sent": len(results),
-        "admitted": len(admitted),
-        "shed": sum(status == 503 for status, _ in results),
-        "errors": sum(status not in (200, 503, None) for status, _ in results),
-        "lost": sum(status is None for status, _ in results),
-        "admitted_p50_ms": 1000 * percentile(admitted, 50) if admitted else float("nan"),
-        "admitted_p99_ms": 1000 * percentile(admitted, 99) if admitted else float("nan"),
-        "rss_mb": (rss[0], max(rss), rss[-1]),
-        "health": health,
-    }
-
-
 def measure(name, model_dir, serve_args, texts, args) -> list[dict]:
     print(f"{name}: serving {model_dir} {' '.join(serve_args)}", flush=True)
     server = Server(model_dir, serve_args)
@@ -357,16 +275,7 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="write the rows as JSON here")
     ap.add_argument("--write", default=None, help="replace the marked section of this Markdown file")
     ap.add_argument("--section", default="serve_load", help="the section's marker name (one section per setup)")
-    ap.add_argument(
-        "--overload",
-        type=float,
-        default=0,
-        help="instead of the levels: the overload run at this multiple of the capacity (issue 34: 4)",
-    )
-    ap.add_argument("--capacity-clients", type=int, default=8, help="closed-loop clients that measure the capacity")
     args = ap.parse_args()
-    if args.overload:
-        return overload_main(args)
     BEGIN, END = f"<!-- {args.section}:begin -->", f"<!-- {args.section}:end -->"
 
     texts = test_texts(args.test)
@@ -424,43 +333,6 @@ def main() -> None:
         Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
     if args.write:
         write_section(args.write, BEGIN, END, HEADING, text)
-
-
-def overload_main(args) -> None:
-    BEGIN, END = f"<!-- {args.section}:begin -->", f"<!-- {args.section}:end -->"
-    texts = test_texts(args.test)
-    rows = [overload(*m.split("=", 1), shlex.split(args.serve_args), texts, args) for m in args.model]
-    rows += [overload(*args.model[0].split("=", 1), shlex.split(flags), texts, args) for flags in args.control]
-    lines = [
-        BEGIN,
-        "",
-        f"Command: `{' '.join(['.venv/bin/python', 'benchmarks/serve_load.py', *map(shlex.quote, sys.argv[1:])])}`",
-        "",
-        f"Machine: {machine()}; server and clients on the same machine (loopback). Data: CoNLL-2003 test "
-        f"sentences as raw text, {args.texts_per_request} per request. Capacity: {args.capacity_clients} "
-        f"closed-loop clients for at most {args.requests} requests or {args.seconds:g} s; then requests sent "
-        f"open loop at {args.overload:g}x that rate for {args.seconds:g} s (up to 128 at once).",
-        "",
-        "| model | server flags | capacity req/s | p50 / p99 ms at capacity | offered req/s | sent | admitted | "
-        "shed (503) | errors | lost | admitted p50 / p99 ms | server RSS MB (start, max, end) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['model']} | `{r['serve_args']}` | {r['capacity_rps']:.1f} | {r['capacity_p50_ms']:.1f} / "
-            f"{r['capacity_p99_ms']:.1f} | {r['offered_rps']:.1f} | {r['sent']:,} | {r['admitted']:,} | "
-            f"{r['shed']:,} ({100 * r['shed'] / max(1, r['sent']):.0f}%) | {r['errors']} | {r['lost']} | "
-            f"{r['admitted_p50_ms']:.1f} / {r['admitted_p99_ms']:.1f} | "
-            + ", ".join(f"{x:.0f}" for x in r["rss_mb"])
-            + " |"
-        )
-    lines += ["", END]
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
-    if args.write:
-        write_section(args.write, BEGIN, END, "## distill-serve at 4x its capacity (issue 34)", text)
 
 
 if __name__ == "__main__":

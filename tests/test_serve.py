@@ -163,15 +163,18 @@ def test_past_max_queue_a_request_is_shed_at_once_with_retry_after(tiny_encoder,
             t0 = time.perf_counter()
             shed = await c.post("/tag", json={"texts": ["anna"]})
             waited = time.perf_counter() - t0
+            big = await c.post("/tag", json={"texts": ["anna " * 1800] * 8})  # 72 KB: its body is not read
             health = (await c.get("/health")).json()
-            return shed, waited, health, await asyncio.gather(*admitted), await blocker
+            return shed, waited, big, health, await asyncio.gather(*admitted), await blocker
 
     with serve_in_thread(app) as url:
-        shed, waited, health, admitted, blocker = asyncio.run(load(url))
+        shed, waited, big, health, admitted, blocker = asyncio.run(load(url))
     assert shed.status_code == 503 and shed.headers["retry-after"] == "1"
     assert "overloaded" in shed.json()["error"] and "--max-queue" in shed.json()["error"]
     assert waited < 0.5  # answered while the model was still busy, not after it
-    assert health["shed"] == 1 and health["queued_sentences"] == 6 and health["max_queue"] == 6
+    assert "close" not in shed.headers.get("connection", "")  # a small body was drained: the client keeps it
+    assert big.status_code == 503 and big.headers["connection"] == "close"  # a large one is left unread
+    assert health["shed"] == 2 and health["queued_sentences"] == 6 and health["max_queue"] == 6
     assert blocker.status_code == 200 and [r.status_code for r in admitted] == [200, 200]
     monkeypatch.undo()
     for r in admitted:

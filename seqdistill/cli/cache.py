@@ -17,6 +17,7 @@ from ..corpora import FORMATS, CorpusError, derive_label_schema, read_corpus
 from ..corpora.options import tag_names_option
 from ..teachers import KINDS, TeacherError
 from ..teachers.finetune import FinetuneConfig
+from ..teachers.pretrained import PretrainedError, gguf_source
 from ..version import __version__
 from .options import config_from, config_options, given_values
 
@@ -188,7 +189,13 @@ def build(out, teacher_dir, teacher_id, labelled, unlabelled, tag_names, storage
     "encoders",
     required=True,
     multiple=True,
-    help="Pretrained encoder: a local Hugging Face directory or a hub name (repeat with --co-finetune).",
+    help="Pretrained model: a local Hugging Face directory, a hub name, or a GGUF file (model.gguf; the gguf "
+    "extra) (repeat with --co-finetune).",
+)
+@click.option(
+    "--gguf-file",
+    default=None,
+    help="The GGUF file inside --encoder (a directory or hub repository): the same as --encoder DIR/FILE.",
 )
 @click.option(
     "--co-finetune",
@@ -209,6 +216,7 @@ def build(out, teacher_dir, teacher_id, labelled, unlabelled, tag_names, storage
 @click.option("--trust-remote-code", is_flag=True, help="Allow the encoder's own Python code to run (off by default).")
 def finetune_teacher(
     encoders,
+    gguf_file,
     co_finetune,
     train_path,
     dev_path,
@@ -238,6 +246,15 @@ def finetune_teacher(
 
     if len(encoders) > 1 and not co_finetune:
         raise click.UsageError("several --encoder are fine-tuned together only with --co-finetune")
+    if gguf_file is not None:
+        if len(encoders) > 1:
+            raise click.UsageError("--gguf-file names the file inside one --encoder; give each as --encoder DIR/FILE")
+        try:
+            encoders = (gguf_source(encoders[0], gguf_file),)
+        except PretrainedError as e:
+            raise click.UsageError(str(e)) from None
+    if co_finetune and (options.get("lora_rank") or options.get("freeze_embeddings")):
+        raise click.UsageError("--lora-rank and --freeze-embeddings fine-tune one teacher; not with --co-finetune")
     head = options["head"]
     kind = KINDS[head]
     if co_finetune and (len(encoders) < 2 or not kind.co_finetune):

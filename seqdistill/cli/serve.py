@@ -4,11 +4,12 @@ seqdistill.cli.serve`` runs it too)."""
 from __future__ import annotations
 
 import logging
+import sys
 
 import click
 
 from ..deploy.evaluate import DEFAULT_THREADS
-from ..deploy.serve import Limits, create_app
+from ..deploy.serve import GIL_SWITCH_S, Limits, create_app
 from ..inference import Tagger
 
 
@@ -59,7 +60,7 @@ from ..inference import Tagger
     type=click.IntRange(min=1),
     default=None,
     help="Sentences waiting for the model past which a request is answered 503 with Retry-After at once "
-    "(default: 8 x --max-batch, about 8 model calls of backlog).",
+    "(default: 2 x --max-batch, about two model calls of backlog; docs/BENCHMARKS.md, issue 34).",
 )
 @click.option(
     "--max-call-chars",
@@ -131,7 +132,7 @@ def serve_main(
         max_wait_ms=max_wait_ms,
         model_batch=model_batch,
         limits=Limits(max_body_bytes, max_texts, max_text_chars, body_timeout, request_timeout),
-        max_queue=max_queue or 8 * max_batch,
+        max_queue=max_queue or 2 * max_batch,
         max_call_chars=max_call_chars,
     )
     click.echo(
@@ -139,6 +140,7 @@ def serve_main(
         f"(batches of up to {max_batch} sentences in passes of {model_batch}, waiting up to {max_wait_ms:g} ms)",
         err=True,
     )
+    sys.setswitchinterval(GIL_SWITCH_S)
     uvicorn.run(
         app,
         host=host,

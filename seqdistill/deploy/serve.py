@@ -59,9 +59,12 @@ Decisions, named here:
   non-string text or word, or an empty or blank word, is 422. An empty text is valid (no words,
   no spans), as for the Tagger. Unknown paths and methods get 404 and 405, in JSON too.
 * **Shedding, not queueing without end** (issue 34): past ``--max-queue`` sentences waiting (by
-  default 8 x ``--max-batch``, about eight model calls of backlog), a request is answered 503 with
-  ``Retry-After: 1`` at once: when the queue is full, before its body is even read (and the
-  connection closed, its body unread); when the request itself would pass the bound, before it
+  default 2 x ``--max-batch``, about two model calls of backlog: at 4x capacity, the admitted
+  requests' p99 was 0.83 s with 64 against 1.6 s with 256, docs/BENCHMARKS.md), a request is
+  answered 503 with
+  ``Retry-After: 1`` at once: when the queue is full, before its body is parsed (a small body,
+  up to 64 KiB, is read and dropped so that the client keeps its connection; a larger or slow one
+  is left unread and the connection closed); when the request itself would pass the bound, before it
   reaches the model. A request is always admitted into an empty queue, however large, so that none is
   refused for ever. ``/health`` reports the queue and the requests shed.
 * **Deadlines, and no work for a client that has gone** (issue 34): the body must arrive within
@@ -69,7 +72,14 @@ Decisions, named here:
   request whose client disconnects, or whose deadline passes, is dropped from the queue before it
   reaches the model (a batch already running finishes; its answer is dropped). Shutdown waits
   ``--shutdown-timeout`` for the requests in flight, then closes what is left.
-* starlette on uvicorn (the ``serve`` extra); one process, one model. For more cores, run more
+* **The GIL is handed over every 0.5 ms, not every 5** (``GIL_SWITCH_S``, set by ``distill-serve``
+  for its process): the event loop and the model's thread share one interpreter, and the model's
+  thread takes the GIL back after each ONNX or torch call; under overload, with the event loop
+  busy shedding, Python's default 5 ms interval let it wait up to 5 ms each time, and the admitted
+  requests' throughput fell by about half (issue 34; docs/BENCHMARKS.md, "distill-serve at 4x
+  its capacity").
+* starlette on uvicorn (the ``serve`` extra, with httptools and uvloop, which uvicorn picks up by
+  itself); one process, one model. For more cores, run more
   processes behind a load balancer.
 """
 
@@ -205,10 +215,14 @@ class MicroBatcher:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 
+    def full(self, coming: int = 1) -> bool:
+        """Whether ``coming`` more sentences would pass ``max_queue`` (never into an empty queue)."""
+        return self.max_queue is not None and self._queued > 0 and self._queued + coming > self.max_queue
+
     def shed_if_full(self, coming: int = 1) -> None:
         """Raise :class:`Overloaded` (and count it) when ``coming`` more sentences would pass
         ``max_queue``; a request is always admitted into an empty queue."""
-        if self.max_queue is not None and self._queued and self._queued + coming > self.max_queue:
+        if self.full(coming):
             self.stats.shed += 1
             raise Overloaded(f"{self._queued:,} sentences are queued; the limit is {self.max_queue:,} (--max-queue)")
 
@@ -364,6 +378,60 @@ async def read_body(request, limit: int) -> bytes:
             raise RequestError(413, f"the body is over {limit:,} bytes, the limit (--max-body-bytes)")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+GIL_SWITCH_S = 0.0005  # sys.setswitchinterval for the server's process (see the module's docstring)
+SHED_DRAIN_BYTES = 64 << 10  # a shed request's body up to this size is read and dropped ...
+SHED_DRAIN_S = 0.05  # ... if it arrives within this time; the connection is then kept alive
+
+
+async def drained(scope, receive) -> bool:
+    """Reads and drops the body of a request about to be shed, when it is small (Content-Length up
+    to ``SHED_DRAIN_BYTES``) and arrives within ``SHED_DRAIN_S``, so that the client keeps its
+    connection (a 503 on a closed connection costs the client a new connection per retry, and the
+    server an accept, which under overload is CPU taken from the model). A larger, chunked or slow
+    body is left unread and the connection closed: shedding never waits on a body."""
+    declared = dict(scope["headers"]).get(b"content-length", b"")
+    if not declared.isdigit() or int(declared) > SHED_DRAIN_BYTES:
+        return False
+    try:
+        async with asyncio.timeout(SHED_DRAIN_S):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return False
+                if not message.get("more_body"):
+                    return True
+    except TimeoutError:
+        return False
+
+
+class ShedWhenFull:
+    """ASGI middleware, ahead of starlette's routing: a ``POST /tag`` that arrives while the queue
+    is full is answered 503 here, with no request object, route or JSON response built for it.
+    Under overload most requests are shed, and what each costs the server is CPU the admitted ones
+    wait for (issue 34: shedding through starlette's handler let the admitted requests' p99 grow)."""
+
+    def __init__(self, app, batcher: MicroBatcher):
+        self.app, self.batcher = app, batcher
+
+    async def __call__(self, scope, receive, send):
+        b = self.batcher
+        if scope["type"] != "http" or scope["path"] != "/tag" or scope["method"] != "POST" or not b.full():
+            return await self.app(scope, receive, send)
+        b.stats.shed += 1
+        body = json.dumps(
+            {
+                "error": f"overloaded: {b.queued:,} sentences are queued; the limit is {b.max_queue:,} "
+                "(--max-queue); retry after a second"
+            }
+        ).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        headers.append((b"retry-after", b"1"))
+        if not await drained(scope, receive):
+            headers.append((b"connection", b"close"))
+        await send({"type": "http.response.start", "status": 503, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
 
 def parse_request(body: bytes, limits: Limits) -> list:
@@ -543,6 +611,7 @@ def create_app(
     which a request is answered 503 at once (None: no bound)."""
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
+    from starlette.middleware import Middleware
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
@@ -564,16 +633,10 @@ def create_app(
 
     def overloaded(e: Overloaded):
         return JSONResponse(
-            {"error": f"overloaded: {e}; retry after a second"},
-            status_code=503,
-            headers={"Retry-After": "1", "Connection": "close"},
+            {"error": f"overloaded: {e}; retry after a second"}, status_code=503, headers={"Retry-After": "1"}
         )
 
-    async def tag(request):
-        try:  # a full queue sheds the request before its body is read or parsed: shedding costs little
-            batcher.shed_if_full()
-        except Overloaded as e:
-            return overloaded(e)
+    async def tag(request):  # a full queue has shed the request already (ShedWhenFull)
         try:
             try:
                 async with asyncio.timeout(limits.body_timeout_s):
@@ -649,6 +712,7 @@ def create_app(
             Route("/info", get_info, methods=["GET"]),
         ],
         exception_handlers={HTTPException: http_error, Exception: server_error},
+        middleware=[Middleware(ShedWhenFull, batcher=batcher)],
         lifespan=lifespan,
     )
     app.state.batcher = batcher

@@ -139,6 +139,11 @@ def session_options(threads: int | None):
     # decision: worker threads sleep between runs instead of spinning; a tagger shares the CPU with
     # tokenization, decoding and the rest of its process, which spinning workers would starve
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # decision: DequantizeLinear over constant weights (the weight-only int8 of distill-export) is
+    # folded into float32 weights once, when the session loads, instead of on every run: the int8
+    # file stays small, and it runs as fast as the fp32 graph (docs/BENCHMARKS.md, issue 34). Graphs
+    # without such nodes are unchanged.
+    opts.add_session_config_entry("session.disable_quant_qdq", "1")
     return opts
 
 

@@ -72,9 +72,15 @@ def write_teacher_json(directory: Path, kind: str, schema, **fields) -> None:
 
 
 def teacher_fingerprints(directory) -> dict[str, str]:
-    """sha256 fingerprints of a teacher directory's weight and tokenizer files (no model loaded)."""
+    """sha256 fingerprints of a teacher directory's weight and tokenizer files (no model loaded),
+    and of the GGUF file it was fine-tuned from, when it was (``teacher.json``'s ``base``)."""
     d = Path(directory)
-    return {"weights": _sha256_files(d, WEIGHT_FILES), "tokenizer": _sha256_files(d, TOKENIZER_FILES)}
+    out = {"weights": _sha256_files(d, WEIGHT_FILES), "tokenizer": _sha256_files(d, TOKENIZER_FILES)}
+    meta = d / TEACHER_JSON
+    base = json.loads(meta.read_text()).get("base") if meta.is_file() else None
+    if base and base.get("gguf_sha256"):
+        out["base_gguf"] = base["gguf_sha256"]
+    return out
 
 
 def _sha256_files(root: Path, names) -> str:

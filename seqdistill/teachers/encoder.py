@@ -34,6 +34,7 @@ from .base import (
     write_teacher_json,
 )
 from .kind import TeacherKind
+from .pretrained import base_record, from_pretrained, save_model
 
 
 class Teacher(nn.Module):
@@ -59,6 +60,7 @@ class Teacher(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(encoder.config.hidden_size, schema.num_tags)
         self.source_dir: Path | None = None
+        self.base: dict | None = None  # the GGUF file it was built from (pretrained.py)
 
     @property
     def device(self) -> torch.device:
@@ -176,11 +178,12 @@ class Teacher(nn.Module):
         """Write a self-contained teacher directory."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        self.encoder.save_pretrained(d, safe_serialization=True)
+        save_model(self.encoder, d)
         self.tokenizer.save_pretrained(d)
         save_file({k: v.detach().cpu().contiguous() for k, v in self.head_state().items()}, str(d / HEAD_FILE))
+        base = {"base": self.base} if self.base else {}
         write_teacher_json(
-            d, self.kind, self.schema, pooling=self.pooling, dropout=self.dropout_p, max_length=self.max_length
+            d, self.kind, self.schema, pooling=self.pooling, dropout=self.dropout_p, max_length=self.max_length, **base
         )
         self.source_dir = d
         return d
@@ -198,13 +201,15 @@ def build_encoder_teacher(
     seed: int = 13,
 ) -> Teacher:
     """A new encoder teacher of class ``cls`` (head initialised at random) over a pretrained encoder:
-    a local directory or a hub name."""
+    a local directory, a hub name or a GGUF file (``pretrained.py``)."""
     from transformers import AutoModel, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(encoder_path, trust_remote_code=trust_remote_code)
-    encoder = AutoModel.from_pretrained(encoder_path, trust_remote_code=trust_remote_code)
+    tokenizer = from_pretrained(AutoTokenizer, encoder_path, trust_remote_code=trust_remote_code)
+    encoder = from_pretrained(AutoModel, encoder_path, trust_remote_code=trust_remote_code)
     torch.manual_seed(seed)
-    return cls(encoder, tokenizer, schema, pooling=pooling, dropout=dropout, max_length=max_length)
+    teacher = cls(encoder, tokenizer, schema, pooling=pooling, dropout=dropout, max_length=max_length)
+    teacher.base = base_record(encoder_path)
+    return teacher
 
 
 def load_encoder_teacher(cls: type[Teacher], d: Path, meta: dict, trust_remote_code: bool = False) -> Teacher:
@@ -223,6 +228,7 @@ def load_encoder_teacher(cls: type[Teacher], d: Path, meta: dict, trust_remote_c
         dropout=meta.get("dropout", 0.5),
         max_length=meta.get("max_length"),
     )
+    teacher.base = meta.get("base")
     head = load_file(str(d / HEAD_FILE))
     missing = set(teacher.head_state()) - set(head)
     if missing:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import resource
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from ..cache_schema import LabelSchema
 from ..config_fields import option
 from ..metrics import span_scores, span_set_scores
 from ..training import REPORTERS, ListBatches, Plan, Stage, settings
+from .adapters import attach_lora, freeze_embeddings, merged, trainable
 from .encoder import Teacher
 from .kinds import KINDS, teacher_kind
 from .loading import build_teacher
@@ -70,6 +72,15 @@ class FinetuneConfig:
     patience: int = option(3, "Epochs without a dev F1 gain before stopping" + _own("patience"))
     pooling: str = option("first", "Word vector from its subwords' states.", choices=("first", "mean"))
     max_length: int | None = option(None, "Subwords per window (default: the encoder's maximum).", metavar="N")
+    lora_rank: int = option(
+        0,
+        "Train rank-R LoRA adapters (peft, every linear layer of the pretrained model) and the head "
+        "instead of every weight; the saved teacher has them merged. 0: full fine-tuning.",
+        metavar="R",
+    )
+    freeze_embeddings: bool = option(
+        False, "Keep the pretrained model's input embedding matrix fixed (with or without --lora-rank)."
+    )
     max_train_sentences: int | None = option(
         None, "Train on a seeded random subset of this size (demos, quick runs).", metavar="N"
     )
@@ -160,11 +171,22 @@ def finetune(
         trust_remote_code=trust_remote_code,
         seed=cfg.seed,
     ).to(dev_name)
+    if cfg.lora_rank:
+        attach_lora(teacher, cfg.lora_rank)
+    if cfg.freeze_embeddings:
+        freeze_embeddings(teacher)
     groups = (
         layerwise_groups(teacher, cfg)
         if teacher_kind(cfg.head).layerwise_lr
         else [{"params": list(teacher.parameters()), "lr": cfg.lr, "weight_decay": cfg.weight_decay}]
     )  # a kind that fine-tunes at one rate (paper 004) has one group
+    groups = [{**g, "params": [p for p in g["params"] if p.requires_grad]} for g in groups]
+    groups = [g for g in groups if g["params"]]  # LoRA, frozen embeddings: only what trains
+
+    def save(directory):
+        with merged(teacher):  # LoRA: a plain model with the adapters merged
+            teacher.save(directory)
+
     out_dir = Path(out_dir)
     summary = fit(
         teacher.loss,
@@ -174,13 +196,15 @@ def finetune(
         dev,
         schema,
         cfg,
-        teacher.save,
+        save,
         log,
         out_dir=out_dir,
         run={"encoder": str(encoder)},
         device=torch.device(dev_name),
     )
     summary["encoder"] = str(encoder)
+    summary["trainable_params"], summary["params"] = trainable(teacher)
+    summary["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # Linux: KiB
     (out_dir / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
 

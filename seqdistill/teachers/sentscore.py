@@ -18,16 +18,37 @@ tags at that step: the per-word tag-score distribution used for distillation (eq
 Batched over sentences and beams with the decoder's key/value cache. Each step makes one decoder
 call per tag, over every beam of every sentence at once, each call reading the same prefix cache
 (the |T̄| calls are cheaper than one call over B·K·|T̄| rows, which would copy the cache |T̄|
-times); the output projection is applied only at the positions scored. The cache rows of the kept
+times); the output projection is applied only at the positions scored, once a step for every tag
+together. The cache rows of the kept
 candidates are then *right-aligned* (padding rolled to the left and masked out), so every sequence
 stays left-padded and gap-free, and sentences that have ended leave the batch. Relative position
 biases (T5) see the true distances; decoders with absolute positions (BERT in an
 ``EncoderDecoderModel``) are given explicit position ids. Invalid sBIO continuations (``I`` first
 or after ``O``) get -inf, so every output is a valid tag sequence of the input's length.
+
+**Decoder-only (causal) LMs** (issue 35; paper 004 names GPT-style models as its future work).
+The same format in one sequence, decisions named:
+
+* **Where the prompt ends**: the sequence is the model's own prefix (``<bos>``), the SenT' input
+  ``s_0 x_1 s_1 ... x_L s_L``, then the SenT' target ``s_0 t_1 s_1 ... t_L s_L`` and the
+  end-of-sequence token. The target's ``s_0``, the input's first sentinel seen again after its
+  last, marks where the answer starts; fine-tuning puts the LM loss on the target tokens only
+  (``s_0`` included, as the seq2seq decoder is trained on it). Scoring starts after it, as the
+  seq2seq beam starts after ``[decoder start, s_0]``.
+* **Positions**: prompts are left-padded in a batch and every row's positions count its real tokens
+  from 0 (explicit ``position_ids``), so padding never shifts a rotary or absolute position; the
+  cache rows stay right-aligned as above, and columns that are padding in every row are dropped
+  after each step, so the cache is never longer than the longest row.
+* **Context**: a sentence whose prompt and target do not fit in one sequence of the model's
+  context (its position table, and for sliding-window attention, as Gemma 3's, its window less
+  one, so that the cache never slides) is split into consecutive pieces as for encoder-decoders.
+* The output projection is skipped inside the model, as above, unless the model caps its logits
+  (``final_logit_softcapping``), which the projection alone would leave out.
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -67,14 +88,15 @@ class SentFormat:
                 f"a sentence of {len(words)} words; SenT' needs 1 to {self.max_words} (one sentinel per word, plus one)"
             )
 
-    def encode_input(self, words: list[str]) -> list[int]:
-        """s_0 x_1 s_1 ... x_L s_L, with the model's special tokens around it."""
+    def encode_input(self, words: list[str], causal: bool = False) -> list[int]:
+        """s_0 x_1 s_1 ... x_L s_L, with the model's special tokens around it; for a causal LM,
+        the prompt: the special tokens before it only (the target follows)."""
         self._check(words)
         ids = [self.sentinels[0]]
         for i, w in enumerate(words, 1):
             ids += self.tokenizer(w, add_special_tokens=False)["input_ids"] or [self.tokenizer.unk_token_id]
             ids.append(self.sentinels[i])
-        return self.prefix + ids + self.suffix
+        return self.prefix + ids + ([] if causal else self.suffix)
 
     def encode_target(self, tags: list[str]) -> list[int]:
         """s_0 t_1 s_1 ... t_L s_L, then the end-of-sequence token when the tokenizer has one."""
@@ -110,14 +132,15 @@ def _special_wrap(tokenizer) -> tuple[list[int], list[int]]:
 
 def _sentinel_ids(tokenizer) -> list[int]:
     vocab = tokenizer.get_vocab()
-    for pattern in ("<extra_id_{}>", "[unused{}]"):
+    for pattern in ("<extra_id_{}>", "[unused{}]", "<unused{}>"):
         ids = []
         while pattern.format(len(ids)) in vocab:
             ids.append(vocab[pattern.format(len(ids))])
         if len(ids) >= 2:
             return ids
     raise ValueError(
-        "the tokenizer has no sentinel tokens: SenT' needs <extra_id_N> (T5-style) or [unusedN] (BERT vocabularies)"
+        "the tokenizer has no sentinel tokens: SenT' needs <extra_id_N> (T5-style), [unusedN] (BERT "
+        "vocabularies) or <unusedN> (Gemma)"
     )
 
 
@@ -136,6 +159,40 @@ def _decoder_start(model) -> int:
     if start is None:
         raise ValueError("the model's config has no decoder_start_token_id")
     return int(start)
+
+
+def is_causal(model) -> bool:
+    """Whether ``model`` is a decoder-only LM (no encoder half)."""
+    return not getattr(model.config, "is_encoder_decoder", False)
+
+
+def encode_prompts(fmt: SentFormat, batch_words: list[list[str]], device) -> tuple[Tensor, Tensor]:
+    """Causal LMs: each prompt and the target's ``s_0``, left-padded (``ids, mask [B, P]``)."""
+    seqs = [fmt.encode_input(w, causal=True) + [fmt.sentinels[0]] for w in batch_words]
+    P = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), P), fmt.tokenizer.pad_token_id or 0, dtype=torch.long)
+    mask = torch.zeros(len(seqs), P, dtype=torch.long)
+    for b, s in enumerate(seqs):
+        ids[b, P - len(s) :] = torch.tensor(s)
+        mask[b, P - len(s) :] = 1
+    return ids.to(device), mask.to(device)
+
+
+def encode_sequences(fmt: SentFormat, batch_words: list[list[str]], batch_tags: list[list[str]]):
+    """Causal LMs, teacher forcing: prompt + target per sentence, right-padded (``ids, mask,
+    labels [B, S]``, labels -100 on the prompt and on padding: the loss is on the target only)."""
+    seqs, labels = [], []
+    for words, tags in zip(batch_words, batch_tags):
+        prompt, target = fmt.encode_input(words, causal=True), fmt.encode_target(tags)
+        seqs.append(prompt + target)
+        labels.append([-100] * len(prompt) + target)
+    S = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), S), fmt.tokenizer.pad_token_id or 0, dtype=torch.long)
+    mask = torch.zeros(len(seqs), S, dtype=torch.long)
+    lab = torch.full((len(seqs), S), -100, dtype=torch.long)
+    for b, (q, y) in enumerate(zip(seqs, labels)):
+        ids[b, : len(q)], mask[b, : len(q)], lab[b, : len(y)] = torch.tensor(q), 1, torch.tensor(y)
+    return ids, mask, lab
 
 
 def encode_batch(fmt: SentFormat, batch_words: list[list[str]], device) -> tuple[Tensor, Tensor]:
@@ -159,12 +216,17 @@ class _Decoder:
     30k-word projection per position). Other models return logits and ``project`` is the identity.
     """
 
-    def __init__(self, model, enc_h: Tensor, enc_mask: Tensor):
+    def __init__(self, model, enc_h: Tensor | None = None, enc_mask: Tensor | None = None):
         self.model, self.enc_h, self.enc_mask = model, enc_h, enc_mask
+        self.causal = enc_h is None  # a decoder-only LM: no encoder states, explicit positions
         self.absolute = model.config.model_type == "encoder-decoder"  # BERT-style decoder: explicit positions
         self._rows, self._enc = None, None
+        # the key/value cache's argument: ``cache`` in transformers 5's newer models (``past_key_values``
+        # is deprecated there, and removed in 5.40), ``past_key_values`` before and elsewhere
+        self.cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
         head = model.get_output_embeddings()
-        self.head = head if isinstance(head, nn.Linear) else None
+        capped = getattr(model.config, "final_logit_softcapping", None) is not None
+        self.head = head if isinstance(head, nn.Linear) and not capped else None
 
     def project(self, h: Tensor) -> Tensor:
         """Logits (float32) from what a call returned."""
@@ -173,29 +235,31 @@ class _Decoder:
     def __call__(self, rows: Tensor, ids: Tensor, mask: Tensor, cache, n_real: Tensor):
         """States for ``ids [R, C]`` after ``cache`` (rows ``R``, of sentences ``rows``);
         ``mask [R, past + C]``; ``n_real [R]`` real tokens before ``ids``."""
-        kwargs = {}
-        if self.absolute:
-            kwargs["decoder_position_ids"] = n_real[:, None] + torch.arange(ids.shape[1], device=ids.device)
-        from transformers.modeling_outputs import BaseModelOutput
+        if self.causal:  # positions count each row's real tokens (left padding included in mask)
+            positions = n_real[:, None] + (mask[:, -ids.shape[1] :].cumsum(1) - 1).clamp(min=0)
+            kwargs = {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
+        else:
+            from transformers.modeling_outputs import BaseModelOutput
 
-        if rows is not self._rows:  # the encoder states of the rows, gathered once per set of rows
-            self._rows, self._enc = rows, (self.enc_h[rows], self.enc_mask[rows])
+            if rows is not self._rows:  # the encoder states of the rows, gathered once per set of rows
+                self._rows, self._enc = rows, (self.enc_h[rows], self.enc_mask[rows])
+            kwargs = {
+                "encoder_outputs": BaseModelOutput(last_hidden_state=self._enc[0]),
+                "attention_mask": self._enc[1],
+                "decoder_input_ids": ids,
+                "decoder_attention_mask": mask,
+            }
+            if self.absolute:
+                kwargs["decoder_position_ids"] = n_real[:, None] + torch.arange(ids.shape[1], device=ids.device)
         if self.head is not None:
             self.head.forward = _identity  # skip the output projection inside the model, for this call
         try:
-            out = self.model(
-                encoder_outputs=BaseModelOutput(last_hidden_state=self._enc[0]),
-                attention_mask=self._enc[1],
-                decoder_input_ids=ids,
-                decoder_attention_mask=mask,
-                past_key_values=cache,
-                use_cache=True,
-                **kwargs,
-            )
+            out = self.model(**{self.cache_arg: cache}, use_cache=True, **kwargs)
         finally:
             if self.head is not None:
                 del self.head.forward
-        return out.logits, out.past_key_values
+        cache = getattr(out, "cache", None)
+        return out.logits, cache if cache is not None else out.past_key_values
 
 
 def _identity(x: Tensor) -> Tensor:
@@ -204,6 +268,14 @@ def _identity(x: Tensor) -> Tensor:
 
 def _self_attention_layers(cache):
     return getattr(cache, "self_attention_cache", cache).layers
+
+
+def _set_states(layer, keys: Tensor, values: Tensor) -> None:
+    """A cache layer's keys and values, replaced; a sliding-window layer's count of tokens seen
+    follows them (it sizes the attention mask; the window itself is never reached, module docstring)."""
+    layer.keys, layer.values = keys, values
+    if hasattr(layer, "cumulative_length"):
+        layer.cumulative_length = keys.shape[-2]
 
 
 @torch.inference_mode()
@@ -218,27 +290,29 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
     words = [batch_words[b] for b in order]
     lengths = [len(w) for w in words]
     L = lengths[0]
-    enc_ids, enc_mask = encode_batch(fmt, words, device)
-    enc_h = model.get_encoder()(input_ids=enc_ids, attention_mask=enc_mask).last_hidden_state
-    dec = _Decoder(model, enc_h, enc_mask)
+    causal = is_causal(model)
+    if causal:  # the prompts and the target's s_0, left-padded, in one call
+        prefix, first_mask = encode_prompts(fmt, words, device)
+        dec = _Decoder(model)
+    else:  # the encoder, then the decoder prefix [decoder start, s_0] of every sentence
+        enc_ids, enc_mask = encode_batch(fmt, words, device)
+        enc_h = model.get_encoder()(input_ids=enc_ids, attention_mask=enc_mask).last_hidden_state
+        dec = _Decoder(model, enc_h, enc_mask)
+        prefix = torch.tensor([_decoder_start(model), fmt.sentinels[0]], device=device).expand(B, 2)
+        first_mask = torch.ones(B, 2, dtype=torch.long, device=device)
     tag_len = torch.tensor([len(t) + 1 for t in fmt.tag_ids], device=device)  # "t s_i" blocks
     C = int(tag_len.max())
     start_ok, after_ok = (x.to(device) for x in fmt.allowed())
 
-    # the prefix [decoder start, s_0] of every sentence, then K beams per sentence (sentence-major rows)
-    prefix = torch.tensor([_decoder_start(model), fmt.sentinels[0]], device=device).expand(B, 2)
+    # the prefix of every sentence, then K beams per sentence (sentence-major rows)
     logits, cache = dec(
-        torch.arange(B, device=device),
-        prefix,
-        torch.ones(B, 2, dtype=torch.long, device=device),
-        None,
-        torch.zeros(B, dtype=torch.long, device=device),
+        torch.arange(B, device=device), prefix, first_mask, None, torch.zeros(B, dtype=torch.long, device=device)
     )
     last = torch.log_softmax(dec.project(logits[:, -1]), -1).repeat_interleave(k, 0)  # [R, V] next-token log-probs
     cache.batch_repeat_interleave(k)
     rows = torch.arange(B, device=device).repeat_interleave(k)  # the sentence of each row
-    mask = torch.ones(B * k, 2, dtype=torch.long, device=device)
-    n_real = torch.full((B * k,), 2, dtype=torch.long, device=device)
+    mask = first_mask.repeat_interleave(k, 0)
+    n_real = mask.sum(1)
     beam = torch.full((B, k), float("-inf"), device=device)
     beam[:, 0] = 0.0  # at the start all beams are the same: keep one
     prev_tag = torch.full((B, k), -1, dtype=torch.long, device=device)
@@ -255,13 +329,14 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
         R = live * k
         step = torch.empty(R, n_t, device=device)
         ends, blocks = [], []
+        scored, targets = [], []
         for t, tag_ids in enumerate(fmt.tag_ids):  # eq. 1: log L("t s_i" | beam) for every beam at once
             ids = torch.tensor(tag_ids + [fmt.sentinels[i]], device=device).expand(R, -1)
             m = ids.shape[1]
             states, cache = dec(rows, ids, torch.cat([mask, mask.new_ones(R, m)], 1), cache, n_real)
-            logits = dec.project(states[:, :-1])  # [R, m-1, V]: the positions that predict tokens 2..m
-            rest = (logits.gather(2, ids[:, 1:, None]).squeeze(-1) - logits.logsumexp(-1)).sum(1)
-            step[:, t] = last.gather(1, ids[:, :1]).squeeze(1) + rest
+            scored.append(states[:, :-1].reshape(R * (m - 1), -1))  # the positions that predict tokens 2..m
+            targets.append(ids[:, 1:].reshape(-1))
+            step[:, t] = last.gather(1, ids[:, :1]).squeeze(1)
             ends.append(states[:, -1])  # after "t s_i": projected below for the chosen tag only
             blocks.append(
                 [
@@ -270,7 +345,13 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
                 ]
             )
             for layer in _self_attention_layers(cache):  # back to the prefix (views; the next call copies)
-                layer.keys, layer.values = layer.keys[..., :-m, :], layer.values[..., :-m, :]
+                _set_states(layer, layer.keys[..., :-m, :], layer.values[..., :-m, :])
+        # one output projection over every tag's scored positions: the vocabulary matrix is read once
+        # a step, not once a tag (Gemma 3's is 262k x 640, and reading it is most of a step's cost)
+        logits = dec.project(torch.cat(scored))
+        logp = logits.gather(1, torch.cat(targets)[:, None]).squeeze(1) - logits.logsumexp(-1)
+        for t, part in enumerate(logp.split([len(x) for x in targets])):
+            step[:, t] += part.view(R, -1).sum(1)
         step = step.view(live, k, n_t)
         ok = torch.where(
             prev_tag[:live, :, None] < 0, start_ok.expand(live, k, n_t), after_ok[prev_tag[:live].clamp(min=0)]
@@ -290,19 +371,23 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
         used = tag_len[chosen]
         width = mask.shape[1] + C
         index = (torch.arange(width, device=device)[None] - (C - used)[:, None]) % width
+        new_mask = torch.cat([mask[take], (torch.arange(C, device=device)[None] < used[:, None]).long()], 1)
+        mask = new_mask.gather(1, index)
+        # causal LMs: the columns that are padding in every row are dropped (module docstring)
+        lead = int((mask == 0).all(0).long().cumprod(0).sum()) if causal else 0
+        mask = mask[:, lead:]
         for j, layer in enumerate(_self_attention_layers(cache)):
+            states = []
             for attr, which in (("keys", 0), ("values", 1)):
                 # every tag's block padded to C, stacked [T̄, R, H, C, D]; each beam takes its tag's
                 block = torch.stack(
                     [nn.functional.pad(blocks[t][j][which], (0, 0, 0, C - int(tag_len[t]))) for t in range(n_t)]
                 )[chosen, take]
                 full = torch.cat([getattr(layer, attr)[take], block], 2)
-                setattr(
-                    layer, attr, full.gather(2, index[:, None, :, None].expand(-1, full.shape[1], -1, full.shape[-1]))
-                )
+                aligned = full.gather(2, index[:, None, :, None].expand(-1, full.shape[1], -1, full.shape[-1]))
+                states.append(aligned[:, :, lead:])
+            _set_states(layer, *states)
         # the cross-attention cache needs no selection: beams of one sentence share it
-        new_mask = torch.cat([mask[take], (torch.arange(C, device=device)[None] < used[:, None]).long()], 1)
-        mask = new_mask.gather(1, index)
         last = torch.log_softmax(dec.project(torch.stack(ends)[chosen, take]), -1)
         n_real = n_real[take] + used
     inverse = torch.empty(B, dtype=torch.long, device=device)
@@ -316,23 +401,33 @@ def sentscore_one_at_a_time(model, fmt: SentFormat, words: list[str]) -> tuple[l
     prefix + candidate (no cache, no batching): the reference for tests and the baseline of the
     benchmark. Returns the tag indices and the per-step scores of every tag."""
     device = next(model.parameters()).device
-    enc_ids, enc_mask = encode_batch(fmt, [words], device)
-    enc_h = model.get_encoder()(input_ids=enc_ids, attention_mask=enc_mask).last_hidden_state
-    from transformers.modeling_outputs import BaseModelOutput
+    if is_causal(model):
+        prefix = fmt.encode_input(words, causal=True) + [fmt.sentinels[0]]
+
+        def run(seq: list[int]) -> Tensor:
+            return model(input_ids=torch.tensor([seq], device=device)).logits
+
+    else:
+        from transformers.modeling_outputs import BaseModelOutput
+
+        enc_ids, enc_mask = encode_batch(fmt, [words], device)
+        enc_h = model.get_encoder()(input_ids=enc_ids, attention_mask=enc_mask).last_hidden_state
+        prefix = [_decoder_start(model), fmt.sentinels[0]]
+
+        def run(seq: list[int]) -> Tensor:
+            ids = torch.tensor([seq], device=device)
+            return model(
+                encoder_outputs=BaseModelOutput(last_hidden_state=enc_h), attention_mask=enc_mask, decoder_input_ids=ids
+            ).logits
 
     start_ok, after_ok = fmt.allowed()
-    prefix = [_decoder_start(model), fmt.sentinels[0]]
     chosen, all_scores = [], []
     for i in range(1, len(words) + 1):
         step = []
         for t, tag_ids in enumerate(fmt.tag_ids):
             ok = bool(start_ok[t]) if not chosen else bool(after_ok[chosen[-1], t])
             cont = tag_ids + [fmt.sentinels[i]]
-            ids = torch.tensor([prefix + cont], device=device)
-            out = model(
-                encoder_outputs=BaseModelOutput(last_hidden_state=enc_h), attention_mask=enc_mask, decoder_input_ids=ids
-            )
-            logp = torch.log_softmax(out.logits.float(), dim=-1)[0]
+            logp = torch.log_softmax(run(prefix + cont).float(), dim=-1)[0]
             s = sum(logp[len(prefix) - 1 + j, tok].item() for j, tok in enumerate(cont))
             step.append(s if ok else float("-inf"))
         best = max(range(len(step)), key=step.__getitem__)

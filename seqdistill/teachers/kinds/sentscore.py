@@ -1,11 +1,16 @@
-"""The ``sentscore`` teacher kind (paper 004): a sequence-to-sequence model read with SenTScore
-(the tag-wise beam search of ``teachers/sentscore.py``).
+"""The ``sentscore`` teacher kind (paper 004): a generative model read with SenTScore (the
+tag-wise beam search of ``teachers/sentscore.py``).
 
 :class:`SentScoreTeacher` has the teacher interface of ``encoder.Teacher`` (kind ``sentscore``, label
-schema, fingerprints, ``predict``, ``outputs``, ``save``), over an ``AutoModelForSeq2SeqLM`` whose
-vocabulary has sentinels and whose positions are relative (T5, mT5, Flan-T5) or an
-``EncoderDecoderModel`` built from an encoder for both halves (offline: MiniLM, as
-the data notes describe). Its label schema is sBIO over the corpus's entity types.
+schema, fingerprints, ``predict``, ``outputs``, ``save``), over one of:
+
+* an ``AutoModelForSeq2SeqLM`` whose vocabulary has sentinels (T5, mT5, Flan-T5);
+* an ``EncoderDecoderModel`` built from an encoder for both halves (offline: MiniLM);
+* a decoder-only ``AutoModelForCausalLM`` (Gemma 3, Llama, Qwen2, GPT-2... issue 35), the SenT'
+  input as its prompt and the target after it.
+
+Which one is read from the model's config (:func:`architecture`); students and the cache see no
+difference. Its label schema is sBIO over the corpus's entity types.
 
 Decisions, named here:
 
@@ -15,7 +20,8 @@ Decisions, named here:
   trained, and scored for the gold NLL) on its own; beam j of the sentence is beam j of every piece
   (scores added). The limit is the sentinels (99 words with T5's 100 extra ids) and, for decoders
   with absolute positions (BERT), the position table: a piece's SenT' input and output must both
-  fit. An entity across a piece boundary is cut in two.
+  fit. For a causal LM, prompt and target together must fit its position table and, with
+  sliding-window attention, its window less one. An entity across a piece boundary is cut in two.
 * ``outputs`` returns, as ``logits``, the per-word tag scores of the best beam (log-likelihood of
   "t s_i", -inf on tags the sBIO constraints forbid): paper 004's u*_i, softmaxed at a temperature
   by the student.
@@ -32,12 +38,14 @@ from torch import Tensor, nn
 from ...cache_schema import FieldSpec, LabelSchema
 from ..base import TeacherError, TeacherOutput, inference_autocast, teacher_fingerprints, write_teacher_json
 from ..kind import TeacherKind
-from ..sentscore import SentFormat, encode_batch, sentscore
+from ..pretrained import base_record, from_pretrained, save_model
+from ..sentscore import SentFormat, encode_batch, encode_sequences, is_causal, sentscore
 
 
 class SentScoreTeacher(nn.Module):
     kind = "sentscore"
     pooling = "first"
+    pretrained_attr = "model"  # what LoRA adapts (adapters.py): the whole generative model
 
     def __init__(self, model: nn.Module, tokenizer, schema: LabelSchema, k: int = 1):
         super().__init__()
@@ -45,7 +53,9 @@ class SentScoreTeacher(nn.Module):
             raise ValueError(f"a SenTScore teacher tags in sBIO, not {schema.scheme}: convert the label schema")
         self.model, self.tokenizer, self.schema, self.k = model, tokenizer, schema, k
         self.format = SentFormat(tokenizer, schema.tags)
+        self.causal = is_causal(model)
         self.source_dir: Path | None = None
+        self.base: dict | None = None  # the GGUF file it was built from (teachers/pretrained.py)
 
     @property
     def device(self) -> torch.device:
@@ -53,8 +63,9 @@ class SentScoreTeacher(nn.Module):
 
     @property
     def encoder(self) -> nn.Module:
-        """The encoder half (its input embeddings are what students are given)."""
-        return self.model.get_encoder()
+        """The encoder half, or a causal LM's decoder stack (their input embeddings are what
+        students are given)."""
+        return self.model.get_decoder() if self.causal else self.model.get_encoder()
 
     @property
     def num_layers(self) -> int:
@@ -63,11 +74,20 @@ class SentScoreTeacher(nn.Module):
 
     # -- training -------------------------------------------------------------------------------
     def loss(self, batch_words: list[list[str]], tags: Tensor) -> Tensor:
-        """Mean token-level language-modelling loss of the SenT' targets (teacher forcing)."""
+        """Mean token-level language-modelling loss of the SenT' targets (teacher forcing; a causal
+        LM's loss is on the target tokens only)."""
         words, piece_tags, _ = self._split(batch_words, tags)
+        if self.causal:
+            ids, mask, labels = self._sequences(words, piece_tags)
+            return self.model(input_ids=ids, attention_mask=mask, labels=labels).loss
         enc_ids, enc_mask = encode_batch(self.format, words, self.device)
         labels = self._labels(words, piece_tags).to(self.device)
         return self.model(input_ids=enc_ids, attention_mask=enc_mask, labels=labels).loss
+
+    def _sequences(self, words, piece_tags: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Causal LMs: prompt + target of each piece, on the device (``ids, mask, labels``)."""
+        tags = [self.schema.decode(piece_tags[b, : len(w)].tolist()) for b, w in enumerate(words)]
+        return tuple(x.to(self.device) for x in encode_sequences(self.format, words, tags))
 
     def _split(self, batch_words, tags: Tensor) -> tuple[list[list[str]], Tensor, list[int]]:
         """Sentences and their tag ids ``[B, W]`` cut into the pieces the model takes whole, with
@@ -94,8 +114,15 @@ class SentScoreTeacher(nn.Module):
 
     # -- inference ------------------------------------------------------------------------------
     def _positions(self) -> int | None:
-        """Positions of an absolute-position model (encoder and decoder alike), None if relative."""
+        """Positions of an absolute-position model (encoder and decoder alike), or tokens of a causal
+        LM's one sequence (its position table; with sliding-window attention, the window less one);
+        None if relative."""
         cfg = self.model.config
+        if self.causal:
+            limits = [getattr(cfg, "max_position_embeddings", None) or 1 << 30]
+            if getattr(cfg, "sliding_window", None):
+                limits.append(cfg.sliding_window - 1)
+            return min(limits)
         if cfg.model_type != "encoder-decoder":
             return None
         return min(cfg.encoder.max_position_embeddings, cfg.decoder.max_position_embeddings)
@@ -111,7 +138,10 @@ class SentScoreTeacher(nn.Module):
         spans, start, enc, dec = [], 0, 0, 0
         for i, w in enumerate(words):
             cost = len(self.tokenizer(w, add_special_tokens=False)["input_ids"] or [0]) + 1
-            full = i - start >= n or enc + cost + fixed > limit or dec + longest_tag + 3 > limit
+            if self.causal:  # one sequence: prompt, s_0, the target's blocks, end of sequence
+                full = i - start >= n or enc + cost + dec + longest_tag + fixed + 2 > limit
+            else:
+                full = i - start >= n or enc + cost + fixed > limit or dec + longest_tag + 3 > limit
             if full and i > start:
                 spans.append((start, i))
                 start, enc, dec = i, 0, 0
@@ -185,11 +215,15 @@ class SentScoreTeacher(nn.Module):
         if rows:
             words, piece_tags, piece_row = self._split([batch_words[b] for b in rows], tags[rows])
             owner = [rows[j] for j in piece_row]
-            enc_ids, enc_mask = encode_batch(self.format, words, self.device)
-            labels = self._labels(words, piece_tags).to(self.device)
-            logits = self.model(input_ids=enc_ids, attention_mask=enc_mask, labels=labels).logits
-            logp = torch.log_softmax(logits.float(), -1).gather(2, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-            per_piece = -(logp * (labels >= 0)).sum(1).cpu()
+            if self.causal:
+                ids, mask, labels = self._sequences(words, piece_tags)
+                per_piece = -_causal_target_log_likelihood(self.model, ids, mask, labels).cpu()
+            else:
+                enc_ids, enc_mask = encode_batch(self.format, words, self.device)
+                labels = self._labels(words, piece_tags).to(self.device)
+                logits = self.model(input_ids=enc_ids, attention_mask=enc_mask, labels=labels).logits
+                logp = torch.log_softmax(logits.float(), -1).gather(2, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+                per_piece = -(logp * (labels >= 0)).sum(1).cpu()
             nll[rows] = 0.0
             nll.index_add_(0, torch.tensor(owner), per_piece)
         return nll
@@ -201,7 +235,7 @@ class SentScoreTeacher(nn.Module):
 
     def export_graph(self):
         raise TeacherError(
-            f"{self.source_dir}: a SenTScore teacher is an encoder-decoder read by beam search, "
+            f"{self.source_dir}: a SenTScore teacher is a generative model read by beam search, "
             "not a tagger graph; distil it into a student (`distill-train --recipe sentscore`) "
             "and export the student"
         )
@@ -218,49 +252,100 @@ class SentScoreTeacher(nn.Module):
     def save(self, directory) -> Path:
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(d, safe_serialization=True)
+        save_model(self.model, d)
         self.tokenizer.save_pretrained(d)
-        write_teacher_json(d, self.kind, self.schema, pooling=self.pooling, k=self.k)
+        extra = {"architecture": "causal" if self.causal else "seq2seq"}
+        if self.base is not None:
+            extra["base"] = self.base
+        write_teacher_json(d, self.kind, self.schema, pooling=self.pooling, k=self.k, **extra)
         self.source_dir = d
         return d
+
+
+def _causal_target_log_likelihood(model, ids: Tensor, mask: Tensor, labels: Tensor, chunk: int = 256) -> Tensor:
+    """Sum of log p(target token) per row of a causal LM, the output projection applied at the
+    target positions only, ``chunk`` at a time (a 262k-token vocabulary's logits over every position
+    of a batch would take gigabytes)."""
+    from ..sentscore import _Decoder
+
+    dec = _Decoder(model)
+    out = []
+    if dec.head is None:  # capped logits: through the model, whole
+        logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+        logp = torch.log_softmax(logits, -1).gather(2, labels[:, 1:].clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        return (logp * (labels[:, 1:] >= 0)).sum(1)
+    h = model.get_decoder()(input_ids=ids, attention_mask=mask).last_hidden_state[:, :-1]
+    target = labels[:, 1:]
+    where = (target >= 0).nonzero(as_tuple=True)
+    states, tokens = h[where], target[where]
+    for i in range(0, len(tokens), chunk):
+        logits = dec.project(states[i : i + chunk])
+        out.append(logits.gather(1, tokens[i : i + chunk, None]).squeeze(1) - logits.logsumexp(-1))
+    total = torch.zeros(ids.shape[0], device=ids.device)
+    return total.index_add_(0, where[0], torch.cat(out) if out else torch.zeros(0, device=ids.device))
+
+
+def architecture(config, gguf: bool = False) -> str:
+    """``seq2seq`` (an encoder-decoder), ``causal`` (a decoder-only LM) or ``encoder`` (an encoder
+    to warm-start as both halves of an ``EncoderDecoderModel``), from a model's config: an
+    encoder-decoder says so (``is_encoder_decoder``); a decoder-only LM names a ``...ForCausalLM``
+    or ``...LMHeadModel`` class in ``architectures``, or comes from a GGUF file (``gguf``: the
+    architectures transformers reads from GGUF are decoder-only LMs, T5 apart); anything else is an
+    encoder."""
+    if getattr(config, "is_encoder_decoder", False):
+        return "seq2seq"
+    names = getattr(config, "architectures", None) or []
+    if any(n.endswith(("ForCausalLM", "LMHeadModel")) for n in names) or gguf:
+        return "causal"
+    return "encoder"
 
 
 def build_sentscore_teacher(
     model_path: str, schema: LabelSchema, *, trust_remote_code: bool = False, seed: int = 13
 ) -> SentScoreTeacher:
-    """A new SenTScore teacher: a sequence-to-sequence checkpoint as it is, or an encoder-only one
-    (BERT, MiniLM...) warm-started as both encoder and decoder of an ``EncoderDecoderModel`` (its
-    cross-attention initialised at random)."""
-    from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, EncoderDecoderModel
+    """A new SenTScore teacher from a directory, hub name or GGUF file (``teachers/pretrained.py``):
+    a sequence-to-sequence checkpoint or a decoder-only LM as it is, or an encoder-only one (BERT,
+    MiniLM...) warm-started as both encoder and decoder of an ``EncoderDecoderModel`` (its
+    cross-attention initialised at random); :func:`architecture` tells which."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, EncoderDecoderModel
 
-    tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
-    config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+    tokenizer = from_pretrained(AutoTokenizer, model_path, trust_remote_code=trust_remote_code)
+    config = from_pretrained(AutoConfig, model_path, trust_remote_code=trust_remote_code)
     torch.manual_seed(seed)
-    if getattr(config, "is_encoder_decoder", False):
-        model = AutoModelForSeq2SeqLM.from_pretrained(model_path, trust_remote_code=trust_remote_code)
-    else:
+    kind = architecture(config, gguf=model_path.endswith(".gguf"))
+    if kind == "encoder":
         model = EncoderDecoderModel.from_encoder_decoder_pretrained(model_path, model_path)
         model.config.decoder_start_token_id = tokenizer.cls_token_id
         model.config.pad_token_id = tokenizer.pad_token_id
-    return SentScoreTeacher(model, tokenizer, LabelSchema("sBIO", schema.entity_types))
+    else:
+        auto = AutoModelForSeq2SeqLM if kind == "seq2seq" else AutoModelForCausalLM
+        model = from_pretrained(auto, model_path, trust_remote_code=trust_remote_code)
+    teacher = SentScoreTeacher(model, tokenizer, LabelSchema("sBIO", schema.entity_types))
+    teacher.base = base_record(model_path)
+    return teacher
 
 
 def load_sentscore_teacher(d: Path, meta: dict, trust_remote_code: bool = False) -> SentScoreTeacher:
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+    """A saved teacher: causal when ``teacher.json`` says so (teachers saved before issue 35 are
+    encoder-decoders)."""
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
-    model = AutoModelForSeq2SeqLM.from_pretrained(d, trust_remote_code=trust_remote_code)
+    auto = AutoModelForCausalLM if meta.get("architecture") == "causal" else AutoModelForSeq2SeqLM
+    model = auto.from_pretrained(d, trust_remote_code=trust_remote_code)
     tokenizer = AutoTokenizer.from_pretrained(d, trust_remote_code=trust_remote_code)
-    return SentScoreTeacher(model, tokenizer, LabelSchema.from_json(meta["label_schema"]), k=meta.get("k", 1))
+    teacher = SentScoreTeacher(model, tokenizer, LabelSchema.from_json(meta["label_schema"]), k=meta.get("k", 1))
+    teacher.base = meta.get("base")
+    return teacher
 
 
 class SentScoreKind(TeacherKind):
-    """An encoder-decoder read with SenTScore (paper 004): its beams over sBIO tags, their scores
+    """A generative model read with SenTScore (paper 004): its beams over sBIO tags, their scores
     and the best beam's per-word tag scores."""
 
     model = SentScoreTeacher
     help = (
-        "a sequence-to-sequence model (or an encoder warm-started as encoder and decoder) trained on "
-        "SenT' targets, tags in sBIO (paper 004)"
+        "a sequence-to-sequence model, a decoder-only LM, or an encoder warm-started as encoder and "
+        "decoder, trained on SenT' targets, tags in sBIO (paper 004)"
     )
     target_scheme = "sBIO"  # SenT' targets are sBIO tags: corpora in other schemes are converted
     finetune_defaults = {"epochs": 20, "lr": 1e-3, "patience": 5}  # §5: AdamW at 1e-3 for the whole model
