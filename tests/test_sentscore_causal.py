@@ -246,7 +246,8 @@ def test_lora_merges_to_the_outputs_of_the_adapter_model(tokenizer):
     before = teacher.outputs(_sentences(4, 2))
     attach_lora(teacher, rank=4)
     n_train, n_all = trainable(teacher)
-    assert 0 < n_train < n_all / 5
+    assert 0 < n_train < n_all / 2
+    assert all("lora_" in name for name, p in teacher.named_parameters() if p.requires_grad)
     torch.manual_seed(1)
     for name, p in teacher.named_parameters():
         if "lora_B" in name:
@@ -276,7 +277,7 @@ def test_finetune_with_lora_and_frozen_embeddings_saves_a_plain_merged_teacher(c
     r = CliRunner().invoke(cache_cli, args + ["--lora-rank", "4", "--freeze-embeddings"])
     assert r.exit_code == 0, r.output
     summary = json.loads((tmp_path / "t" / "training.json").read_text())
-    assert 0 < summary["trainable_params"] < summary["params"] / 5 and summary["peak_rss_mb"] > 0
+    assert 0 < summary["trainable_params"] < summary["params"] / 2 and summary["peak_rss_mb"] > 0
     saved = load_file(str(tmp_path / "t" / "model.safetensors"))
     assert not any("lora" in k for k in saved)  # a plain model: adapters merged
     original = load_file(f"{causal_dir}/model.safetensors")
