@@ -334,3 +334,23 @@ def test_a_student_learns_from_a_causal_teachers_cache(causal_dir, tmp_path):
     assert r.exit_code == 0, r.output
     summary = json.loads((tmp_path / "s" / "training.json").read_text())
     assert summary["best_dev_f1"] == 1.0, summary["history"]
+
+
+def test_causal_loss_is_transformers_loss_on_the_target_tokens(tokenizer):
+    """The loss projects the target positions only; it is transformers' own mean LM loss with the
+    prompt's labels ignored (right-padded batch of different lengths)."""
+    from seqdistill.cache_schema import LabelSchema
+    from seqdistill.teachers.kinds.sentscore import SentScoreTeacher
+    from seqdistill.teachers.sentscore import encode_sequences
+
+    teacher = SentScoreTeacher(_gemma3(len(tokenizer)), tokenizer, LabelSchema("sBIO", ("LOC", "PER")))
+    words = [["anna", "visits", "rome"], ["peter"], ["the", "eu", "visits", "paris", "anna"]]
+    tags = [["PER", "O", "LOC"], ["PER"], ["O", "ORG", "O", "LOC", "PER"]]
+    tags = [[t if t in teacher.schema.tags else "O" for t in ts] for ts in tags]
+    ids = torch.full((3, 5), -1)
+    for b, ts in enumerate(tags):
+        ids[b, : len(ts)] = torch.tensor(teacher.schema.encode(ts))
+    seq, mask, labels = encode_sequences(teacher.format, words, tags)
+    expected = teacher.model(input_ids=seq, attention_mask=mask, labels=labels).loss
+    assert (labels[0, : len(teacher.format.encode_input(words[0], causal=True))] == -100).all()
+    torch.testing.assert_close(teacher.loss(words, ids), expected, atol=1e-5, rtol=1e-5)

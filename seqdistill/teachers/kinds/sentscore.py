@@ -22,6 +22,10 @@ Decisions, named here:
   with absolute positions (BERT), the position table: a piece's SenT' input and output must both
   fit. For a causal LM, prompt and target together must fit its position table and, with
   sliding-window attention, its window less one. An entity across a piece boundary is cut in two.
+* A causal LM's loss and gold NLL apply the output projection at the target positions only: a
+  262k-token vocabulary's logits over every position of a batch (prompts included, which carry no
+  loss) were most of a Gemma 3 270M training step's time and gigabytes of memory. The loss is the
+  mean over target tokens, as transformers' own.
 * ``outputs`` returns, as ``logits``, the per-word tag scores of the best beam (log-likelihood of
   "t s_i", -inf on tags the sBIO constraints forbid): paper 004's u*_i, softmaxed at a temperature
   by the student.
@@ -77,9 +81,9 @@ class SentScoreTeacher(nn.Module):
         """Mean token-level language-modelling loss of the SenT' targets (teacher forcing; a causal
         LM's loss is on the target tokens only)."""
         words, piece_tags, _ = self._split(batch_words, tags)
-        if self.causal:
+        if self.causal:  # the vocabulary projection at the target positions only (module docstring)
             ids, mask, labels = self._sequences(words, piece_tags)
-            return self.model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            return -_causal_target_log_likelihood(self.model, ids, mask, labels).sum() / (labels[:, 1:] >= 0).sum()
         enc_ids, enc_mask = encode_batch(self.format, words, self.device)
         labels = self._labels(words, piece_tags).to(self.device)
         return self.model(input_ids=enc_ids, attention_mask=enc_mask, labels=labels).loss
