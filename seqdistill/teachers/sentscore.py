@@ -19,7 +19,10 @@ Batched over sentences and beams with the decoder's key/value cache. Each step m
 call per tag, over every beam of every sentence at once, each call reading the same prefix cache
 (the |T̄| calls are cheaper than one call over B·K·|T̄| rows, which would copy the cache |T̄|
 times); the output projection is applied only at the positions scored, once a step for every tag
-together. The cache rows of the kept
+together. Each tag's call feeds the tag's tokens only: the log-likelihood of s_i after them is read
+at the tag's last position, and s_i itself is fed once, after the beams have chosen their tags, in
+one more call over the kept beams (its state is the next step's first prediction). For one-token
+tags this feeds a step |T̄| + 1 tokens per beam instead of 2|T̄|. The cache rows of the kept
 candidates are then *right-aligned* (padding rolled to the left and masked out), so every sequence
 stays left-padded and gap-free, and sentences that have ended leave the batch. Relative position
 biases (T5) see the true distances; decoders with absolute positions (BERT in an
@@ -300,7 +303,7 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
         dec = _Decoder(model, enc_h, enc_mask)
         prefix = torch.tensor([_decoder_start(model), fmt.sentinels[0]], device=device).expand(B, 2)
         first_mask = torch.ones(B, 2, dtype=torch.long, device=device)
-    tag_len = torch.tensor([len(t) + 1 for t in fmt.tag_ids], device=device)  # "t s_i" blocks
+    tag_len = torch.tensor([len(t) for t in fmt.tag_ids], device=device)  # the blocks of tag tokens
     C = int(tag_len.max())
     start_ok, after_ok = (x.to(device) for x in fmt.allowed())
 
@@ -328,16 +331,14 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
             live = n
         R = live * k
         step = torch.empty(R, n_t, device=device)
-        ends, blocks = [], []
-        scored, targets = [], []
+        blocks, scored, targets = [], [], []
         for t, tag_ids in enumerate(fmt.tag_ids):  # eq. 1: log L("t s_i" | beam) for every beam at once
-            ids = torch.tensor(tag_ids + [fmt.sentinels[i]], device=device).expand(R, -1)
+            ids = torch.tensor(tag_ids, device=device).expand(R, -1)  # the tag's tokens; s_i is scored, not fed
             m = ids.shape[1]
             states, cache = dec(rows, ids, torch.cat([mask, mask.new_ones(R, m)], 1), cache, n_real)
-            scored.append(states[:, :-1].reshape(R * (m - 1), -1))  # the positions that predict tokens 2..m
-            targets.append(ids[:, 1:].reshape(-1))
+            scored.append(states.reshape(R * m, -1))  # the positions that predict tokens 2..m, then s_i
+            targets.append(torch.cat([ids[:, 1:], ids.new_full((R, 1), fmt.sentinels[i])], 1).reshape(-1))
             step[:, t] = last.gather(1, ids[:, :1]).squeeze(1)
-            ends.append(states[:, -1])  # after "t s_i": projected below for the chosen tag only
             blocks.append(
                 [
                     (layer.keys[..., -m:, :].clone(), layer.values[..., -m:, :].clone())  # small: free the rest
@@ -388,8 +389,13 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
                 states.append(aligned[:, :, lead:])
             _set_states(layer, *states)
         # the cross-attention cache needs no selection: beams of one sentence share it
-        last = torch.log_softmax(dec.project(torch.stack(ends)[chosen, take]), -1)
         n_real = n_real[take] + used
+        if i < L:  # s_i, fed once after the chosen tag of every beam: the next step's prefix ends with it
+            ids = torch.full((R, 1), fmt.sentinels[i], dtype=torch.long, device=device)
+            mask = torch.cat([mask, mask.new_ones(R, 1)], 1)
+            states, cache = dec(rows, ids, mask, cache, n_real)
+            last = torch.log_softmax(dec.project(states[:, -1]), -1)
+            n_real = n_real + 1
     inverse = torch.empty(B, dtype=torch.long, device=device)
     inverse[torch.tensor(order, device=device)] = torch.arange(B, device=device)
     return SentScoreOutput(tags[inverse], beam[inverse], scores[inverse])
