@@ -94,4 +94,6 @@ if [ -n "${TEST_SENTENCES:-}" ]; then  # the first N sentences of the test file 
     > "$OUT/test-$TEST_SENTENCES.txt"
   TEST_FILE=$OUT/test-$TEST_SENTENCES.txt
 fi
-$BIN/distill-eval "${MODELS[@]}" --data "$TEST_FILE" | tee "$OUT/eval$([ -n "${TEST_SENTENCES:-}" ] && echo "-$TEST_SENTENCES").md"
+EVAL_OPTS=()  # a Gemma SenTScore teacher takes seconds a sentence on a CPU: no latency runs, every core
+[ "$TEACHER" != gemma ] || EVAL_OPTS=(--no-latency --threads 0)
+$BIN/distill-eval "${MODELS[@]}" --data "$TEST_FILE" "${EVAL_OPTS[@]}" | tee "$OUT/eval$([ -n "${TEST_SENTENCES:-}" ] && echo "-$TEST_SENTENCES").md"

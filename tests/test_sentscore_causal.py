@@ -214,6 +214,12 @@ def test_causal_sentscore_teacher_finetunes_and_builds_a_cache(causal_dir, tmp_p
     by_hand = -sum(logp[j - 1, ids[0, j]].item() for j in range(len(prompt), ids.shape[1]))
     assert nll.item() == pytest.approx(by_hand, rel=1e-4)
 
+    from seqdistill.cli.evaluate import eval_main
+
+    r = CliRunner().invoke(eval_main, ["--model", str(tmp_path / "t"), "--data", str(tmp_path / "train.txt")])
+    assert r.exit_code == 0, r.output
+    assert "100.00" in r.output  # distill-eval reads a causal teacher as any other
+
     (tmp_path / "raw.txt").write_text("anna visits rome\npeter visits paris today\n")
     args = ["build", "--out", str(tmp_path / "cache"), "--teacher", str(tmp_path / "t")]
     args += ["--labelled", f"toy={tmp_path / 'train.txt'}", "--unlabelled", f"raw={tmp_path / 'raw.txt'}"]

@@ -99,7 +99,11 @@ class Tagger:
 
     @property
     def scheme(self) -> str:
-        return self.decoder.schema.scheme
+        """The tag scheme of the model's tags: its decoder's, or for a teacher that decodes itself
+        (SenTScore's beam search; no decoder), its label schema's."""
+        if self.decoder is not None:
+            return self.decoder.schema.scheme
+        return self.backend.module.schema.scheme
 
     @property
     def decoder(self):
