@@ -15,9 +15,9 @@ Decisions, named here:
   the architecture they know, and its fingerprint is that of the merged weights.
 * **Frozen embeddings** (``--freeze-embeddings``): the input embedding matrix keeps its pretrained
   values, an option of its own (with or without LoRA). For Gemma 3 270M it is 170M of the 268M
-  parameters: AdamW keeps two moments of each trained parameter, so freezing it saves about 1.4 GB
-  and a third of an update's time on a CPU (issue 35). A model whose output layer is tied to the
-  input embeddings (Gemma) keeps its output layer too.
+  parameters: freezing it saves their gradient and AdamW's two moments, about 2 GB in fp32
+  (docs/BENCHMARKS.md, "Fine-tuning a large teacher", measures each choice). A model whose output
+  layer is tied to the input embeddings (Gemma) keeps its output layer too.
 """
 
 from __future__ import annotations
