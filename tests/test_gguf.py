@@ -10,13 +10,9 @@ import json
 import numpy as np
 import pytest
 import torch
+from test_sentscore import CONLL, WORDS
 
-WORDS = ["the", "eu", "peter", "paris", "rome", "anna", "visits"]
 TAGS = ["O", "I", "LOC", "PER"]
-CONLL = "".join(
-    f"{a} B-PER\nvisits O\n{c} B-LOC\n\n"
-    for a, c in [("anna", "paris"), ("peter", "rome"), ("anna", "rome"), ("peter", "paris")] * 2
-)
 
 
 def write_tiny_llama_gguf(path, hidden=16, layers=2, heads=2, kv_heads=1, ffn=32, seed=0) -> None:

@@ -4,15 +4,26 @@ fine-tuned into a cache, and a Gemma-style tokenizer's <unusedN> sentinels."""
 
 import itertools
 import json
-import random
 
 import pytest
 import torch
+from test_sentscore import CONLL, WORDS, _sentences
 
 from seqdistill.teachers.sentscore import SentFormat, sbio_tags, sentscore, sentscore_one_at_a_time
 
-WORDS = ["the", "eu", "peter", "paris", "rome", "anna", "visits"]
 TAGS = ["O", "I", "LOC", "PER"]
+# what the tiny Llama and Gemma 3 share
+TINY = dict(
+    hidden_size=16,
+    intermediate_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    max_position_embeddings=256,
+    pad_token_id=0,
+    bos_token_id=2,
+    eos_token_id=1,
+)
 
 
 @pytest.fixture(scope="module")
@@ -40,18 +51,7 @@ def _llama(vocab_size):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=256,
-        pad_token_id=0,
-        bos_token_id=2,
-        eos_token_id=1,
-    )
+    cfg = LlamaConfig(vocab_size=vocab_size, **TINY)
     return LlamaForCausalLM(cfg).eval()
 
 
@@ -62,25 +62,12 @@ def _gemma3(vocab_size, sliding_window=48):
     torch.manual_seed(0)
     cfg = Gemma3TextConfig(
         vocab_size=vocab_size,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
         head_dim=8,
-        max_position_embeddings=256,
         sliding_window=sliding_window,
         layer_types=["sliding_attention", "full_attention"],
-        pad_token_id=0,
-        bos_token_id=2,
-        eos_token_id=1,
+        **TINY,
     )
     return Gemma3ForCausalLM(cfg).eval()
-
-
-def _sentences(n, seed):
-    rng = random.Random(seed)
-    return [[rng.choice(WORDS) for _ in range(rng.randint(1, 6))] for _ in range(n)]
 
 
 def test_gemma_style_sentinels_and_prompt(tokenizer):
@@ -166,12 +153,6 @@ def test_a_sentence_longer_than_the_window_is_scored_in_pieces(tokenizer, tmp_pa
         assert len(prompt) + 1 + 2 * (e - s) + 1 <= 39  # prompt, s_0, "t s_i" blocks, end of sequence
     whole = teacher.predict([words])[0]
     assert whole == sum((teacher.predict([words[s:e]])[0] for s, e in spans), [])
-
-
-CONLL = "".join(
-    f"{a} B-PER\nvisits O\n{c} B-LOC\n\n"
-    for a, c in [("anna", "paris"), ("peter", "rome"), ("anna", "rome"), ("peter", "paris")] * 4
-)
 
 
 @pytest.fixture(scope="module")

@@ -219,12 +219,16 @@ class MicroBatcher:
         """Whether ``coming`` more sentences would pass ``max_queue`` (never into an empty queue)."""
         return self.max_queue is not None and self._queued > 0 and self._queued + coming > self.max_queue
 
+    def shed(self) -> Overloaded:
+        """Count a shed request; the :class:`Overloaded` that says why."""
+        self.stats.shed += 1
+        return Overloaded(f"{self._queued:,} sentences are queued; the limit is {self.max_queue:,} (--max-queue)")
+
     def shed_if_full(self, coming: int = 1) -> None:
         """Raise :class:`Overloaded` (and count it) when ``coming`` more sentences would pass
         ``max_queue``; a request is always admitted into an empty queue."""
         if self.full(coming):
-            self.stats.shed += 1
-            raise Overloaded(f"{self._queued:,} sentences are queued; the limit is {self.max_queue:,} (--max-queue)")
+            raise self.shed()
 
     async def submit(self, items: list) -> list[dict]:
         if self._task is None or self._task.done():
@@ -406,6 +410,11 @@ async def drained(scope, receive) -> bool:
         return False
 
 
+def overload_error(e: Overloaded) -> dict:
+    """The JSON body of a 503 for a shed request."""
+    return {"error": f"overloaded: {e}; retry after a second"}
+
+
 class ShedWhenFull:
     """ASGI middleware, ahead of starlette's routing: a ``POST /tag`` that arrives while the queue
     is full is answered 503 here, with no request object, route or JSON response built for it.
@@ -419,13 +428,7 @@ class ShedWhenFull:
         b = self.batcher
         if scope["type"] != "http" or scope["path"] != "/tag" or scope["method"] != "POST" or not b.full():
             return await self.app(scope, receive, send)
-        b.stats.shed += 1
-        body = json.dumps(
-            {
-                "error": f"overloaded: {b.queued:,} sentences are queued; the limit is {b.max_queue:,} "
-                "(--max-queue); retry after a second"
-            }
-        ).encode()
+        body = json.dumps(overload_error(b.shed())).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         headers.append((b"retry-after", b"1"))
         if not await drained(scope, receive):
@@ -632,9 +635,7 @@ def create_app(
     }
 
     def overloaded(e: Overloaded):
-        return JSONResponse(
-            {"error": f"overloaded: {e}; retry after a second"}, status_code=503, headers={"Retry-After": "1"}
-        )
+        return JSONResponse(overload_error(e), status_code=503, headers={"Retry-After": "1"})
 
     async def tag(request):  # a full queue has shed the request already (ShedWhenFull)
         try:

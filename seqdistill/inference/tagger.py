@@ -99,11 +99,7 @@ class Tagger:
 
     @property
     def scheme(self) -> str:
-        """The tag scheme of the model's tags: its decoder's, or for a teacher that decodes itself
-        (SenTScore's beam search; no decoder), its label schema's."""
-        if self.decoder is not None:
-            return self.decoder.schema.scheme
-        return self.backend.module.schema.scheme
+        return self.backend.scheme
 
     @property
     def decoder(self):

@@ -45,6 +45,11 @@ class Backend:
     params: int
     params_without_embeddings: int
 
+    @property
+    def scheme(self) -> str:
+        """The tag scheme of the model's tags (its decoder's)."""
+        return self.decoder.schema.scheme
+
     def scores(self, words: list[list[str]]) -> np.ndarray:
         raise NotImplementedError
 
@@ -81,6 +86,11 @@ class TorchTeacher(Backend):
         self.name, self.what = directory.name, self.module.kind
         self.decoder = self.module.decoder()  # None: the teacher decodes itself (SenTScore's beam search)
         self.params, self.params_without_embeddings = parameter_counts(self.module)
+
+    @property
+    def scheme(self) -> str:
+        """A teacher that decodes itself (SenTScore's beam search) has no decoder: its label schema's."""
+        return self.module.schema.scheme
 
     def scores(self, words: list[list[str]]) -> np.ndarray:
         with torch.inference_mode():

@@ -22,9 +22,8 @@ Decisions, named here:
 
 from __future__ import annotations
 
+import contextlib
 import copy
-
-from torch import nn
 
 
 class AdapterError(ValueError):
@@ -57,25 +56,18 @@ def freeze_embeddings(teacher) -> int:
     return embeddings.weight.numel()
 
 
+@contextlib.contextmanager
 def merged(teacher):
     """A context in which ``teacher``'s pretrained model is a plain model with its adapters merged
     (a copy; the adapters stay in training)."""
-    return _Merged(teacher)
-
-
-class _Merged:
-    def __init__(self, teacher):
-        self.teacher, self.attr = teacher, pretrained_part(teacher)
-
-    def __enter__(self):
-        self.adapted: nn.Module = getattr(self.teacher, self.attr)
-        if hasattr(self.adapted, "merge_and_unload"):
-            setattr(self.teacher, self.attr, copy.deepcopy(self.adapted).merge_and_unload())
-        return self.teacher
-
-    def __exit__(self, *exc):
-        setattr(self.teacher, self.attr, self.adapted)
-        return False
+    attr = pretrained_part(teacher)
+    adapted = getattr(teacher, attr)
+    if hasattr(adapted, "merge_and_unload"):
+        setattr(teacher, attr, copy.deepcopy(adapted).merge_and_unload())
+    try:
+        yield teacher
+    finally:
+        setattr(teacher, attr, adapted)
 
 
 def trainable(teacher) -> tuple[int, int]:

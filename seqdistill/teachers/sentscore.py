@@ -169,15 +169,22 @@ def is_causal(model) -> bool:
     return not getattr(model.config, "is_encoder_decoder", False)
 
 
+def pad_rows(seqs: list[list[int]], pad: int, left: bool = False) -> tuple[Tensor, Tensor]:
+    """``ids, mask [B, S]`` of token lists padded with ``pad`` to the longest (on the left with
+    ``left``)."""
+    S = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), S), pad, dtype=torch.long)
+    mask = torch.zeros(len(seqs), S, dtype=torch.long)
+    for b, s in enumerate(seqs):
+        cols = slice(S - len(s), S) if left else slice(0, len(s))
+        ids[b, cols], mask[b, cols] = torch.tensor(s, dtype=torch.long), 1
+    return ids, mask
+
+
 def encode_prompts(fmt: SentFormat, batch_words: list[list[str]], device) -> tuple[Tensor, Tensor]:
     """Causal LMs: each prompt and the target's ``s_0``, left-padded (``ids, mask [B, P]``)."""
     seqs = [fmt.encode_input(w, causal=True) + [fmt.sentinels[0]] for w in batch_words]
-    P = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), P), fmt.tokenizer.pad_token_id or 0, dtype=torch.long)
-    mask = torch.zeros(len(seqs), P, dtype=torch.long)
-    for b, s in enumerate(seqs):
-        ids[b, P - len(s) :] = torch.tensor(s)
-        mask[b, P - len(s) :] = 1
+    ids, mask = pad_rows(seqs, fmt.tokenizer.pad_token_id or 0, left=True)
     return ids.to(device), mask.to(device)
 
 
@@ -189,25 +196,28 @@ def encode_sequences(fmt: SentFormat, batch_words: list[list[str]], batch_tags: 
         prompt, target = fmt.encode_input(words, causal=True), fmt.encode_target(tags)
         seqs.append(prompt + target)
         labels.append([-100] * len(prompt) + target)
-    S = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), S), fmt.tokenizer.pad_token_id or 0, dtype=torch.long)
-    mask = torch.zeros(len(seqs), S, dtype=torch.long)
-    lab = torch.full((len(seqs), S), -100, dtype=torch.long)
-    for b, (q, y) in enumerate(zip(seqs, labels)):
-        ids[b, : len(q)], mask[b, : len(q)], lab[b, : len(y)] = torch.tensor(q), 1, torch.tensor(y)
-    return ids, mask, lab
+    ids, mask = pad_rows(seqs, fmt.tokenizer.pad_token_id or 0)
+    return ids, mask, pad_rows(labels, -100)[0]
 
 
 def encode_batch(fmt: SentFormat, batch_words: list[list[str]], device) -> tuple[Tensor, Tensor]:
-    seqs = [fmt.encode_input(w) for w in batch_words]
-    S = max(len(s) for s in seqs)
-    pad = fmt.tokenizer.pad_token_id or 0
-    ids = torch.full((len(seqs), S), pad, dtype=torch.long)
-    mask = torch.zeros(len(seqs), S, dtype=torch.long)
-    for b, s in enumerate(seqs):
-        ids[b, : len(s)] = torch.tensor(s)
-        mask[b, : len(s)] = 1
+    ids, mask = pad_rows([fmt.encode_input(w) for w in batch_words], fmt.tokenizer.pad_token_id or 0)
     return ids.to(device), mask.to(device)
+
+
+def output_head(model) -> nn.Linear | None:
+    """The model's output layer when it is a plain linear map that may be applied apart, at the
+    scored positions only (T5's ``lm_head``, BERT's ``cls.predictions.decoder``, a causal LM's
+    ``lm_head``); None when the model does more to its logits (``final_logit_softcapping``) or
+    its output layer is not linear."""
+    head = model.get_output_embeddings()
+    capped = getattr(model.config, "final_logit_softcapping", None) is not None
+    return head if isinstance(head, nn.Linear) and not capped else None
+
+
+def project(head: nn.Linear | None, h: Tensor) -> Tensor:
+    """Logits (float32) from states through ``head``, or ``h`` itself when it holds logits already."""
+    return (nn.functional.linear(h, head.weight, head.bias) if head is not None else h).float()
 
 
 class _Decoder:
@@ -227,13 +237,11 @@ class _Decoder:
         # the key/value cache's argument: ``cache`` in transformers 5's newer models (``past_key_values``
         # is deprecated there, and removed in 5.40), ``past_key_values`` before and elsewhere
         self.cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-        head = model.get_output_embeddings()
-        capped = getattr(model.config, "final_logit_softcapping", None) is not None
-        self.head = head if isinstance(head, nn.Linear) and not capped else None
+        self.head = output_head(model)
 
     def project(self, h: Tensor) -> Tensor:
         """Logits (float32) from what a call returned."""
-        return (nn.functional.linear(h, self.head.weight, self.head.bias) if self.head is not None else h).float()
+        return project(self.head, h)
 
     def __call__(self, rows: Tensor, ids: Tensor, mask: Tensor, cache, n_real: Tensor):
         """States for ``ids [R, C]`` after ``cache`` (rows ``R``, of sentences ``rows``);
@@ -303,6 +311,7 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
         dec = _Decoder(model, enc_h, enc_mask)
         prefix = torch.tensor([_decoder_start(model), fmt.sentinels[0]], device=device).expand(B, 2)
         first_mask = torch.ones(B, 2, dtype=torch.long, device=device)
+    tag_tokens = [torch.tensor(t, device=device) for t in fmt.tag_ids]
     tag_len = torch.tensor([len(t) for t in fmt.tag_ids], device=device)  # the blocks of tag tokens
     C = int(tag_len.max())
     start_ok, after_ok = (x.to(device) for x in fmt.allowed())
@@ -332,8 +341,8 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
         R = live * k
         step = torch.empty(R, n_t, device=device)
         blocks, scored, targets = [], [], []
-        for t, tag_ids in enumerate(fmt.tag_ids):  # eq. 1: log L("t s_i" | beam) for every beam at once
-            ids = torch.tensor(tag_ids, device=device).expand(R, -1)  # the tag's tokens; s_i is scored, not fed
+        for t, tokens in enumerate(tag_tokens):  # eq. 1: log L("t s_i" | beam) for every beam at once
+            ids = tokens.expand(R, -1)  # the tag's tokens; s_i is scored, not fed
             m = ids.shape[1]
             states, cache = dec(rows, ids, torch.cat([mask, mask.new_ones(R, m)], 1), cache, n_real)
             scored.append(states.reshape(R * m, -1))  # the positions that predict tokens 2..m, then s_i

@@ -43,7 +43,7 @@ from ...cache_schema import FieldSpec, LabelSchema
 from ..base import TeacherError, TeacherOutput, inference_autocast, teacher_fingerprints, write_teacher_json
 from ..kind import TeacherKind
 from ..pretrained import base_record, from_pretrained, save_model
-from ..sentscore import SentFormat, encode_batch, encode_sequences, is_causal, sentscore
+from ..sentscore import SentFormat, encode_batch, encode_sequences, is_causal, output_head, project, sentscore
 
 
 class SentScoreTeacher(nn.Module):
@@ -270,11 +270,9 @@ def _causal_target_log_likelihood(model, ids: Tensor, mask: Tensor, labels: Tens
     """Sum of log p(target token) per row of a causal LM, the output projection applied at the
     target positions only, ``chunk`` at a time (a 262k-token vocabulary's logits over every position
     of a batch would take gigabytes)."""
-    from ..sentscore import _Decoder
-
-    dec = _Decoder(model)
+    head = output_head(model)
     out = []
-    if dec.head is None:  # capped logits: through the model, whole
+    if head is None:  # capped logits: through the model, whole
         logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
         logp = torch.log_softmax(logits, -1).gather(2, labels[:, 1:].clamp(min=0).unsqueeze(-1)).squeeze(-1)
         return (logp * (labels[:, 1:] >= 0)).sum(1)
@@ -283,7 +281,7 @@ def _causal_target_log_likelihood(model, ids: Tensor, mask: Tensor, labels: Tens
     where = (target >= 0).nonzero(as_tuple=True)
     states, tokens = h[where], target[where]
     for i in range(0, len(tokens), chunk):
-        logits = dec.project(states[i : i + chunk])
+        logits = project(head, states[i : i + chunk])
         out.append(logits.gather(1, tokens[i : i + chunk, None]).squeeze(1) - logits.logsumexp(-1))
     total = torch.zeros(ids.shape[0], device=ids.device)
     return total.index_add_(0, where[0], torch.cat(out) if out else torch.zeros(0, device=ids.device))
