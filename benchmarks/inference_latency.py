@@ -51,6 +51,7 @@ def build_students(teacher_dir: Path, out: Path) -> dict[str, Path]:
     """Untrained XtremeDistil 50x100 / 100x200 and CNN+SRU++ students over the teacher's vocabulary."""
     from seqdistill.students.archs import architectures as student_architectures
     from seqdistill.students.base import StudentConfig, init_embeddings, save_student
+    from seqdistill.students.common import TeacherExports
     from seqdistill.teachers import load_teacher
 
     teacher = load_teacher(teacher_dir)
@@ -83,7 +84,7 @@ def build_students(teacher_dir: Path, out: Path) -> dict[str, Path]:
         if not (d / "model.safetensors").exists():
             torch.manual_seed(0)
             model = student_architectures()[cfg.arch](cfg)
-            init_embeddings(model, emb)
+            init_embeddings(model, TeacherExports(tok, emb))
             save_student(model.eval(), tok, d)
         dirs[name] = d
     return dirs

@@ -35,20 +35,16 @@ from seqdistill.students.recipes.mgkd import MGKDConfig as TrainConfig  # noqa: 
 
 def make_stream(cache: str, cfg: TrainConfig):
     """The stream and a fresh student exactly as the mgkd recipe builds them."""
-    from safetensors.torch import load as load_st
-    from transformers import AutoTokenizer
-
     from seqdistill.students.archs.bilstm_crf import BiLSTMCRF
     from seqdistill.students.base import StudentConfig, init_embeddings
-    from seqdistill.students.common import default_splits
+    from seqdistill.students.common import default_splits, teacher_exports
     from seqdistill.students.data import CacheStream, StreamConfig, parse_selection
     from seqdistill.students.recipes.mgkd import Collate
 
     reader = CacheReader(cache)
     teacher = next(n for n, layer in reader.manifest.layers.items() if layer.kind == "teacher")
-    exports = Path(reader.export_dir(teacher))
-    tok = AutoTokenizer.from_pretrained(exports / "tokenizer")
-    weight = load_st((exports / "embeddings.safetensors").read_bytes())["weight"]
+    exports = teacher_exports(reader, teacher)
+    tok, weight = exports.tokenizer, exports.student_weight()
     train, _ = default_splits(reader, cfg)
     fields = {"examples": ["words", "tags"], teacher: ["kbest_paths", "kbest_log_probs"]}
     stream = CacheStream(
@@ -58,8 +54,9 @@ def make_stream(cache: str, cfg: TrainConfig):
         Collate(tok, reader.manifest.label_schema, teacher, cfg, "crf"),
         StreamConfig(cfg.batch_size, cfg.buffer_size, cfg.seed),
     )
-    model = BiLSTMCRF(StudentConfig(reader.manifest.label_schema.to_json(), weight.shape[0], weight.shape[1]))
-    init_embeddings(model, weight)
+    schema = reader.manifest.label_schema.to_json()
+    model = BiLSTMCRF(StudentConfig(schema, weight.shape[0], weight.shape[1], teacher_vocab_size=exports.rows))
+    init_embeddings(model, exports)
     return stream, model
 
 

@@ -58,4 +58,25 @@ class SegmentsGraph(nn.Module):
         self.encoder, self.head = encoder, head
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
-        return self.head(self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state)
+        mask = layer_masks(self.encoder.config, attention_mask)
+        return self.head(self.encoder(input_ids=input_ids, attention_mask=mask).last_hidden_state)
+
+
+def layer_masks(config, attention_mask: Tensor):
+    """The attention masks of an encoder whose layers are typed (Gemma 3 with bidirectional
+    attention: EmbeddingGemma), built from the padding mask with plain tensor ops, as the model
+    accepts them ready-made: ``full_attention`` every real token, ``sliding_attention`` the real
+    tokens less than ``sliding_window`` positions away (transformers' bidirectional window overlay).
+    transformers builds them with ``torch.vmap``, which the ONNX exporter cannot trace. Any other
+    encoder gets its padding mask back as it is."""
+    if not (getattr(config, "layer_types", None) and getattr(config, "use_bidirectional_attention", False)):
+        return attention_mask
+    n = attention_mask.shape[1]
+    keys = attention_mask.bool()[:, None, None, :]  # [B, 1, 1, K]
+    pos = torch.arange(n, device=attention_mask.device)
+    near = (pos[:, None] - pos[None, :]).abs() < config.sliding_window  # [Q, K]
+    masks = {"full_attention": keys.expand(-1, 1, n, -1), "sliding_attention": keys & near}
+    if config._attn_implementation == "eager":  # additive float masks; sdpa takes booleans
+        low = torch.finfo(torch.float32).min
+        masks = {k: torch.zeros(m.shape).masked_fill(~m, low) for k, m in masks.items()}
+    return masks

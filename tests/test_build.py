@@ -14,6 +14,7 @@ from conftest import CONLL, RAW
 from seqdistill.cache_build.build import BuildConfig, CorpusSpec, batches_by_length, build_cache
 from seqdistill.cache_schema import CacheReader, LabelSchema, verify_cache
 from seqdistill.cli.cache import main as cache_cli
+from seqdistill.encoding import word_pieces
 from seqdistill.teachers import build_teacher, load_teacher
 
 SCHEMA = LabelSchema("IOB2", ("LOC", "MISC", "ORG", "PER"))
@@ -87,8 +88,13 @@ def test_build_writes_what_the_teacher_computes(teachers, corpus_paths, tmp_path
     )
     from safetensors.numpy import load
 
-    emb = load(reader.read_export("crf", "embeddings.safetensors"))["weight"]
-    np.testing.assert_array_equal(emb, teacher.encoder.get_input_embeddings().weight.detach().numpy())
+    # the rows of the subwords the corpora use (vocabulary.py): every piece of every word, and the specials
+    export = load(reader.read_export("crf", "embeddings.safetensors"))
+    ids, full = export["ids"], teacher.encoder.get_input_embeddings().weight.detach().numpy()
+    used = {i for sentence in word_pieces(teacher.tokenizer, words) for piece in sentence for i in piece}
+    assert used | set(teacher.tokenizer.all_special_ids) == set(ids.tolist())
+    assert list(ids) == sorted(set(ids.tolist())) and len(ids) < full.shape[0]
+    np.testing.assert_array_equal(export["weight"], full[ids])
 
 
 def test_second_teacher_adds_a_layer_and_the_same_one_is_a_no_op(teachers, corpus_paths, tmp_path):

@@ -6,10 +6,10 @@ import pytest
 import torch
 from click.testing import CliRunner
 from conftest import toy_corpus
-from safetensors.torch import load_file
+from safetensors.torch import load, load_file
 
 from seqdistill.cache_build.build import BuildConfig, CorpusSpec, build_cache
-from seqdistill.cache_schema import LabelSchema
+from seqdistill.cache_schema import CacheReader, LabelSchema
 from seqdistill.cli.train import main as train_cli
 from seqdistill.students.archs import load_student
 from seqdistill.students.recipes import train as train_mt_student
@@ -84,9 +84,12 @@ def test_transformer_student_starts_as_the_teachers_first_layers(two_teacher_cac
     student, _ = load_student(tmp_path / "s")
     teacher = load_file(str(d / "small" / "model.safetensors"))
     own = student.encoder.state_dict()
-    for k in own:
-        if k.startswith(("embeddings.", "encoder.layer.0.")):
-            torch.testing.assert_close(own[k], teacher[k], msg=k)  # lr 0: the initial weights
+    w = "embeddings.word_embeddings.weight"
+    ids = load(CacheReader(cache).read_export("small", "embeddings.safetensors"))["ids"]  # the rows the cache kept
+    torch.testing.assert_close(own[w], torch.cat([teacher[w][ids], teacher[w][ids].mean(0, keepdim=True)]))
+    for k in own:  # lr 0: the initial weights; the kept rows of the word embeddings and the UNK row (above)
+        if k.startswith(("embeddings.", "encoder.layer.0.")) and k != w:
+            torch.testing.assert_close(own[k], teacher[k], msg=k)
     assert not any(k.startswith("encoder.layer.1.") for k in own)
     scratch = train_mt_student(
         cache,
@@ -105,8 +108,7 @@ def test_transformer_student_starts_as_the_teachers_first_layers(two_teacher_cac
     )
     assert scratch["steps"] == 1
     other, _ = load_student(tmp_path / "r")
-    w = "embeddings.word_embeddings.weight"
-    assert not torch.equal(other.encoder.state_dict()[w], teacher[w])
+    assert not torch.equal(other.encoder.state_dict()[w], own[w])
 
 
 @pytest.mark.parametrize("soft_labels", ["mt", "ensemble"])

@@ -201,8 +201,13 @@ def test_teacher_embeddings_frozen_and_svd(cache, tmp_path):
     from safetensors.numpy import load
 
     reader = CacheReader(cache)
-    weight = load(reader.read_export("tiny", "embeddings.safetensors"))["weight"]
-    assert torch.equal(model.embed.weight, torch.from_numpy(weight))  # TE: frozen, unchanged by training
+    export = load(reader.read_export("tiny", "embeddings.safetensors"))
+    weight = torch.from_numpy(export["weight"])  # the kept rows (vocabulary.py), then the UNK row: their mean
+    assert torch.equal(model.embed.weight, torch.cat([weight, weight.mean(0, keepdim=True)]))  # TE: frozen
+    ids = torch.from_numpy(export["ids"])
+    assert model.vocab.row_of_id[ids].tolist() == list(range(len(ids)))
+    unseen = [i for i in range(model.config.teacher_vocab_size) if i not in set(ids.tolist())]
+    assert unseen and set(model.vocab.row_of_id[unseen].tolist()) == {len(ids)}
     assert summary["steps"] == 2
     train_student(
         cache,
@@ -211,7 +216,7 @@ def test_teacher_embeddings_frozen_and_svd(cache, tmp_path):
         log=lambda *a: None,
     )
     small, _ = load_student(tmp_path / "svd")
-    assert small.embed.weight.shape == (weight.shape[0], 4)
+    assert small.embed.weight.shape == (weight.shape[0] + 1, 4)
 
 
 def test_clear_errors_for_impossible_requests(cache, tmp_path):

@@ -57,6 +57,7 @@ from ..teachers import (
     to_host,
 )
 from ..teachers.kind import PROJECTION_EXPORT
+from ..vocabulary import kept_subwords
 
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 
@@ -126,6 +127,10 @@ class BuildConfig:
     device: str | None = option(None, "cpu, cuda, cuda:1 ... (default: cuda if available).")
     precision: str = option("bf16", "Autocast on GPU (CPU always runs fp32).", choices=("bf16", "fp16", "fp32"))
     export_layers: int = option(0, "Also export the first N encoder blocks for transformer students.", metavar="N")
+    full_vocabulary: bool = option(
+        False,
+        "Export the teacher's whole embedding matrix (default: only the rows of the subwords the corpora use).",
+    )
     queue_size: int = option(2, "Finished batches waiting for the background shard writer.")
     overwrite: bool = option(False, "Replace this teacher's layer (or the whole cache if the corpora changed).")
     trust_remote_code: bool = option(False, "Allow the teacher's own Python code to run (off by default).")
@@ -296,7 +301,14 @@ def build_cache(
             teacher = load_teacher(teacher_dir, trust_remote_code=cfg.trust_remote_code, device=device)
         if needs_exports:
             fitted = _fit_projection(teacher, cfg, shards[0], log) if cfg.hidden_project else None
-            layer.write_exports(lambda d: _write_exports(teacher, d, cfg, fitted))
+            kept = (
+                None
+                if cfg.full_vocabulary
+                else kept_subwords(teacher.tokenizer, (r["words"] for s in shards for r in s))
+            )
+            if kept is not None:
+                log(f"exports: the embedding rows of the {len(kept):,} subwords the corpora use (vocabulary.py)")
+            layer.write_exports(lambda d: _write_exports(teacher, d, cfg, fitted, kept))
         if cfg.hidden_project:
             distributed.barrier(world)  # rank 0 published the projection that every rank applies
         projection = _read_projection(writer, layer.name) if cfg.hidden_project and todo else None
@@ -367,8 +379,8 @@ def _pca_sample(rows: list[dict]) -> list[dict]:
     return [rows[i] for i in sorted(pick.tolist())]
 
 
-def _write_exports(teacher: Teacher, directory: str, cfg: BuildConfig, projection: dict | None) -> None:
-    export_for_students(teacher, directory, cfg.export_layers)
+def _write_exports(teacher: Teacher, directory: str, cfg: BuildConfig, projection: dict | None, kept) -> None:
+    export_for_students(teacher, directory, cfg.export_layers, kept)
     if projection is not None:
         from safetensors.numpy import save_file
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..cache_build.build import BuildConfig
+from ..cache_build.vocabulary_check import vocabulary_problems
 from ..cache_schema import CacheError, CacheReader, verify_cache
 from ..cache_schema.info import cache_summary, format_summary
 from ..cache_schema.storage import parse_storage_options
@@ -73,10 +74,15 @@ def verify(cache: str, no_checksums: bool, strict: bool, storage_options: tuple[
     """Check CACHE end to end: checksums, schemas, every layer aligned with the examples, every
     header and marker file against the manifest, and files that belong to no part of the cache.
 
+    A teacher layer that exported only the embedding rows its corpora use (the default) is checked
+    to cover every subword its tokenizer gives the cache's words.
+
     Exits 1 and names each bad file, shard and field when something is wrong; stray files are
     warnings (exit 0) unless --strict.
     """
     found = verify_cache(cache, _storage_options(storage_options), checksums=not no_checksums, strict=strict)
+    if not [p for p in found if not p.warning]:  # a sound cache: its trimmed vocabularies cover its words
+        found += vocabulary_problems(CacheReader(cache, _storage_options(storage_options)))
     errors = [p for p in found if not p.warning]
     for p in found:
         click.echo(f"{'WARN' if p.warning else 'BAD'} {p}", err=True)

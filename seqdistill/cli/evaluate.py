@@ -84,8 +84,8 @@ def eval_main(models, data, fmt, tag_names, no_latency, threads, device, as_json
     "--input",
     "input_path",
     required=True,
-    help="CoNLL, JSONL or raw text (a sentence per line, split into words by seqdistill.inference.words' "
-    "rule); - reads standard input.",
+    help="CoNLL, JSONL or raw text (a sentence per line, split into words by the model's words rule, "
+    "seqdistill.corpora.words); - reads standard input.",
 )
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
 @click.option("--output", "output_path", default=None, help="Where to write the tags (default: standard output).")

@@ -49,6 +49,8 @@ from .read import parse_tag_names, read_corpus
 from .schemes import derive_label_schema
 from .sentences import DOCSTART, FORMATS, HF_PREFIX, Corpus, CorpusError, Sentence
 from .splits import few_shot_split
+from .words import RULES as WORDS_RULES
+from .words import implied_rule, join_words, split_words
 
 __all__ = [
     "DOCSTART",
@@ -59,7 +61,11 @@ __all__ = [
     "Sentence",
     "derive_label_schema",
     "few_shot_split",
+    "implied_rule",
+    "join_words",
     "parse_tag_names",
     "read_corpus",
+    "split_words",
     "tag_names_option",
+    "WORDS_RULES",
 ]

@@ -46,7 +46,7 @@ class Sentence:
     line: int = 0  # 1-based line of the sentence's first word in its file
     tag_lines: list[int] | None = None  # line of each tag (CoNLL: one per word), for error messages
     entities: list[tuple[int, int, str]] | None = None  # JSONL "entities": (start, end exclusive, type), may nest
-    text: str | None = None  # a text corpus's raw line (distill-predict splits it by inference.words' rule)
+    text: str | None = None  # a text corpus's raw line (distill-predict splits it by the model's words rule, words.py)
     row: int | None = None  # row of a row-based corpus (Parquet, hf:), counted from 0; errors name it
     column: str | None = None  # the column of the tags in that row, for error messages
 

@@ -30,6 +30,7 @@ import platform
 from pathlib import Path
 
 from ..version import __version__
+from ..vocabulary import UNSEEN_RULE
 
 MARK = "<!-- seqdistill model card: written by distill-eval --card; edits are replaced -->"
 
@@ -81,6 +82,9 @@ def card_data(model_dir, row: dict, data: str, command: str) -> dict:
         or training.get("teachers")
         or (next(iter(teachers)) if len(teachers) == 1 else None)
     )
+    vocabulary = export.get("vocabulary")
+    if vocabulary is None and config.get("teacher_vocab_size"):
+        vocabulary = {"kept": config["vocab_size"] - 1, "teacher": config["teacher_vocab_size"], "unseen": UNSEEN_RULE}
     return {
         "tool_version": __version__,
         "date": datetime.date.today().isoformat(),
@@ -103,6 +107,8 @@ def card_data(model_dir, row: dict, data: str, command: str) -> dict:
             "per_type_f1": {t: v["f1"] for t, v in sorted(row["per_type"].items())},
         },
         "parameters": {"all": row["params"], "without_embeddings": row["params_without_embeddings"]},
+        "vocabulary": vocabulary,
+        "words": export.get("words") or extra.get("words"),
         "latency_ms_per_sentence": {
             "batch1": row.get("ms_per_sentence_batch1"),
             "batch32": row.get("ms_per_sentence_batch32"),
@@ -110,6 +116,15 @@ def card_data(model_dir, row: dict, data: str, command: str) -> dict:
         "machine": machine(row.get("threads")),
         "command": command,
     }
+
+
+def _vocabulary(v: dict | None) -> str | None:
+    if not v:
+        return None
+    return (
+        f"{v['kept']:,} of the teacher's {v['teacher']:,} subwords (the cache's corpora), "
+        f"unseen ones share one row ({v['unseen']}, seqdistill.vocabulary)"
+    )
 
 
 def render(card: dict) -> str:
@@ -145,6 +160,8 @@ def render(card: dict) -> str:
             "parameters",
             f"{card['parameters']['all']:,} ({card['parameters']['without_embeddings']:,} without embeddings)",
         ),
+        ("vocabulary", _vocabulary(card.get("vocabulary"))),
+        ("words rule", card.get("words")),
         ("test data", test["data"]),
         ("test F1 (micro)", f"{100 * test['f1']:.2f} (P {100 * test['precision']:.2f}, R {100 * test['recall']:.2f})"),
         ("test macro F1", f"{100 * test['macro_f1']:.2f}"),

@@ -195,6 +195,8 @@ def export_model(model_dir, out_dir, *, quantize: str = "none", trust_remote_cod
             "tool_version": __version__,
             "kind": backend.kind,
             "model": backend.what,
+            "words": backend.words,
+            "vocabulary": backend.vocabulary,
             "source": {"path": str(src), **_fingerprint(src, backend)},
             "inputs": inputs,
             "decoder": decoder.kind,

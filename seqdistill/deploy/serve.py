@@ -8,7 +8,7 @@ behind HTTP, with dynamic micro-batching across concurrent requests. One idea in
 Endpoints:
 
 * ``POST /tag`` — ``{"texts": ["...", ...]}`` (raw texts, split into words by
-  ``seqdistill.inference.words``' rule) or ``{"tokens": [["w", ...], ...]}`` (pre-split; offsets
+  the model's words rule, ``seqdistill.corpora.words``) or ``{"tokens": [["w", ...], ...]}`` (pre-split; offsets
   then point into the words joined by one space). Answers ``{"model": NAME, "sentences": [...]}``,
   one object per input in input order: ``Tagger``'s output as JSON (text, words, character offsets,
   tags, and spans with their word and character offsets, text and score).

@@ -3,10 +3,10 @@ tag text or words with it, and time it. One neutral layer that ``distill-eval``,
 ``distill-predict`` and any serving front end call; it imports no training code, and imports the
 student or teacher package only to load a directory of that kind."""
 
+from ..corpora.words import join_words, split_words
 from ..decode import Decoded, Decoder, viterbi
 from .onnx_runtime import ExportError
 from .tagger import Span, TaggedSentence, Tagger, latency, load_backend
-from .words import join_words, split_words
 
 __all__ = [
     "Decoded",

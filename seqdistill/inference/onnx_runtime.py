@@ -277,6 +277,8 @@ class OnnxModel(Backend):
         d = Path(directory)
         self.meta = meta = read_export_json(d)
         self.name, self.kind, self.what = d.name, meta["kind"], meta["model"]
+        self.words = meta.get("words", "default")
+        self.vocabulary = meta.get("vocabulary")
         self.quantize = meta.get("quantize", "none")
         self.params = int(meta.get("params", 0))
         self.params_without_embeddings = int(meta.get("params_without_embeddings", 0))

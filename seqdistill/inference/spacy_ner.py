@@ -15,7 +15,7 @@ seqdistill imports spaCy.
 Decisions, named here:
 
 * **Words: the student's own, offsets mapped onto spaCy's tokens.** The component gives the model
-  the doc's text, split by the one word rule of ``seqdistill.inference.words`` (the rule the
+  the doc's text, split by the model's words rule (``seqdistill.corpora.words``) (the rule the
   student was trained and evaluated with, and that ``distill-predict`` uses), and maps each span's
   character offsets onto spaCy's tokens with ``doc.char_span(start, end, label,
   alignment_mode=...)``. Not spaCy's tokens as the model's words: the model would then read words

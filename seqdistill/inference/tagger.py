@@ -6,9 +6,9 @@ raw texts or pre-split words, with entity spans and their character offsets.
     for s in tagger(["Peter Blackburn visits Paris."]):
         print(s.tags, [(e.type, e.char_start, e.char_end, e.text) for e in s.spans])
 
-Inputs: a string (one text), a list of strings (texts, split by ``words.split_words``), or a
-list of word lists (pre-split; offsets then point into the words joined by one space). Sentences
-are tagged in batches of similar length (``batch_size``) and returned in input order.
+Inputs: a string (one text), a list of strings (texts, split by the model's words rule,
+``corpora.words``), or a list of word lists (pre-split; offsets then point into the words joined by
+one space). Sentences are tagged in batches of similar length (``batch_size``) and returned in input order.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..corpora.words import join_words, splitter
 from ..decode import Decoded
 from .torch_models import Backend
-from .words import join_words, split_words
 
 
 @dataclass
@@ -69,16 +69,28 @@ def load_backend(path, *, device: str = "cpu", threads: int | None = None, trust
 
 
 class Tagger:
-    def __init__(self, backend: Backend):
+    def __init__(self, backend: Backend, words: str | None = None):
+        """``words``: the words rule raw texts are split by (``corpora.words``); None: the one the
+        model directory records (the rule its training corpus implies)."""
         self.backend = backend
+        self.words = words or backend.words
+        splitter(self.words)  # an unknown rule, or mecab without fugashi, fails here, not at the first text
 
     @classmethod
     def load(
-        cls, path, *, device: str = "cpu", threads: int | None = None, trust_remote_code: bool = False
+        cls,
+        path,
+        *,
+        device: str = "cpu",
+        threads: int | None = None,
+        trust_remote_code: bool = False,
+        words: str | None = None,
     ) -> "Tagger":
         """Load any model directory. ``threads``: the ONNX Runtime session's threads, or torch's
-        (process-wide) for a torch model; None keeps the runtime's default (all cores)."""
-        return cls(load_backend(path, device=device, threads=threads, trust_remote_code=trust_remote_code))
+        (process-wide) for a torch model; None keeps the runtime's default (all cores). ``words``:
+        the words rule for raw text (default: the model's)."""
+        backend = load_backend(path, device=device, threads=threads, trust_remote_code=trust_remote_code)
+        return cls(backend, words)
 
     # -- identity ----------------------------------------------------------------------------------
     @property
@@ -122,10 +134,11 @@ class Tagger:
     def __call__(self, inputs, batch_size: int = 32, scores: bool = True) -> list[TaggedSentence]:
         if isinstance(inputs, str):
             inputs = [inputs]
+        split = splitter(self.words)
         texts, words, offsets = [], [], []
         for i, item in enumerate(inputs):
             if isinstance(item, str):
-                w, o = split_words(item)
+                w, o = split(item)
                 t = item
             elif isinstance(item, (list, tuple)) and all(isinstance(x, str) for x in item):
                 w = list(item)

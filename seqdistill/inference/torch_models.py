@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ..decode import Decoded, Decoder
+from ..vocabulary import UNSEEN_RULE
 
 
 def parameter_counts(model: torch.nn.Module) -> tuple[int, int]:
@@ -44,6 +45,8 @@ class Backend:
     decoder: Decoder
     params: int
     params_without_embeddings: int
+    words: str = "default"  # the words rule raw text is split by (corpora.words), from the model directory
+    vocabulary: dict | None = None  # a trimmed vocabulary (seqdistill.vocabulary): rows kept, of how many
 
     @property
     def scheme(self) -> str:
@@ -57,6 +60,13 @@ class Backend:
         return self.decoder(self.scores(words), np.array([len(w) for w in words]), with_scores, with_spans)
 
 
+def trimmed_vocabulary(config) -> dict | None:
+    """What a student over a trimmed vocabulary kept (``seqdistill.vocabulary``), None otherwise."""
+    if not getattr(config, "teacher_vocab_size", 0):
+        return None
+    return {"kept": config.vocab_size - 1, "teacher": config.teacher_vocab_size, "unseen": UNSEEN_RULE}
+
+
 class TorchStudent(Backend):
     kind = "student"
 
@@ -65,6 +75,8 @@ class TorchStudent(Backend):
 
         self.module, self.tokenizer = load_student(directory, device)
         self.name, self.what = directory.name, self.module.config.arch
+        self.words = self.module.config.extra.get("words", "default")
+        self.vocabulary = trimmed_vocabulary(self.module.config)
         self.decoder = self.module.decoder()
         self.params, self.params_without_embeddings = parameter_counts(self.module)
 
@@ -84,6 +96,7 @@ class TorchTeacher(Backend):
         self.module = load_teacher(directory, trust_remote_code=trust_remote_code, device=device)
         self.tokenizer = self.module.tokenizer
         self.name, self.what = directory.name, self.module.kind
+        self.words = json.loads((directory / "teacher.json").read_text()).get("words", "default")
         self.decoder = self.module.decoder()  # None: the teacher decodes itself (SenTScore's beam search)
         self.params, self.params_without_embeddings = parameter_counts(self.module)
 

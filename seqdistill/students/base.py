@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
-from torch import Tensor, nn
+from torch import nn
 
 from ..cache_schema import LabelSchema
 
@@ -37,21 +37,27 @@ class StudentConfig:
     char_dim: int = 0  # bilstm-crf: byte embedding width of the char CNN feature (0: no char feature)
     char_filters: int = 0  # bilstm-crf: the char CNN's filters, the feature's width
     char_width: int = 3  # bilstm-crf: the char CNN's window (Ma & Hovy, 2016)
+    teacher_vocab_size: int = 0  # a trimmed vocabulary (vocabulary.py): the teacher's rows; 0: ids are rows
 
     @property
     def schema(self) -> LabelSchema:
         return LabelSchema.from_json(self.label_schema)
 
 
-def init_embeddings(model: nn.Module, teacher_weight: Tensor | None) -> None:
+def init_embeddings(model: nn.Module, exports) -> None:
     """Fill the embedding matrix from the teacher's (``teacher``, or its SVD reduction to
-    ``embedding_dim``: W V_E = U_E S_E, paper 001 §3), or leave it random."""
+    ``embedding_dim``: W V_E = U_E S_E, paper 001 §3), or leave it random. ``exports``: the cache's
+    ``TeacherExports`` (None for a random matrix); over a trimmed vocabulary the matrix is the kept
+    rows and the UNK row (``vocabulary.py``, the SVD taken over them), and the model's ``vocab``
+    maps the teacher's ids to them."""
     cfg = model.config
+    if cfg.teacher_vocab_size:
+        model.vocab.fill(exports.ids)
     if cfg.embedding == "random":
         return
-    if teacher_weight is None:
+    if exports is None:
         raise ValueError(f"embedding {cfg.embedding!r} needs the teacher's exported embedding matrix")
-    w = teacher_weight.float()
+    w = exports.student_weight().float()
     if cfg.embedding == "svd":
         u, s, _ = torch.linalg.svd(w, full_matrices=False)
         w = u[:, : cfg.embedding_dim] * s[: cfg.embedding_dim]

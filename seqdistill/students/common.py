@@ -5,13 +5,16 @@ score them."""
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import load as load_safetensors
+from safetensors import safe_open
+from torch import Tensor
 
 from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader
 from ..metrics import span_scores
+from ..vocabulary import EMBEDDINGS_EXPORT, read_kept, with_unk_row
 from .archs.bilstm_tagger import BiLSTMTagger
 from .base import EMBEDDINGS, StudentConfig, init_embeddings
 from .data import parse_selection
@@ -27,15 +30,34 @@ def open_cache(reader: CacheReader, teacher: str | None, embedding: str) -> tupl
     return reader, name
 
 
-def teacher_exports(reader: CacheReader, teacher: str):
+@dataclass
+class TeacherExports:
+    """What a student starts from (``export_for_students``): the teacher's tokenizer and the rows
+    of its input embedding matrix the cache exported, with their subword ids and the whole
+    matrix's row count when the cache trimmed it (``ids is None``: every row, ids are rows)."""
+
+    tokenizer: object
+    weight: Tensor
+    ids: Tensor | None = None
+    rows: int = 0
+
+    def student_weight(self) -> Tensor:
+        """The student's embedding matrix: every row, or the kept rows and the UNK row."""
+        return self.weight if self.ids is None else with_unk_row(self.weight)
+
+
+def teacher_exports(reader: CacheReader, teacher: str) -> TeacherExports:
     """The teacher's tokenizer and input embedding matrix, from the cache's exports."""
     from transformers import AutoTokenizer
 
     with tempfile.TemporaryDirectory(prefix="seqdistill-exports-") as tmp:  # used only for a remote cache
         export_dir = Path(reader.export_dir(teacher, tmp))
         tokenizer = AutoTokenizer.from_pretrained(export_dir / "tokenizer")
-        weight = load_safetensors((export_dir / "embeddings.safetensors").read_bytes())["weight"]
-    return tokenizer, weight
+        path = export_dir / EMBEDDINGS_EXPORT
+        with safe_open(path, "pt") as f:
+            weight = f.get_tensor("weight")
+        ids, rows = read_kept(path)
+    return TeacherExports(tokenizer, weight, ids, rows)
 
 
 def new_tagger(
@@ -52,7 +74,8 @@ def new_tagger(
     dropout), its embeddings filled from the teacher's exports, on its device; with the
     teacher's tokenizer. ``projection_dim``: a width, ``"lstm"`` (twice the LSTM's units) or
     ``"teacher"`` (the teacher's embedding width)."""
-    tokenizer, weight = teacher_exports(reader, teacher)
+    exports = teacher_exports(reader, teacher)
+    weight = exports.student_weight()
     dim = weight.shape[1] if cfg.embedding == "teacher" else cfg.embedding_dim
     scfg = StudentConfig(
         reader.manifest.label_schema.to_json(),
@@ -67,11 +90,12 @@ def new_tagger(
         projection_dim={"lstm": 2 * cfg.hidden_size, "teacher": weight.shape[1]}.get(projection_dim, projection_dim),
         pooling=pooling,
         extra={"teacher": teacher, **(extra or {})},
+        teacher_vocab_size=exports.rows,
     )
     model = BiLSTMTagger(scfg)
     check_embedding_dim(cfg.embedding, dim, weight)
-    init_embeddings(model, weight)
-    return model.to(device), tokenizer
+    init_embeddings(model, exports)
+    return model.to(device), exports.tokenizer
 
 
 def splits_with_dev(reader: CacheReader, cfg, why: str) -> tuple[list[str], list[str]]:
@@ -115,7 +139,7 @@ def check_embedding_dim(embedding: str, dim: int, weight) -> None:
     if embedding == "svd" and not 0 < dim <= min(weight.shape):
         raise ValueError(
             f"--embedding-dim {dim}: the teacher's embedding matrix is "
-            f"{tuple(weight.shape)}, so an SVD reduction can keep 1 to {min(weight.shape)} dimensions; "
+            f"{tuple(weight.shape)} (as the cache kept it: the rows its corpora use, and the UNK row), so an SVD reduction can keep 1 to {min(weight.shape)} dimensions; "
             f"choose one of those (or --embedding teacher for all {weight.shape[1]})"
         )
 

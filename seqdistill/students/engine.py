@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 
 from .. import distributed, training
-from ..cache_schema import CacheReader
+from ..cache_schema import EXAMPLES_LAYER, CacheReader
+from ..corpora.words import implied_rule
 from ..training import ListBatches, Stage
 from .base import save_student
 from .data import CacheStream, StreamConfig, batches, parse_selection
@@ -130,6 +131,13 @@ def provenance(reader: CacheReader, names: list[str]) -> dict:
     }
 
 
+def cache_words_rule(reader: CacheReader) -> str:
+    """The words rule the cache's corpora imply (``corpora.words.implied_rule``), from the words of
+    its first shard: what a student trained on them applies to raw text."""
+    words = reader.read_shard(0, {EXAMPLES_LAYER: ["words"]}).get(EXAMPLES_LAYER, "words").to_pylist()
+    return implied_rule(words)
+
+
 def train(recipe: str, plan_fn: Callable[[Context], Plan], reader: CacheReader, out_dir, cfg, log=print) -> dict:
     """Plan the recipe's run over ``reader`` and run it on the one trainer; the run's summary."""
     rank, world, device_name = distributed.init(cfg.device)
@@ -139,6 +147,9 @@ def train(recipe: str, plan_fn: Callable[[Context], Plan], reader: CacheReader, 
     torch.manual_seed(cfg.seed)
     device = torch.device(device_name or ("cuda" if torch.cuda.is_available() else "cpu"))
     plan = plan_fn(Context(reader, cfg, out, device, rank, world, lead_log))
+    extra = getattr(getattr(plan.model, "config", None), "extra", None)
+    if isinstance(extra, dict):  # a student's config (a recipe's test double may have none)
+        extra.setdefault("words", cache_words_rule(reader))
     run = training.Plan(
         model=plan.model,
         stages=plan.stages,

@@ -71,6 +71,13 @@ def write_teacher_json(directory: Path, kind: str, schema, **fields) -> None:
     (directory / TEACHER_JSON).write_text(json.dumps({**meta, **fields}, indent=1) + "\n")
 
 
+def add_teacher_fields(directory: Path, **fields) -> None:
+    """Add ``fields`` to a saved teacher directory's ``teacher.json`` (what the fine-tuning run knows
+    and the teacher object does not, such as the words rule of its training corpus)."""
+    path = Path(directory) / TEACHER_JSON
+    path.write_text(json.dumps({**json.loads(path.read_text()), **fields}, indent=1) + "\n")
+
+
 def teacher_fingerprints(directory) -> dict[str, str]:
     """sha256 fingerprints of a teacher directory's weight and tokenizer files (no model loaded),
     and of the GGUF file it was fine-tuned from, when it was (``teacher.json``'s ``base``)."""

@@ -25,6 +25,7 @@ from ..cache_schema import LabelSchema
 from ..decode import Decoder, argmax_decoder
 from ..encoding import SegmentBatch, WordTokenizer
 from ..onnx_graphs import SegmentsGraph
+from ..vocabulary import EMBEDDINGS_EXPORT, UNSEEN_RULE, with_unk_row
 from .base import (
     HEAD_FILE,
     TeacherError,
@@ -248,11 +249,13 @@ def _encoder_max_length(encoder, tokenizer) -> int:
     return int(min(positions, limit if limit < 1e9 else positions))
 
 
-def export_for_students(teacher: Teacher, directory, encoder_layers: int = 0) -> None:
+def export_for_students(teacher: Teacher, directory, encoder_layers: int = 0, kept=None) -> None:
     """Write what a student needs from the teacher, so that training never loads the teacher:
 
     * ``tokenizer/`` — the tokenizer files;
-    * ``embeddings.safetensors`` — the input embedding matrix (``weight``, ``[vocab, hidden]``, fp32);
+    * ``embeddings.safetensors`` — the input embedding matrix (``weight``, ``[vocab, hidden]``, fp32),
+      or, with ``kept`` (sorted subword ids, ``vocabulary.kept_subwords``), only those rows, with
+      ``ids`` beside them and the whole matrix's row count in the metadata (``rows``);
     * ``label_schema.json``; ``encoder_config.json`` — the teacher encoder's config;
     * what the teacher's kind adds (``export_head``): a CRF teacher's ``crf.safetensors``, its
       ``transitions``, ``start``, ``end`` as used (-inf where forbidden);
@@ -262,24 +265,44 @@ def export_for_students(teacher: Teacher, directory, encoder_layers: int = 0) ->
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     teacher.tokenizer.save_pretrained(d / "tokenizer")
-    emb = teacher.encoder.get_input_embeddings().weight.detach().float().cpu().contiguous()
-    save_file({"weight": emb}, str(d / "embeddings.safetensors"))
+    emb = teacher.encoder.get_input_embeddings().weight.detach().float().cpu()
+    if kept is None:
+        save_file({"weight": emb.contiguous()}, str(d / EMBEDDINGS_EXPORT))
+    else:
+        ids = torch.as_tensor(kept, dtype=torch.long)
+        meta = {"rows": str(emb.shape[0]), "unseen": UNSEEN_RULE}
+        save_file({"weight": emb[ids].contiguous(), "ids": ids}, str(d / EMBEDDINGS_EXPORT), metadata=meta)
     (d / "label_schema.json").write_text(json.dumps(teacher.schema.to_json(), indent=1) + "\n")
     (d / "encoder_config.json").write_text(teacher.encoder.config.to_json_string())
     teacher.export_head(d)
     if encoder_layers:
-        _export_first_layers(teacher, d / f"encoder_{encoder_layers}", encoder_layers)
+        _export_first_layers(teacher, d / f"encoder_{encoder_layers}", encoder_layers, kept)
 
 
-def _export_first_layers(teacher: Teacher, directory: Path, n: int) -> None:
+def _export_first_layers(teacher: Teacher, directory: Path, n: int, kept=None) -> None:
+    """The embeddings and first ``n`` blocks as a Hugging Face model directory; with ``kept``, its
+    word embeddings are the kept rows and the UNK row (``vocabulary.with_unk_row``) and its config's
+    ``vocab_size`` (and ``pad_token_id``) count rows, not teacher ids."""
     from transformers import AutoModel
 
     if not 0 < n <= teacher.num_layers:
         raise TeacherError(f"cannot export {n} encoder layers: the teacher has {teacher.num_layers}")
     config = teacher.encoder.config.__class__.from_dict(teacher.encoder.config.to_dict())
     config.num_hidden_layers = n
+    if getattr(config, "layer_types", None):  # Gemma 3: each layer's attention (sliding or full), cut with them
+        config.layer_types = list(config.layer_types[:n])
+    state = dict(teacher.encoder.state_dict())
+    if kept is not None:
+        ids = torch.as_tensor(kept, dtype=torch.long)
+        emb = teacher.encoder.get_input_embeddings().weight
+        name = next(k for k, p in teacher.encoder.named_parameters() if p is emb)
+        state[name] = with_unk_row(state[name][ids])
+        pad = getattr(config, "pad_token_id", None)
+        config.vocab_size = ids.numel() + 1
+        if pad is not None:  # the pad token is special, so kept: its row
+            config.pad_token_id = int(torch.searchsorted(ids, torch.tensor(pad)))
     small = AutoModel.from_config(config)
-    state = {k: v for k, v in teacher.encoder.state_dict().items() if k in small.state_dict()}
+    state = {k: v for k, v in state.items() if k in small.state_dict()}
     missing = set(small.state_dict()) - set(state)
     if missing:
         raise TeacherError(f"cannot cut the encoder to {n} layers: no weights for {sorted(missing)[:3]}")

@@ -32,9 +32,11 @@ import torch
 from .. import training
 from ..cache_schema import LabelSchema
 from ..config_fields import option
+from ..corpora.words import implied_rule
 from ..metrics import span_scores, span_set_scores
 from ..training import REPORTERS, ListBatches, Plan, Stage, settings
 from .adapters import attach_lora, freeze_embeddings, merged, trainable
+from .base import add_teacher_fields
 from .encoder import Teacher
 from .kinds import KINDS, teacher_kind
 from .loading import build_teacher
@@ -183,9 +185,12 @@ def finetune(
     groups = [{**g, "params": [p for p in g["params"] if p.requires_grad]} for g in groups]
     groups = [g for g in groups if g["params"]]  # LoRA, frozen embeddings: only what trains
 
+    words_rule = implied_rule(s.words for s in train)  # what the front ends split raw text by
+
     def save(directory):
         with merged(teacher):  # LoRA: a plain model with the adapters merged
             teacher.save(directory)
+        add_teacher_fields(directory, words=words_rule)
 
     out_dir = Path(out_dir)
     summary = fit(

@@ -17,6 +17,7 @@ from ...crf import CRF
 from ...decode import Decoder, crf_decoder
 from ...encoding import WordBatch, words_to_bags
 from ...onnx_graphs import PaddedBiLSTM
+from ...vocabulary import RowIndex
 from ..base import StudentConfig
 
 
@@ -27,6 +28,7 @@ class BiLSTMCRF(nn.Module):
         super().__init__()
         self.config = config
         schema = config.schema
+        self.vocab = RowIndex(config.teacher_vocab_size)  # teacher ids -> rows (vocabulary.py)
         self.embed = nn.EmbeddingBag(config.vocab_size, config.embedding_dim, mode="mean")
         self.embed.weight.requires_grad_(not (config.embedding == "teacher" and config.freeze_embeddings))
         self.dropout = nn.Dropout(config.dropout)
@@ -52,7 +54,7 @@ class BiLSTMCRF(nn.Module):
     def forward(self, words: WordBatch) -> Tensor:
         """Emission scores ``[B, L, T]``."""
         B, L = words.mask.shape
-        x = self.embed(words.bag_ids, words.bag_offsets).view(B, L, -1)
+        x = self.embed(self.vocab(words.bag_ids), words.bag_offsets).view(B, L, -1)
         if self.config.char_filters:
             x = torch.cat([x, self.char_feature(words.char_ids)], -1)
         lengths = words.mask.sum(1).cpu()
@@ -94,11 +96,11 @@ class BagsGraph(nn.Module):
 
     def __init__(self, model: BiLSTMCRF):
         super().__init__()
-        self.embed, self.lstm, self.out = model.embed, PaddedBiLSTM(model.lstm), model.out
+        self.vocab, self.embed, self.lstm, self.out = model.vocab, model.embed, PaddedBiLSTM(model.lstm), model.out
 
     def words(self, piece_ids: Tensor, piece_mask: Tensor) -> Tensor:
         weights = piece_mask / piece_mask.sum(2, keepdim=True).clamp(min=1.0)  # [B, L, P]: 1/n on a word's n pieces
-        e = nn.functional.embedding(piece_ids, self.embed.weight)  # [B, L, P, D]
+        e = nn.functional.embedding(self.vocab(piece_ids), self.embed.weight)  # [B, L, P, D]
         return (weights.unsqueeze(2) @ e).squeeze(2)
 
     def forward(self, piece_ids: Tensor, piece_mask: Tensor, lengths: Tensor) -> Tensor:

@@ -30,6 +30,7 @@ from torch import Tensor, nn
 from ...decode import Decoder, argmax_decoder
 from ...encoding import SubwordBatch, words_to_subwords
 from ...onnx_graphs import PaddedBiLSTM
+from ...vocabulary import RowIndex
 from ..base import StudentConfig
 
 # Parameter groups from the top of the network to the bottom: the order of gradual unfreezing (§5.3).
@@ -53,6 +54,7 @@ class BiLSTMTagger(nn.Module):
         self.config = config
         num_tags = config.schema.num_tags
         proj = config.projection_dim or 2 * config.hidden_size
+        self.vocab = RowIndex(config.teacher_vocab_size)  # teacher ids -> rows (vocabulary.py)
         self.embed = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=None)
         self.dropout = nn.Dropout(config.dropout)
         self.lstm = nn.LSTM(
@@ -84,7 +86,7 @@ class BiLSTMTagger(nn.Module):
         B, S = x.ids.shape
         lengths = x.mask.sum(1).cpu()
         packed = nn.utils.rnn.pack_padded_sequence(
-            self.dropout(self.embed(x.ids)), lengths, batch_first=True, enforce_sorted=False
+            self.dropout(self.embed(self.vocab(x.ids))), lengths, batch_first=True, enforce_sorted=False
         )
         h, _ = self.lstm(packed)
         h, _ = nn.utils.rnn.pad_packed_sequence(h, batch_first=True, total_length=S)
@@ -122,11 +124,11 @@ class SubwordLSTMGraph(nn.Module):
 
     def __init__(self, model: BiLSTMTagger):
         super().__init__()
-        self.embed, self.lstm = model.embed, PaddedBiLSTM(model.lstm)
+        self.vocab, self.embed, self.lstm = model.vocab, model.embed, PaddedBiLSTM(model.lstm)
         self.project, self.classifier = model.project, model.classifier
 
     def forward(self, ids: Tensor, lengths: Tensor, pool: Tensor) -> Tensor:
-        h = self.lstm(self.embed(ids), lengths)
+        h = self.lstm(self.embed(self.vocab(ids)), lengths)
         return self.classifier(nn.functional.gelu(self.project(pool @ h)))
 
 

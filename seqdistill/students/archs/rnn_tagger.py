@@ -21,6 +21,7 @@ from ...bilou import decode_layers, flatten_layers
 from ...decode import Decoder, bilou_decoder
 from ...encoding import SubwordBatch, words_to_subwords
 from ...onnx_graphs import PaddedBiLSTM
+from ...vocabulary import RowIndex
 from ..base import StudentConfig
 from ..sru import ExportSRU, recurrent_stack, replace_sru_scans
 
@@ -63,6 +64,7 @@ class RNNTagger(nn.Module):
             raise ValueError("an rnn-tagger needs extra['entity_types'] (one BILOU head per type)")
         self.entity_types = list(types)
         width = config.embedding_dim
+        self.vocab = RowIndex(config.teacher_vocab_size)  # teacher ids -> rows (vocabulary.py)
         self.embed = nn.Embedding(config.vocab_size, width)
         self.embed.weight.requires_grad_(not (config.embedding == "teacher" and config.freeze_embeddings))
         self.conv = nn.ModuleList([ConvLayer(width, width), ConvLayer(width, width // 2)])
@@ -80,7 +82,7 @@ class RNNTagger(nn.Module):
 
     def forward(self, x: SubwordBatch) -> Tensor:
         """BILOU logits per word and entity type, ``[B, L, E, 5]``."""
-        h = self.embed(x.ids)
+        h = self.embed(self.vocab(x.ids))
         for conv in self.conv:
             h = conv(h, x.mask)
         for i, layer in enumerate(self.rnn):
@@ -120,7 +122,7 @@ class RNNGraph(nn.Module):
 
     def __init__(self, model: RNNTagger):
         super().__init__()
-        self.embed, self.conv, self.heads = model.embed, model.conv, model.heads
+        self.vocab, self.embed, self.conv, self.heads = model.vocab, model.embed, model.conv, model.heads
         cell = model.config.extra.get("cell", "sru++")
         self.lstm = cell == "lstm"
         self.rnn = nn.ModuleList(PaddedBiLSTM(layer.lstm) if self.lstm else ExportSRU(layer) for layer in model.rnn)
@@ -129,7 +131,7 @@ class RNNGraph(nn.Module):
     def forward(self, ids: Tensor, lengths: Tensor, pool: Tensor) -> Tensor:
         mask = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0) < lengths.unsqueeze(1)
         keep = mask.unsqueeze(-1).to(torch.float32)
-        h = self.embed(ids)
+        h = self.embed(self.vocab(ids))
         for layer in self.conv:
             x = h.transpose(1, 2) * keep.transpose(1, 2)
             x = torch.cat([conv(x) for conv in layer.convs], 1)

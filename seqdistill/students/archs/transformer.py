@@ -29,6 +29,7 @@ from ...crf import CRF
 from ...decode import Decoder, argmax_decoder, crf_decoder
 from ...encoding import SubwordBatch, words_to_subwords
 from ...onnx_graphs import SegmentsGraph
+from ...vocabulary import EMBEDDINGS_EXPORT, RowIndex, read_kept
 from ..base import StudentConfig
 
 HEADS = ("crf", "softmax")
@@ -45,11 +46,16 @@ def encoder_from_config(encoder_config: dict):
 class TransformerTagger(nn.Module):
     arch = "transformer"
 
-    def __init__(self, config: StudentConfig):
+    def __init__(self, config: StudentConfig, export_dir=None):
+        """``export_dir``: a teacher layer's exports, whose kept subword ids a trimmed student maps
+        (``vocabulary.py``); None when loading a saved student (its map is in its weights)."""
         super().__init__()
         if config.head not in HEADS:
             raise ValueError(f"head {config.head!r} is not one of {HEADS}")
         self.config = config
+        self.vocab = RowIndex(config.teacher_vocab_size)  # teacher ids -> rows (vocabulary.py)
+        if self.vocab.trimmed and export_dir is not None:
+            self.vocab.fill(read_kept(Path(export_dir) / EMBEDDINGS_EXPORT)[0])
         self.encoder = encoder_from_config(config.encoder_config)
         hidden = self.encoder.config.hidden_size
         self.dropout = nn.Dropout(config.dropout)
@@ -88,7 +94,9 @@ class TransformerTagger(nn.Module):
         full[:, 1 : w + 1] = ids
         full[rows, lengths + 1] = self.sep
         attention = torch.arange(w + 2, device=ids.device)[None] < (lengths + 2)[:, None]
-        out = self.encoder(input_ids=full, attention_mask=attention.long(), output_hidden_states=True, return_dict=True)
+        out = self.encoder(
+            input_ids=self.vocab(full), attention_mask=attention.long(), output_hidden_states=True, return_dict=True
+        )
         layers = []
         for h in out.hidden_states:
             per_window = h.new_zeros(B * n, w, h.shape[-1])
@@ -115,7 +123,23 @@ class TransformerTagger(nn.Module):
         """The encoder and its linear head over [CLS]/[SEP]-framed windows (``segments`` inputs):
         token scores, pooled to words in numpy."""
         fields = {"framing": "windows", "window": self.window, "cls_token_id": self.cls, "sep_token_id": self.sep}
-        return SegmentsGraph(self.encoder, self.out), "segments", fields
+        encoder = RowsThenEncoder(self.vocab, self.encoder) if self.vocab.trimmed else self.encoder
+        return SegmentsGraph(encoder, self.out), "segments", fields
+
+
+class RowsThenEncoder(nn.Module):
+    """A trimmed student's encoder for ONNX: teacher ids to rows (``RowIndex``), then the encoder."""
+
+    def __init__(self, vocab: RowIndex, encoder: nn.Module):
+        super().__init__()
+        self.vocab, self.encoder = vocab, encoder
+
+    @property
+    def config(self):
+        return self.encoder.config
+
+    def forward(self, input_ids: Tensor, attention_mask):
+        return self.encoder(input_ids=self.vocab(input_ids), attention_mask=attention_mask)
 
 
 def transformer_config(
@@ -128,14 +152,23 @@ def transformer_config(
     dropout: float = 0.1,
     extra: dict | None = None,
 ) -> StudentConfig:
-    """The student's config from a teacher layer's exports: its encoder config cut to ``layers``."""
+    """The student's config from a teacher layer's exports: its encoder config cut to ``layers``; over
+    a trimmed vocabulary (``vocabulary.py``) its ``vocab_size`` and ``pad_token_id`` count the kept
+    rows and the UNK row, as in the exported ``encoder_K/``."""
     import json
 
     encoder_config = json.loads((Path(export_dir) / "encoder_config.json").read_text())
+    ids, rows = read_kept(Path(export_dir) / EMBEDDINGS_EXPORT)
+    if ids is not None:
+        encoder_config["vocab_size"] = ids.numel() + 1
+        if encoder_config.get("pad_token_id") is not None:
+            encoder_config["pad_token_id"] = int(torch.searchsorted(ids, torch.tensor(encoder_config["pad_token_id"])))
     teacher_layers = int(encoder_config.get("num_hidden_layers", 0))
     if not 0 < layers <= teacher_layers:
         raise ValueError(f"a {layers}-layer student cannot start from a {teacher_layers}-layer teacher")
     encoder_config["num_hidden_layers"] = layers
+    if encoder_config.get("layer_types"):  # Gemma 3: each layer's attention (sliding or full), cut with them
+        encoder_config["layer_types"] = encoder_config["layer_types"][:layers]
     tokens = {
         "cls_token_id": tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id,
         "sep_token_id": tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id,
@@ -159,6 +192,7 @@ def transformer_config(
         head=head,
         encoder_config=encoder_config,
         extra={**tokens, **(extra or {})},
+        teacher_vocab_size=rows,
     )
 
 

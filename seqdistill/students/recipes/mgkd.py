@@ -188,7 +188,8 @@ def plan(ctx: Context) -> Plan:
             f"teacher {teacher!r} is a {kind} teacher: it has no paths to use as hard labels for "
             "the unlabelled corpora; train with --no-unlabelled"
         )
-    tokenizer, weight = teacher_exports(reader, teacher)
+    exports = teacher_exports(reader, teacher)
+    tokenizer, weight = exports.tokenizer, exports.student_weight()
     dim = weight.shape[1] if cfg.embedding == "teacher" else (cfg.embedding_dim or 100)
     check_embedding_dim(cfg.embedding, dim, weight)
     scfg = StudentConfig(
@@ -203,9 +204,10 @@ def plan(ctx: Context) -> Plan:
         extra={"teacher": teacher, "cache": reader.store.url, "recipe": "mgkd"},
         char_dim=30 if cfg.chars else 0,
         char_filters=30 if cfg.chars else 0,
+        teacher_vocab_size=exports.rows,
     )
     model = BiLSTMCRF(scfg)
-    init_embeddings(model, weight)
+    init_embeddings(model, exports)
     model.to(ctx.device)
 
     # the teacher's k-best paths: for the sequence losses, and as hard labels of unlabelled rows (§3.2)

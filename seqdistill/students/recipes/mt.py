@@ -180,7 +180,7 @@ def plan(ctx: Context) -> Plan:
                 "init_from": init_from,
             },
         )
-        model = TransformerTagger(scfg)
+        model = TransformerTagger(scfg, export)
         if cfg.init == "teacher":
             init_from_teacher(model, export)
     score_fields = ["emissions" if kinds[t] == "crf" else "logits" for t in teachers]

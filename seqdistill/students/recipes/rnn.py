@@ -110,7 +110,8 @@ def plan(ctx: Context) -> Plan:
     if unknown:
         raise ValueError(f"few-shot types {sorted(unknown)} are not entity types of the cache: {', '.join(types)}")
     train_names, dev_names = splits_with_dev(reader, cfg, "early stopping on dev macro F1")
-    tokenizer, weight = teacher_exports(reader, teacher)
+    exports = teacher_exports(reader, teacher)
+    tokenizer, weight = exports.tokenizer, exports.student_weight()
     width = weight.shape[1]
     scfg = StudentConfig(
         schema.to_json(),
@@ -130,9 +131,10 @@ def plan(ctx: Context) -> Plan:
             "cache": reader.store.url,
             "distilled": cfg.distill,
         },
+        teacher_vocab_size=exports.rows,
     )
     model = RNNTagger(scfg)
-    init_embeddings(model, weight)
+    init_embeddings(model, exports)
     model.to(ctx.device)
     device = ctx.device
     dev_words, dev_spans = read_spans(reader, dev_names)

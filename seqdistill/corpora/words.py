@@ -1,0 +1,121 @@
+"""Raw text to words with character offsets: the words rules every front end uses (``Tagger``,
+``distill-predict --format text``, the spaCy component, ``distill-serve``).
+
+``default`` (decisions, named here):
+
+* a word is a run of letters, marks, digits or underscores, joined across a single inner hyphen,
+  apostrophe or period ("1996-08-22", "don't", "3.5", "हिन्दी": marks stay in their word);
+* **every CJK ideograph and every kana character is a word of its own** (the rule of BERT's basic
+  tokenizer for Chinese, extended to Japanese kana): "北京是首都" -> 北 京 是 首 都, and a Latin word
+  between them stays whole ("我在Google工作" -> 我 在 Google 工 作);
+* every other character that is not a space is a word of its own ("(", ",", "$", "."), taken as a
+  whole grapheme cluster, so that an emoji with its modifiers, a flag or a ZWJ family stays one
+  word ("👍🏽", "🇺🇸").
+
+It is the CoNLL-2003 convention of words and punctuation apart. Known differences from CoNLL's own
+tokens: a final abbreviation period is split off ("U.S." -> "U.S", "."), and a clitic is split at
+its apostrophe ("'s" -> "'", "s"). Character classes come from the ``regex`` package (Unicode
+scripts and grapheme clusters, which the standard ``re`` lacks; transformers already depends on it).
+
+``mecab``: Japanese morphemes from MeCab with the IPAdic dictionary, through ``fugashi`` (the
+maintained Python binding, wheels with MeCab inside) and the ``ipadic`` package (``pip install
+seqdistill[ja]``). IPAdic because it is the dictionary Japanese NER corpora such as the IREX-typed
+one in DATA.md were segmented with: a model sees at inference the words it was trained on.
+
+A model directory records the rule its training corpus implies (``implied_rule``); the front ends
+apply it. Pre-split input (a list of words) keeps its words as given; its text is the words joined
+by one space, and offsets point into that text (``join_words``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+
+import regex
+
+RULES = ("default", "mecab")
+CJK = r"\p{Han}\p{Hiragana}\p{Katakana}"
+LETTERS = rf"[[\w\p{{M}}]--[{CJK}]]"
+WORD = regex.compile(rf"[{CJK}]|{LETTERS}+(?:[-'.’]{LETTERS}+)*|(?!\s)\X", regex.V1)
+KANA = regex.compile(r"[\p{Hiragana}\p{Katakana}]")
+HAN_OR_KANA = regex.compile(rf"[{CJK}]")
+
+
+def split_words(text: str, rule: str = "default") -> tuple[list[str], list[tuple[int, int]]]:
+    """The words of ``text`` by ``rule`` and each word's ``(start, end)`` character offsets into it."""
+    return splitter(rule)(text)
+
+
+def splitter(rule: str) -> Callable[[str], tuple[list[str], list[tuple[int, int]]]]:
+    """The function that splits a text by ``rule`` (one of ``RULES``)."""
+    if rule == "default":
+        return _default_words
+    if rule == "mecab":
+        return _mecab_words(_mecab())
+    raise ValueError(f"words rule {rule!r} is not one of {', '.join(RULES)}")
+
+
+def _default_words(text: str) -> tuple[list[str], list[tuple[int, int]]]:
+    words, offsets = [], []
+    for m in WORD.finditer(text):
+        words.append(m.group())
+        offsets.append(m.span())
+    return words, offsets
+
+
+@lru_cache(maxsize=1)
+def _mecab():
+    try:
+        import fugashi
+        import ipadic
+    except ImportError:
+        raise ImportError(
+            "the mecab words rule needs fugashi and ipadic: pip install 'seqdistill[ja]' (or pass pre-split words)"
+        ) from None
+    return fugashi.GenericTagger(ipadic.MECAB_ARGS)
+
+
+def _mecab_words(tagger):
+    def split(text: str) -> tuple[list[str], list[tuple[int, int]]]:
+        words, offsets, pos = [], [], 0
+        for line in text.splitlines(keepends=True):  # MeCab reads one line at a time
+            for node in tagger(line):
+                start = text.find(node.surface, pos)
+                if start < 0:  # MeCab normalised the surface: keep the text's own characters
+                    start = pos + len(node.white_space)
+                end = start + len(node.surface)
+                words.append(text[start:end])
+                offsets.append((start, end))
+                pos = end
+        return words, offsets
+
+    return split
+
+
+def join_words(words: list[str]) -> tuple[str, list[tuple[int, int]]]:
+    """The text of pre-split words (joined by one space) and each word's offsets into it."""
+    offsets, pos = [], 0
+    for w in words:
+        offsets.append((pos, pos + len(w)))
+        pos += len(w) + 1
+    return " ".join(words), offsets
+
+
+def implied_rule(sentences: Iterable[list[str]], limit: int = 20_000) -> str:
+    """The words rule a corpus implies, from its first ``limit`` words: ``mecab`` when its words
+    hold kana (Japanese) and at least 1% of them are CJK words of several characters, which the
+    default rule would split into characters (the corpus was segmented into morphemes); otherwise
+    ``default``. A Chinese corpus segmented into multi-character words implies a Chinese segmenter,
+    which seqdistill does not ship: it gets ``default``, so pass such text pre-split."""
+    n = several = 0
+    kana = False
+    for words in sentences:
+        for w in words:
+            n += 1
+            if HAN_OR_KANA.search(w):
+                kana = kana or bool(KANA.search(w))
+                several += len(w) > 1
+        if n >= limit:
+            break
+    return "mecab" if kana and several >= max(1, n // 100) else "default"
