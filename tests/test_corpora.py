@@ -67,7 +67,6 @@ def test_label_schema_from_corpora_converts_schemes(tmp_path):
 @pytest.mark.parametrize(
     "name, content, match",
     [
-        ("cols.txt", "a B-PER\nb x I-PER\n", r"cols.txt:2: 3 columns where earlier lines have 2"),
         ("tag.txt", "a B-PER\nb Q-PER\n", r"tag.txt:2: ill-formed IOB2 tag 'Q-PER'"),
         ("trans.txt", "a B-PER\nb O\nc I-PER\n\nd O\n", r"trans.txt:3: .*'O' cannot be followed by 'I-PER'"),
         ("start.txt", "a O\n\nb I-LOC\nc B-PER\n", r"start.txt:3: a sentence cannot start with 'I-LOC' in IOB2"),
@@ -84,6 +83,21 @@ def test_malformed_inputs_name_file_and_line(tmp_path, name, content, match):
     p.write_text(content)
     with pytest.raises(CorpusError, match=match):
         read_corpus(p, "c")
+
+
+def test_word_first_and_tag_last_read_lines_of_any_width_other_columns_do_not(tmp_path):
+    """MeCab output (the Japanese NER corpus of DATA.md): 12 fields for a known word, 10 for an
+    unknown one, between the word and the tag."""
+    p = tmp_path / "mecab.txt"
+    known = "\t".join(["東京", "OTHER", *["x"] * 9, "B-LOC"])
+    unknown = "\t".join(["アジャイル", "KATAK", *["x"] * 7, "I-LOC"])
+    p.write_text(f"{known}\n{unknown}\nに\tHIRAG\tO\n\n")
+    c = read_corpus(p, "ja")
+    assert c.sentences[0].words == ["東京", "アジャイル", "に"] and c.sentences[0].tags == ["B-LOC", "I-LOC", "O"]
+    with pytest.raises(CorpusError, match=r"mecab.txt:2: 10 columns where earlier lines have 12"):
+        read_corpus(p, "ja", tag_column=11)  # a named column must mean the same on every line
+    with pytest.raises(CorpusError, match=r"mecab.txt:2: 10 columns where earlier lines have 12"):
+        read_corpus(p, "ja", word_column=1)
 
 
 def test_explicit_iob1_scheme_is_enforced(tmp_path):

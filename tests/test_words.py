@@ -70,3 +70,39 @@ def test_the_rule_a_corpus_implies():
     assert implied_rule([list("北京是中国的首都")]) == "default"  # characters: the default rule gives them
     assert implied_rule([["東京", "都", "に", "住む", "李", "明", "さん", "は"]]) == "mecab"  # IPAdic morphemes
     assert implied_rule([["北京", "是", "中国", "的", "首都"]]) == "default"  # Chinese words: no segmenter shipped
+
+
+JAPANESE = [  # MeCab IPAdic morphemes, as the Japanese NER corpus of DATA.md has them
+    [("東京", "B-LOC"), ("都", "I-LOC"), ("に", "O"), ("住む", "O"), ("李", "B-PER"), ("明", "I-PER"), ("さん", "O")],
+    [("大阪", "B-LOC"), ("で", "O"), ("働い", "O"), ("て", "O"), ("い", "O"), ("ます", "O"), ("。", "O")],
+]
+
+
+def test_a_student_records_the_rule_its_corpus_implies_and_front_ends_apply_it(tiny_encoder, tmp_path):
+    pytest.importorskip("fugashi")
+    from seqdistill.cache_build.build import BuildConfig, CorpusSpec, build_cache
+    from seqdistill.cache_schema import LabelSchema
+    from seqdistill.deploy.export import export_model
+    from seqdistill.inference import Tagger
+    from seqdistill.students.recipes import train as train_student
+    from seqdistill.students.recipes.mgkd import MGKDConfig
+    from seqdistill.teachers import build_teacher
+
+    corpus = tmp_path / "ja.txt"
+    corpus.write_text("\n\n".join("\n".join(f"{w}\tX\t{t}" for w, t in s) for s in JAPANESE * 5) + "\n")
+    build_teacher(tiny_encoder, LabelSchema("IOB2", ("LOC", "PER")), "crf").save(tmp_path / "teacher")
+    specs = [CorpusSpec("ja", str(corpus), "train", True), CorpusSpec("ja", str(corpus), "dev", True)]
+    build_cache(
+        str(tmp_path / "cache"), str(tmp_path / "teacher"), specs, BuildConfig(device="cpu"), log=lambda *a: None
+    )
+    cfg = MGKDConfig(epochs=1, max_steps=1, device="cpu", hidden_size=8, k=3, chars=True)
+    train_student(str(tmp_path / "cache"), tmp_path / "s", cfg, log=lambda *a: None)
+    text = "東京都に住む李明さんは大阪で働いています。"
+    want = split_words(text, "mecab")
+    for model in (tmp_path / "s", export_model(tmp_path / "s", tmp_path / "onnx")):
+        tagger = Tagger.load(model)
+        assert tagger.words == "mecab"
+        (s,) = tagger(text)
+        assert (s.words, s.offsets) == want and s.words[:4] == ["東京", "都", "に", "住む"]
+        assert all(text[e.char_start : e.char_end] == e.text == "".join(s.words[e.start : e.end]) for e in s.spans)
+    assert Tagger.load(tmp_path / "s", words="default")(text)[0].words[:2] == ["東", "京"]  # the user's choice wins

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from ..corpora import FORMATS, CorpusError, parse_tag_names, read_corpus
+from ..corpora import FORMATS, WORDS_RULES, CorpusError, parse_tag_names, read_corpus
 from ..deploy.evaluate import DEFAULT_THREADS, evaluate_taggers, format_results, write_tagged
 from ..inference import Tagger
 
@@ -99,12 +99,18 @@ def eval_main(models, data, fmt, tag_names, no_latency, threads, device, as_json
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @click.option("--threads", type=int, default=DEFAULT_THREADS, show_default=True, help="0: all cores.")
 @click.option("--device", default="cpu", show_default=True)
-def predict_main(model, input_path, fmt, output_path, output_format, batch_size, threads, device) -> None:
+@click.option(
+    "--words",
+    type=click.Choice(WORDS_RULES),
+    default=None,
+    help="Words rule for raw text (seqdistill.corpora.words; default: the one the model directory records).",
+)
+def predict_main(model, input_path, fmt, output_path, output_format, batch_size, threads, device, words) -> None:
     """Tag a corpus or raw text with a teacher, a student or an exported model (no cache needed)."""
     try:
         corpus = read_corpus(input_path, "input", "predict", format=fmt, labelled=False)
-        tagger = Tagger.load(model, device=device, threads=threads or None)
-    except (CorpusError, FileNotFoundError, ValueError) as e:
+        tagger = Tagger.load(model, device=device, threads=threads or None, words=words)
+    except (CorpusError, FileNotFoundError, ValueError, ImportError) as e:
         raise click.ClickException(str(e)) from None
     tagged = tagger(
         [s.text if s.text is not None else s.words for s in corpus.sentences],

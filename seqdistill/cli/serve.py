@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from ..corpora import WORDS_RULES
 from ..deploy.evaluate import DEFAULT_THREADS
 from ..deploy.serve import GIL_SWITCH_S, Limits, create_app
 from ..inference import Tagger
@@ -46,6 +47,12 @@ from ..inference import Tagger
     help="Model threads; 0: all cores.",
 )
 @click.option("--device", default="cpu", show_default=True)
+@click.option(
+    "--words",
+    type=click.Choice(WORDS_RULES),
+    default=None,
+    help="Words rule for raw text (seqdistill.corpora.words; default: the one the model directory records).",
+)
 @click.option("--max-texts", type=click.IntRange(min=1), default=Limits.max_texts, show_default=True)
 @click.option("--max-body-bytes", type=click.IntRange(min=1), default=Limits.max_body_bytes, show_default=True)
 @click.option(
@@ -101,6 +108,7 @@ def serve_main(
     model_batch,
     threads,
     device,
+    words,
     max_texts,
     max_body_bytes,
     max_text_chars,
@@ -121,8 +129,8 @@ def serve_main(
             "distill-serve needs starlette and uvicorn: pip install 'seqdistill[serve]'"
         ) from None
     try:
-        tagger = Tagger.load(model, device=device, threads=threads or None)
-    except (FileNotFoundError, ValueError) as e:
+        tagger = Tagger.load(model, device=device, threads=threads or None, words=words)
+    except (FileNotFoundError, ValueError, ImportError) as e:
         raise click.ClickException(str(e)) from None
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(

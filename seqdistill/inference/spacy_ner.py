@@ -173,6 +173,7 @@ class SeqdistillNER(Pipe):
         "scores": True,
         "threads": None,
         "device": "cpu",
+        "words": None,
     },
     assigns=["doc.ents", "token.ent_iob", "token.ent_type", "doc.spans"],
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
@@ -188,15 +189,17 @@ def make_component(
     scores: bool,
     threads: Optional[int],
     device: str,
+    words: Optional[str] = None,
 ) -> SeqdistillNER:
     """``nlp.add_pipe("seqdistill_ner", config={"model": DIR})``: ``model`` any directory
     ``Tagger.load`` takes, as a string (spaCy's configs hold JSON values only); ``batch_size`` sentences per forward pass; ``spans_key`` the span group
     of every span (nested ones included); ``alignment_mode`` how a span that ends inside a spaCy
     token is mapped (expand, contract, strict); ``split`` what a sentence is (lines, doc, sents);
     ``scores`` whether span scores are computed; ``threads`` the runtime's threads (ONNX Runtime's
-    session, or torch's, process-wide; None: the runtime's default); ``device`` torch's."""
+    session, or torch's, process-wide; None: the runtime's default); ``device`` torch's; ``words`` the
+    words rule for the text (seqdistill.corpora.words; None: the model's)."""
     _check_options(batch_size, alignment_mode, split)  # before loading the model
-    tagger = Tagger.load(model, device=device, threads=threads)
+    tagger = Tagger.load(model, device=device, threads=threads, words=words)
     return SeqdistillNER(
         nlp,
         name,
