@@ -62,7 +62,7 @@ def write_wikipedia(dst: Path, n: int) -> int:
     out = []
     for article in data.values():
         for sentence in re.split(r"(?<=[.!?])\s+", article.get("extract", "")):
-            tokens = split_words(sentence)[0]  # the one words rule of seqdistill.inference
+            tokens = split_words(sentence)[0]  # the default words rule (seqdistill.corpora.words)
             if 5 <= len(tokens) <= 60:
                 out.append(" ".join(tokens))
             if len(out) >= n:

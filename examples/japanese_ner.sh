@@ -66,7 +66,9 @@ for v in $VARIANTS; do
   esac
 done
 suffix=""; [ "$SEED" != 13 ] && suffix=-s$SEED
-args=(--model "$TEACHER")
+# the teacher in ONNX too (fp32: the students' speed-up is measured against the teacher's best runtime)
+[ -f "$TEACHER-onnx/export.json" ] || $BIN/distill-export --model "$TEACHER" --out "$TEACHER-onnx" > /dev/null
+args=(--model "$TEACHER" --model "$TEACHER-onnx")
 for v in $VARIANTS; do
   m=$OUT/$v$suffix
   [ -f "$m-onnx-int8/export.json" ] || $BIN/distill-export --model "$m" --out "$m-onnx-int8" --quantize int8 > /dev/null

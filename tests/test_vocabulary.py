@@ -27,8 +27,9 @@ def test_kept_subwords_are_every_sentences_own_tokens_and_the_specials(tiny_enco
     for words in sentences:  # one call per word, through the Python tokenizer: no batching, no backend
         for w in words:
             want |= set(tok(w, add_special_tokens=False)["input_ids"])
-    got = kept_subwords(tok, iter(sentences), batch_size=1)
+    got = kept_subwords(tok, iter(sentences), len(tok), batch_size=1)
     assert got.tolist() == sorted(want)
+    assert kept_subwords(tok, iter(sentences), 5).tolist() == [i for i in sorted(want) if i < 5]  # rows of the matrix
 
 
 def test_row_index_maps_kept_ids_to_rows_and_the_rest_to_the_unk_row():
@@ -68,7 +69,7 @@ def test_verify_names_subwords_the_export_does_not_keep(tiny_encoder, tmp_path, 
     import seqdistill.cache_build.build as build
 
     real = build.kept_subwords
-    monkeypatch.setattr(build, "kept_subwords", lambda tok, sents: real(tok, sents)[:-2])  # a build that drops two
+    monkeypatch.setattr(build, "kept_subwords", lambda tok, sents, rows: real(tok, sents, rows)[:-2])  # drops two
     cache = toy_cache(tiny_encoder, tmp_path)
     r = CliRunner().invoke(cache_cli, ["verify", cache])
     assert r.exit_code == 1

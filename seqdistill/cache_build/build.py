@@ -301,11 +301,9 @@ def build_cache(
             teacher = load_teacher(teacher_dir, trust_remote_code=cfg.trust_remote_code, device=device)
         if needs_exports:
             fitted = _fit_projection(teacher, cfg, shards[0], log) if cfg.hidden_project else None
-            kept = (
-                None
-                if cfg.full_vocabulary
-                else kept_subwords(teacher.tokenizer, (r["words"] for s in shards for r in s))
-            )
+            matrix_rows = teacher.encoder.get_input_embeddings().weight.shape[0]
+            sentences = (r["words"] for s in shards for r in s)
+            kept = None if cfg.full_vocabulary else kept_subwords(teacher.tokenizer, sentences, matrix_rows)
             if kept is not None:
                 log(f"exports: the embedding rows of the {len(kept):,} subwords the corpora use (vocabulary.py)")
             layer.write_exports(lambda d: _write_exports(teacher, d, cfg, fitted, kept))

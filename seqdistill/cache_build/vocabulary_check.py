@@ -47,7 +47,7 @@ def vocabulary_problems(reader: CacheReader) -> list[Problem]:
                 for shard in reader.iter_shards({EXAMPLES_LAYER: ["words"]})
                 for w in shard.get(EXAMPLES_LAYER, "words").to_pylist()
             ]
-        missing = np.setdiff1d(kept_subwords(tokenizer, words), ids)
+        missing = np.setdiff1d(kept_subwords(tokenizer, words, rows), ids)
         if len(missing):
             problems.append(
                 Problem(

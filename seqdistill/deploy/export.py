@@ -15,9 +15,9 @@ Decisions, named here:
   sentence's own length) be written as one placeholder node that becomes an ONNX ``Scan`` whose
   body is the 13 operations of one step (``students.sru.SRUScan``, ``replace_sru_scans``).
 * A bidirectional LSTM is exported without packing, exactly (``onnx_graphs.PaddedBiLSTM``).
-* ``--quantize int8`` stores the MatMul, Gemm and LSTM weights as int8 with per-channel scales and
-  keeps activations in fp32 (:func:`weight_only_int8`), so that a sentence's tags never depend on
-  the sentences batched with it; the word embedding matrix stays fp32. Static int8 (calibrated
+* ``--quantize int8`` stores the MatMul, Gemm and LSTM weights and the embedding tables as int8
+  with per-channel (per-row) scales and keeps activations in fp32 (:func:`weight_only_int8`), so
+  that a sentence's tags never depend on the sentences batched with it. Static int8 (calibrated
   activation scales) is not offered: on CoNLL-2003 it is known to collapse a BERT tagger's F1.
   ``--check`` scores the export against the torch model on a labelled corpus and fails beyond
   ``--max-f1-drop``.
@@ -50,6 +50,7 @@ from ..inference.onnx_runtime import (
 from ..inference.tagger import Tagger
 from ..inference.torch_models import TorchStudent, TorchTeacher, is_student_dir
 from ..version import __version__
+from ..vocabulary import save_tokenizer
 
 OPSET = 17
 QUANTIZE = ("none", "int8")
@@ -89,7 +90,11 @@ def weight_only_int8(src: Path, dst: Path) -> int:
     company. The cost is the speed int8 arithmetic gave (docs/BENCHMARKS.md measures both); the
     graph stays about 4x smaller in its weights. Written here because ONNX Runtime's weight-only
     quantizer (``MatMulNBits``) covers MatMul alone, not the LSTM that holds a BiLSTM's weights.
-    Biases (one dimension) stay fp32; the CRF's tables are not in the graph."""
+    Embedding tables (a Gather's float data) are stored int8 too, one scale per row (issue 36: a
+    multilingual teacher's rows are most of a student's bytes); ONNX Runtime folds every
+    DequantizeLinear of a constant once, at load (``onnx_runtime.session_options``), so a run reads
+    fp32 tables and pays nothing per call. Biases (one dimension) stay fp32; the CRF's tables are
+    not in the graph."""
     import onnx
     from onnx import helper, numpy_helper
 
@@ -107,6 +112,9 @@ def weight_only_int8(src: Path, dst: Path) -> int:
             for name in node.input[1:3]:  # W [dirs, 4H, input], R [dirs, 4H, H]
                 if name in weights:
                     axes[name] = 1
+        elif node.op_type == "Gather" and node.input[0] in weights:
+            if weights[node.input[0]].data_type == onnx.TensorProto.FLOAT:  # not an id map (vocabulary.RowIndex)
+                axes[node.input[0]] = 0  # an embedding table [V, D]: a scale per row
     dequantize = []
     for name, axis in axes.items():
         w = numpy_helper.to_array(weights[name]).astype(np.float32)
@@ -188,7 +196,7 @@ def export_model(model_dir, out_dir, *, quantize: str = "none", trust_remote_cod
                 dict(zip(("transitions", "start", "end"), (np.ascontiguousarray(a) for a in decoder.transitions))),
                 str(tmp / DECODE_FILE),
             )
-        backend.tokenizer.save_pretrained(tmp / "tokenizer")
+        save_tokenizer(backend.tokenizer, tmp / "tokenizer")
         meta = {
             "format": EXPORT_FORMAT,
             "format_version": EXPORT_VERSION,

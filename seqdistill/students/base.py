@@ -14,6 +14,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from ..cache_schema import LabelSchema
+from ..vocabulary import save_tokenizer
 
 EMBEDDINGS = ("teacher", "svd", "random")
 
@@ -72,5 +73,5 @@ def save_student(model: nn.Module, tokenizer, directory) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     (d / "config.json").write_text(json.dumps(asdict(model.config), indent=1) + "\n")
     save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}, str(d / "model.safetensors"))
-    tokenizer.save_pretrained(d / "tokenizer")
+    save_tokenizer(tokenizer, d / "tokenizer")
     return d

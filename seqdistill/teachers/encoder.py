@@ -25,7 +25,7 @@ from ..cache_schema import LabelSchema
 from ..decode import Decoder, argmax_decoder
 from ..encoding import SegmentBatch, WordTokenizer
 from ..onnx_graphs import SegmentsGraph
-from ..vocabulary import EMBEDDINGS_EXPORT, UNSEEN_RULE, with_unk_row
+from ..vocabulary import EMBEDDINGS_EXPORT, UNSEEN_RULE, save_tokenizer, with_unk_row
 from .base import (
     HEAD_FILE,
     TeacherError,
@@ -264,7 +264,7 @@ def export_for_students(teacher: Teacher, directory, encoder_layers: int = 0, ke
     """
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    teacher.tokenizer.save_pretrained(d / "tokenizer")
+    save_tokenizer(teacher.tokenizer, d / "tokenizer")
     emb = teacher.encoder.get_input_embeddings().weight.detach().float().cpu()
     if kept is None:
         save_file({"weight": emb.contiguous()}, str(d / EMBEDDINGS_EXPORT))
