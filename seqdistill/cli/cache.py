@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..cache_build.build import BuildConfig
+from ..cache_build.select import STRATEGIES, select_rows, write_selection
 from ..cache_build.vocabulary_check import vocabulary_problems
 from ..cache_schema import CacheError, CacheReader, verify_cache
 from ..cache_schema.info import cache_summary, format_summary
@@ -90,6 +91,39 @@ def verify(cache: str, no_checksums: bool, strict: bool, storage_options: tuple[
         click.echo(f"{cache}: {len(errors)} problem(s) found", err=True)
         sys.exit(1)
     click.echo(f"{cache}: OK" + (f" ({len(found)} warning(s))" if found else ""))
+
+
+@main.command()
+@click.argument("cache")
+@click.option("--strategy", type=click.Choice(STRATEGIES), required=True, help="How rows are scored (see below).")
+@click.option("--n", "n", type=int, required=True, help="Rows to pick.")
+@click.option("--out", required=True, help="JSONL file of the picked rows, best first.")
+@click.option("--teacher", "teachers", multiple=True, help="Teacher layer(s) to read (default: every one).")
+@click.option("--corpus", "corpora", multiple=True, help="NAME[/SPLIT] to pick from (default: the unlabelled ones).")
+@click.option(
+    "--diversity",
+    type=float,
+    default=0.7,
+    show_default=True,
+    help="Skip rows more Jaccard-similar than this to a pick (1: off).",
+)
+@click.option("--seed", type=int, default=13, show_default=True, help="random: the draw's seed.")
+@storage_option
+def select(cache, strategy, n, out, teachers, corpora, diversity, seed, storage_options) -> None:
+    """Pick the N rows of CACHE most worth annotating next, from what the cache holds (no teacher
+    is loaded): uncertainty (1 - the best path's probability), margin (1 - the gap between the two
+    best paths), disagreement (words on which the teachers' best tags differ) or random.
+    seqdistill/cache_build/select.py names every rule."""
+    try:
+        reader = CacheReader(cache, _storage_options(storage_options))
+        picks = select_rows(
+            reader, strategy, n, teachers=list(teachers), corpora=list(corpora), diversity=diversity, seed=seed
+        )
+    except CacheError as e:
+        raise click.ClickException(str(e)) from None
+    write_selection(picks, out)
+    lo, hi = (picks[-1].score, picks[0].score) if picks else (0.0, 0.0)
+    click.echo(f"{out}: {len(picks)} rows by {strategy} (scores {hi:.4f} to {lo:.4f})")
 
 
 @main.command("check-corpus")
