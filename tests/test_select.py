@@ -154,3 +154,74 @@ def test_cli_writes_jsonl_that_reads_back_as_unlabelled_text(cache, tmp_path):
         r.exit_code == 1
         and "--corpus 'wiki': the cache has no such corpus; it holds: toy/train, raw/unlabelled" in r.output
     )
+
+
+def test_label_studio_and_span_jsonl_round_trip_to_a_labelled_corpus(cache, tmp_path):
+    from seqdistill.cache_schema.labels import tags_to_spans
+
+    reader = CacheReader(cache)
+    ls, spans = tmp_path / "tasks.json", tmp_path / "spans.jsonl"
+    for fmt, out in (("label-studio", ls), ("spans", spans)):
+        args = ["select", cache, "--strategy", "uncertainty", "--teacher", "crf", "--n", "4", "--out", str(out)]
+        r = CliRunner().invoke(cache_cli, [*args, "--format", fmt, "--diversity", "1"])
+        assert r.exit_code == 0, r.output
+    assert '<Label value="PER"/>' in (tmp_path / "tasks.json.config.xml").read_text()
+    tasks = json.loads(ls.read_text())
+    rows = _rows(reader, "crf", ["kbest_paths"])
+    for task in tasks:  # the prediction is the teacher's best path, at the words' character offsets
+        words, (pred,) = task["data"]["words"], task["predictions"]
+        best = [SCHEMA.tags[t] for t in rows[task["data"]["example_id"]]["crf"]["kbest_paths"][0]]
+        got = [(r["value"]["start"], r["value"]["end"], r["value"]["labels"][0]) for r in pred["result"]]
+        text = task["data"]["text"]
+        want = [
+            (len(" ".join(words[:s])) + (s > 0), len(" ".join(words[:e])), t) for s, e, t in tags_to_spans(best, "IOB2")
+        ]
+        assert got == want and all(text[a:b] == r["value"]["text"] for (a, b, _), r in zip(got, pred["result"]))
+        assert 0 <= pred["score"] <= 1 and all(0 <= r["score"] <= 1 for r in pred["result"])
+    # annotators: accept the first task's prediction, relabel a partial word in the second, cancel the third
+    tasks[0]["annotations"] = [{"result": tasks[0]["predictions"][0]["result"]}]
+    second = tasks[1]["data"]["text"]
+    tasks[1]["annotations"] = [
+        {"result": [{"type": "labels", "value": {"start": 1, "end": 3, "labels": ["LOC"]}}]},
+    ]
+    tasks[2]["annotations"] = [{"result": [], "was_cancelled": True}]
+    ls.write_text(json.dumps(tasks))
+    corpus = read_corpus(f"ls:{ls}", "ann")
+    assert len(corpus.sentences) == 2 and corpus.notes == ["2 task(s) without a submitted annotation skipped"]
+    first = [SCHEMA.tags[t] for t in rows[tasks[0]["data"]["example_id"]]["crf"]["kbest_paths"][0]]
+    assert corpus.sentences[0].tags == first
+    assert corpus.sentences[1].words == second.split(" ") and corpus.sentences[1].tags[0] == "B-LOC"
+    assert set(corpus.sentences[1].tags[1:]) == {"O"}
+    # span JSONL: the same spans, token indices inclusive; a rejected line is skipped
+    lines = [json.loads(x) for x in spans.read_text().splitlines()]
+    lines[3]["answer"] = "reject"
+    spans.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    back = read_corpus(f"spans:{spans}", "sp")
+    assert len(back.sentences) == 3 and back.notes == ["1 rejected or ignored line(s) skipped"]
+    for line, s in zip(lines, back.sentences):
+        assert s.words == [t["text"] for t in line["tokens"]]
+        assert tags_to_spans(s.tags, "IOB2") == [
+            (x["token_start"], x["token_end"] + 1, x["label"]) for x in line["spans"]
+        ]
+
+
+def test_overlapping_annotations_are_nested_entities_and_bad_spans_are_named(tmp_path):
+    p = tmp_path / "ls.json"
+    task = {
+        "data": {"text": "Bank of Paris opens"},
+        "annotations": [
+            {
+                "result": [
+                    {"type": "labels", "value": {"start": 0, "end": 13, "labels": ["ORG"]}},
+                    {"type": "labels", "value": {"start": 8, "end": 13, "labels": ["LOC"]}},
+                ]
+            }
+        ],
+    }
+    p.write_text(json.dumps([task]))
+    s = read_corpus(f"ls:{p}", "n").sentences[0]
+    assert s.words == ["Bank", "of", "Paris", "opens"] and s.entities == [(0, 3, "ORG"), (2, 3, "LOC")]
+    task["annotations"][0]["result"] = [{"type": "labels", "value": {"start": 4, "end": 5, "labels": ["ORG"]}}]
+    p.write_text(json.dumps([task]))
+    with pytest.raises(Exception, match=r"ls.json: row 0: span 4-5 \(ORG\) covers no word"):
+        read_corpus(f"ls:{p}", "n")

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from ..cache_build.annotation_export import FORMATS as ANNOTATION_FORMATS
+from ..cache_build.annotation_export import write_annotation_tasks
 from ..cache_build.build import BuildConfig
 from ..cache_build.select import STRATEGIES, select_rows, write_selection
 from ..cache_build.vocabulary_check import vocabulary_problems
@@ -108,8 +110,17 @@ def verify(cache: str, no_checksums: bool, strict: bool, storage_options: tuple[
     help="Skip rows more Jaccard-similar than this to a pick (1: off).",
 )
 @click.option("--seed", type=int, default=13, show_default=True, help="random: the draw's seed.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(ANNOTATION_FORMATS),
+    default="rows",
+    show_default=True,
+    help="rows: JSONL of the picked rows; label-studio: tasks with the teachers' spans as predictions "
+    "(and FILE.config.xml); spans: Prodigy/spaCy span JSONL.",
+)
 @storage_option
-def select(cache, strategy, n, out, teachers, corpora, diversity, seed, storage_options) -> None:
+def select(cache, strategy, n, out, teachers, corpora, diversity, seed, fmt, storage_options) -> None:
     """Pick the N rows of CACHE most worth annotating next, from what the cache holds (no teacher
     is loaded): uncertainty (1 - the best path's probability), margin (1 - the gap between the two
     best paths), disagreement (words on which the teachers' best tags differ) or random.
@@ -119,9 +130,12 @@ def select(cache, strategy, n, out, teachers, corpora, diversity, seed, storage_
         picks = select_rows(
             reader, strategy, n, teachers=list(teachers), corpora=list(corpora), diversity=diversity, seed=seed
         )
+        if fmt == "rows":
+            write_selection(picks, out)
+        else:
+            write_annotation_tasks(reader, picks, list(teachers) or None, fmt, out)
     except CacheError as e:
         raise click.ClickException(str(e)) from None
-    write_selection(picks, out)
     lo, hi = (picks[-1].score, picks[0].score) if picks else (0.0, 0.0)
     click.echo(f"{out}: {len(picks)} rows by {strategy} (scores {hi:.4f} to {lo:.4f})")
 

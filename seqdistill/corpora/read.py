@@ -13,6 +13,7 @@ import fsspec
 
 from ..cache_schema.errors import ManifestError
 from ..cache_schema.manifest import check_id
+from .annotations import LS_PREFIX, SPANS_PREFIX, parse_label_studio, parse_span_jsonl
 from .conll import parse_conll
 from .hf import read_hf
 from .jsonl import parse_jsonl
@@ -51,8 +52,18 @@ def read_corpus(
     given = check_tag_names(tag_names, path)
     names = TagNames(given)
     notes: list[str] = []
+    for prefix, fmt in ((LS_PREFIX, "label-studio"), (SPANS_PREFIX, "spans")):
+        if format in ("auto", fmt) and path.startswith(prefix):  # ls:FILE, spans:FILE (annotations.py)
+            path, format = path[len(prefix) :], fmt
     if format == "hf" or (format == "auto" and path.startswith(HF_PREFIX)):
         path, sentences, digest = read_hf(path, labelled, names, notes)
+    elif format in ("label-studio", "spans"):
+        raw = read_bytes(path)
+        digest = hashlib.sha256(raw)
+        if format == "label-studio":
+            sentences = parse_label_studio(raw, path, labelled, notes)
+        else:
+            sentences = parse_span_jsonl(decode_lines(raw, path), path, labelled, notes)
     else:
         raw = read_bytes(path)
         digest = hashlib.sha256(raw)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from ..cache_schema import CorpusInfo, LabelSchema, example_id
 from ..cache_schema.labels import convert_tags
 
-FORMATS = ("auto", "conll", "jsonl", "text", "parquet", "hf")
+FORMATS = ("auto", "conll", "jsonl", "text", "parquet", "hf", "label-studio", "spans")
 DOCSTART = "-DOCSTART-"
 HF_PREFIX = "hf:"
 WORDS_COLUMN, TAGS_COLUMN = "tokens", "ner_tags"  # the columns of a Hugging Face NER dataset
