@@ -18,7 +18,10 @@ is 29 numpy steps; docs/BENCHMARKS.md measures its cost). Ties go to the lowest 
 
 A span's score is the mean, over its words, of the model's probability of the tag it chose there:
 the CRF marginal p(y_t | x) by forward-backward, the softmax probability, or the BILOU layer's
-softmax probability.
+softmax probability. A decoder's ``temperature`` T (fitted on dev by ``deploy.calibration``,
+stored in the model directory) divides every score before those probabilities (a CRF's
+transitions too: the whole potential); the tags are the model's own, decoded at T = 1, so
+calibrating confidence never changes a prediction.
 """
 
 from __future__ import annotations
@@ -129,6 +132,7 @@ class Decoder:
     schema: LabelSchema
     transitions: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     entity_types: tuple[str, ...] = ()
+    temperature: float = 1.0  # divides the scores of span probabilities only (module docstring)
 
     def __post_init__(self):
         if self.kind not in DECODERS:
@@ -152,10 +156,11 @@ class Decoder:
             return self._bilou(scores, lengths, with_scores)
         if self.kind == "crf":
             ids = viterbi(scores, lengths, *self.transitions)
-            probs = crf_marginals(scores, lengths, *self.transitions) if with_scores else None
+            t = self.temperature
+            probs = crf_marginals(scores / t, lengths, *(a / t for a in self.transitions)) if with_scores else None
         else:
             ids = scores.argmax(-1)
-            probs = softmax(scores.astype(np.float32)) if with_scores else None
+            probs = softmax(scores.astype(np.float32) / self.temperature) if with_scores else None
         out = []
         for b, n in enumerate(lengths.tolist()):
             tags = self.schema.decode(ids[b, :n].tolist())
@@ -178,7 +183,7 @@ class Decoder:
 
     def _bilou(self, logits: np.ndarray, lengths: np.ndarray, with_scores: bool) -> list[Decoded]:
         layers = self.layers(logits, lengths)
-        probs = softmax(logits.astype(np.float32)) if with_scores else None
+        probs = softmax(logits.astype(np.float32) / self.temperature) if with_scores else None
         index = {t: i for i, t in enumerate(self.entity_types)}
         out = []
         for b, n in enumerate(lengths.tolist()):

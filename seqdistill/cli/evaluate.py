@@ -38,10 +38,37 @@ from ..inference import Tagger
     is_flag=True,
     help="Write or refresh each model directory's README.md model card from these figures (deploy/card.py).",
 )
-def eval_main(models, data, fmt, tag_names, no_latency, threads, device, as_json, card) -> None:
+@click.option(
+    "--calibration",
+    is_flag=True,
+    help="Instead: expected calibration error of span confidence on --data (seqdistill/deploy/calibration.py).",
+)
+@click.option(
+    "--fit-temperature",
+    "fit_on",
+    default=None,
+    metavar="DEV",
+    help="With --calibration: fit each model's temperature on DEV and store it in its directory.",
+)
+@click.option("--plot-dir", default=None, help="With --calibration: write a reliability diagram per model here.")
+def eval_main(
+    models, data, fmt, tag_names, no_latency, threads, device, as_json, card, calibration, fit_on, plot_dir
+) -> None:
     """Score teachers, students and exported models on one labelled corpus: seqeval CoNLL micro
     P/R/F1, per-type F1, macro F1, exact-sentence match, parameters, and ms/sentence at batch 1
-    and 32 (tokenization and decoding included; with the ratios against the first model)."""
+    and 32 (tokenization and decoding included; with the ratios against the first model). With
+    --calibration, the expected calibration error of their span confidences instead."""
+    if calibration:
+        from ..deploy.calibration import calibrate, format_calibration
+
+        try:
+            rows = calibrate(list(models), data, dev=fit_on, plot_dir=plot_dir, threads=threads, device=device)
+        except (CorpusError, FileNotFoundError, ValueError) as e:
+            raise click.ClickException(str(e)) from None
+        click.echo(json.dumps(rows, indent=1) if as_json else format_calibration(rows))
+        return
+    if fit_on or plot_dir:
+        raise click.ClickException("--fit-temperature and --plot-dir go with --calibration")
     try:
         rows = evaluate_taggers(
             list(models),
@@ -105,11 +132,19 @@ def eval_main(models, data, fmt, tag_names, no_latency, threads, device, as_json
     default=None,
     help="Words rule for raw text (seqdistill.corpora.words; default: the one the model directory records).",
 )
-def predict_main(model, input_path, fmt, output_path, output_format, batch_size, threads, device, words) -> None:
+@click.option(
+    "--min-score",
+    type=float,
+    default=None,
+    help="Drop spans less confident than this (their tags become O); see distill-eval --calibration.",
+)
+def predict_main(
+    model, input_path, fmt, output_path, output_format, batch_size, threads, device, words, min_score
+) -> None:
     """Tag a corpus or raw text with a teacher, a student or an exported model (no cache needed)."""
     try:
         corpus = read_corpus(input_path, "input", "predict", format=fmt, labelled=False)
-        tagger = Tagger.load(model, device=device, threads=threads or None, words=words)
+        tagger = Tagger.load(model, device=device, threads=threads or None, words=words, min_score=min_score)
     except (CorpusError, FileNotFoundError, ValueError, ImportError) as e:
         raise click.ClickException(str(e)) from None
     tagged = tagger(

@@ -99,6 +99,12 @@ from ..inference import Tagger
 )
 @click.option("--access-log/--no-access-log", default=False, show_default=True, help="uvicorn's line per request.")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info")
+@click.option(
+    "--min-score",
+    type=float,
+    default=None,
+    help="Drop spans less confident than this (their tags become O); see distill-eval --calibration.",
+)
 def serve_main(
     model,
     host,
@@ -109,6 +115,7 @@ def serve_main(
     threads,
     device,
     words,
+    min_score,
     max_texts,
     max_body_bytes,
     max_text_chars,
@@ -129,7 +136,7 @@ def serve_main(
             "distill-serve needs starlette and uvicorn: pip install 'seqdistill[serve]'"
         ) from None
     try:
-        tagger = Tagger.load(model, device=device, threads=threads or None, words=words)
+        tagger = Tagger.load(model, device=device, threads=threads or None, words=words, min_score=min_score)
     except (FileNotFoundError, ValueError, ImportError) as e:
         raise click.ClickException(str(e)) from None
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -47,7 +47,7 @@ from ..inference.onnx_runtime import (
     is_export_dir,
     sha256_file,
 )
-from ..inference.tagger import Tagger
+from ..inference.tagger import CALIBRATION_FILE, Tagger
 from ..inference.torch_models import TorchStudent, TorchTeacher, is_student_dir
 from ..version import __version__
 from ..vocabulary import save_tokenizer
@@ -197,6 +197,8 @@ def export_model(model_dir, out_dir, *, quantize: str = "none", trust_remote_cod
                 str(tmp / DECODE_FILE),
             )
         save_tokenizer(backend.tokenizer, tmp / "tokenizer")
+        if (src / CALIBRATION_FILE).is_file():  # the span-confidence temperature travels with the model
+            shutil.copyfile(src / CALIBRATION_FILE, tmp / CALIBRATION_FILE)
         meta = {
             "format": EXPORT_FORMAT,
             "format_version": EXPORT_VERSION,

@@ -174,6 +174,7 @@ class SeqdistillNER(Pipe):
         "threads": None,
         "device": "cpu",
         "words": None,
+        "min_score": None,
     },
     assigns=["doc.ents", "token.ent_iob", "token.ent_type", "doc.spans"],
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
@@ -190,6 +191,7 @@ def make_component(
     threads: Optional[int],
     device: str,
     words: Optional[str] = None,
+    min_score: Optional[float] = None,
 ) -> SeqdistillNER:
     """``nlp.add_pipe("seqdistill_ner", config={"model": DIR})``: ``model`` any directory
     ``Tagger.load`` takes, as a string (spaCy's configs hold JSON values only); ``batch_size`` sentences per forward pass; ``spans_key`` the span group
@@ -197,9 +199,10 @@ def make_component(
     token is mapped (expand, contract, strict); ``split`` what a sentence is (lines, doc, sents);
     ``scores`` whether span scores are computed; ``threads`` the runtime's threads (ONNX Runtime's
     session, or torch's, process-wide; None: the runtime's default); ``device`` torch's; ``words`` the
-    words rule for the text (seqdistill.corpora.words; None: the model's)."""
+    words rule for the text (seqdistill.corpora.words; None: the model's); ``min_score`` drops spans
+    less confident than it."""
     _check_options(batch_size, alignment_mode, split)  # before loading the model
-    tagger = Tagger.load(model, device=device, threads=threads, words=words)
+    tagger = Tagger.load(model, device=device, threads=threads, words=words, min_score=min_score)
     return SeqdistillNER(
         nlp,
         name,

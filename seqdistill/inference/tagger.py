@@ -48,9 +48,36 @@ class TaggedSentence:
         return out
 
 
+CALIBRATION_FILE = "calibration.json"  # {"temperature": T, ...}: written by distill-eval --fit-temperature
+
+
+def read_temperature(directory) -> float:
+    """The span-confidence temperature a model directory records (1.0 when it records none)."""
+    import json
+
+    path = Path(directory) / CALIBRATION_FILE
+    if not path.is_file():
+        return 1.0
+    try:
+        t = float(json.loads(path.read_text())["temperature"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not a calibration file ({e}); delete it or fit it again") from None
+    if not t > 0:
+        raise ValueError(f"{path}: temperature {t} must be positive")
+    return t
+
+
 def load_backend(path, *, device: str = "cpu", threads: int | None = None, trust_remote_code: bool = False) -> Backend:
     """An exported directory (``export.json``), a student directory (``config.json`` with a
-    seqdistill ``arch``) or a teacher directory, by what the directory holds."""
+    seqdistill ``arch``) or a teacher directory, by what the directory holds; with the temperature
+    of its span confidences (``calibration.json``)."""
+    backend = _load_backend(path, device=device, threads=threads, trust_remote_code=trust_remote_code)
+    if backend.decoder is not None:
+        backend.decoder.temperature = read_temperature(path)
+    return backend
+
+
+def _load_backend(path, *, device: str, threads: int | None, trust_remote_code: bool) -> Backend:
     from .onnx_runtime import OnnxModel, is_export_dir
     from .torch_models import TorchStudent, TorchTeacher, is_student_dir
 
@@ -69,11 +96,13 @@ def load_backend(path, *, device: str = "cpu", threads: int | None = None, trust
 
 
 class Tagger:
-    def __init__(self, backend: Backend, words: str | None = None):
+    def __init__(self, backend: Backend, words: str | None = None, min_score: float | None = None):
         """``words``: the words rule raw texts are split by (``corpora.words``); None: the one the
-        model directory records (the rule its training corpus implies)."""
+        model directory records (the rule its training corpus implies). ``min_score``: spans less
+        confident than this are dropped (``__call__``)."""
         self.backend = backend
         self.words = words or backend.words
+        self.min_score = min_score
         splitter(self.words)  # an unknown rule, or mecab without fugashi, fails here, not at the first text
 
     @classmethod
@@ -85,12 +114,13 @@ class Tagger:
         threads: int | None = None,
         trust_remote_code: bool = False,
         words: str | None = None,
+        min_score: float | None = None,
     ) -> "Tagger":
         """Load any model directory. ``threads``: the ONNX Runtime session's threads, or torch's
         (process-wide) for a torch model; None keeps the runtime's default (all cores). ``words``:
         the words rule for raw text (default: the model's)."""
         backend = load_backend(path, device=device, threads=threads, trust_remote_code=trust_remote_code)
-        return cls(backend, words)
+        return cls(backend, words, min_score)
 
     # -- identity ----------------------------------------------------------------------------------
     @property
@@ -131,7 +161,13 @@ class Tagger:
         return self.backend.params_without_embeddings
 
     # -- tagging -----------------------------------------------------------------------------------
-    def __call__(self, inputs, batch_size: int = 32, scores: bool = True) -> list[TaggedSentence]:
+    def __call__(
+        self, inputs, batch_size: int = 32, scores: bool = True, min_score: float | None = None
+    ) -> list[TaggedSentence]:
+        """Tag texts or pre-split sentences. ``min_score``: drop the spans whose confidence is below
+        it (their words' tags become O, for a flat model); None: ``self.min_score``."""
+        min_score = self.min_score if min_score is None else min_score
+        scores = scores or min_score is not None
         if isinstance(inputs, str):
             inputs = [inputs]
         split = splitter(self.words)
@@ -161,7 +197,15 @@ class Tagger:
                 )
                 for j, (s, e, etype) in enumerate(d.spans)
             ]
-            out.append(TaggedSentence(t, w, o, d.tags, spans))
+            tags = d.tags
+            if min_score is not None:
+                dropped = [sp for sp in spans if sp.score is not None and sp.score < min_score]
+                spans = [sp for sp in spans if sp not in dropped]
+                if dropped and not self.nested:
+                    tags = list(tags)
+                    for sp in dropped:
+                        tags[sp.start : sp.end] = ["O"] * (sp.end - sp.start)
+            out.append(TaggedSentence(t, w, o, tags, spans))
         return out
 
     def predict(self, sentences: list[list[str]], batch_size: int = 64) -> list[list[str]]:
