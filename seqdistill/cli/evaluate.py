@@ -8,6 +8,7 @@ import sys
 import click
 
 from ..corpora import FORMATS, WORDS_RULES, CorpusError, parse_tag_names, read_corpus
+from ..corpora.documents import SPLITTERS, read_documents
 from ..deploy.evaluate import DEFAULT_THREADS, evaluate_taggers, format_results, write_tagged
 from ..inference import Tagger
 
@@ -51,13 +52,32 @@ from ..inference import Tagger
     help="With --calibration: fit each model's temperature on DEV and store it in its directory.",
 )
 @click.option("--plot-dir", default=None, help="With --calibration: write a reliability diagram per model here.")
+@click.option(
+    "--documents",
+    type=click.Choice(SPLITTERS),
+    default=None,
+    help="Instead: tag --data's documents as raw text split by this splitter, against its sentences one by one.",
+)
 def eval_main(
-    models, data, fmt, tag_names, no_latency, threads, device, as_json, card, calibration, fit_on, plot_dir
+    models, data, fmt, tag_names, no_latency, threads, device, as_json, card, calibration, fit_on, plot_dir, documents
 ) -> None:
     """Score teachers, students and exported models on one labelled corpus: seqeval CoNLL micro
     P/R/F1, per-type F1, macro F1, exact-sentence match, parameters, and ms/sentence at batch 1
     and 32 (tokenization and decoding included; with the ratios against the first model). With
     --calibration, the expected calibration error of their span confidences instead."""
+    if documents:
+        from ..deploy.documents import compare_documents, format_documents
+
+        try:
+            corpus = read_corpus(data, "data", "test", format=fmt, tag_names=parse_tag_names(tag_names))
+            rows = [
+                compare_documents(Tagger.load(m, device=device, threads=threads or None), corpus, documents)
+                for m in models
+            ]
+        except (CorpusError, FileNotFoundError, ValueError, ImportError) as e:
+            raise click.ClickException(str(e)) from None
+        click.echo(json.dumps(rows, indent=1) if as_json else format_documents(rows))
+        return
     if calibration:
         from ..deploy.calibration import calibrate, format_calibration
 
@@ -138,20 +158,33 @@ def eval_main(
     default=None,
     help="Drop spans less confident than this (their tags become O); see distill-eval --calibration.",
 )
+@click.option(
+    "--documents",
+    type=click.Choice(SPLITTERS),
+    default=None,
+    help="The input is raw text, documents separated by blank lines, each split into sentences by this "
+    "splitter (seqdistill/corpora/documents.py); offsets point into each document.",
+)
 def predict_main(
-    model, input_path, fmt, output_path, output_format, batch_size, threads, device, words, min_score
+    model, input_path, fmt, output_path, output_format, batch_size, threads, device, words, min_score, documents
 ) -> None:
-    """Tag a corpus or raw text with a teacher, a student or an exported model (no cache needed)."""
+    """Tag a corpus, raw text or documents with a teacher, a student or an exported model (no cache needed)."""
     try:
-        corpus = read_corpus(input_path, "input", "predict", format=fmt, labelled=False)
+        if documents:
+            texts = read_documents(input_path)
+        else:
+            corpus = read_corpus(input_path, "input", "predict", format=fmt, labelled=False)
         tagger = Tagger.load(model, device=device, threads=threads or None, words=words, min_score=min_score)
+        if documents:
+            tagged = tagger.documents(texts, batch_size, output_format == "jsonl", splitter=documents)
+        else:
+            tagged = tagger(
+                [s.text if s.text is not None else s.words for s in corpus.sentences],
+                batch_size=batch_size,
+                scores=output_format == "jsonl",
+            )
     except (CorpusError, FileNotFoundError, ValueError, ImportError) as e:
         raise click.ClickException(str(e)) from None
-    tagged = tagger(
-        [s.text if s.text is not None else s.words for s in corpus.sentences],
-        batch_size=batch_size,
-        scores=output_format == "jsonl",
-    )
     f = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout
     try:
         write_tagged(tagged, f, output_format)

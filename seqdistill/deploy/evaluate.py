@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from ..corpora import CorpusError, read_corpus
-from ..inference import Tagger, latency
+from ..inference import TaggedDocument, Tagger, latency
 from ..metrics import span_scores, span_set_scores
 
 DEFAULT_THREADS = 1  # decision: small models run fastest on one thread (docs/BENCHMARKS.md); 0 = all cores
@@ -101,7 +101,17 @@ def format_results(rows: list[dict]) -> str:
 
 def write_tagged(tagged, f, output_format: str = "conll") -> None:
     """Tagged sentences to an open text file: CoNLL (word and tag, a blank line after each
-    sentence) or JSONL (``TaggedSentence.to_json()``: text, words, character offsets, tags, spans)."""
+    sentence) or JSONL (``TaggedSentence.to_json()``: text, words, character offsets, tags, spans).
+    Tagged documents: JSONL one document a line (``TaggedDocument.to_json()``), or CoNLL with a
+    ``-DOCSTART-`` line before each document's sentences."""
+    if tagged and isinstance(tagged[0], TaggedDocument):
+        for doc in tagged:
+            if output_format == "jsonl":
+                f.write(json.dumps(doc.to_json(), ensure_ascii=False) + "\n")
+            else:
+                f.write("-DOCSTART- O\n\n")
+                write_tagged(doc.sentences, f, output_format)
+        return
     for s in tagged:
         if output_format == "jsonl":
             f.write(json.dumps(s.to_json(), ensure_ascii=False) + "\n")

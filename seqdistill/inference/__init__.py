@@ -6,13 +6,14 @@ student or teacher package only to load a directory of that kind."""
 from ..corpora.words import join_words, split_words
 from ..decode import Decoded, Decoder, viterbi
 from .onnx_runtime import ExportError
-from .tagger import Span, TaggedSentence, Tagger, latency, load_backend
+from .tagger import Span, TaggedDocument, TaggedSentence, Tagger, latency, load_backend
 
 __all__ = [
     "Decoded",
     "Decoder",
     "ExportError",
     "Span",
+    "TaggedDocument",
     "TaggedSentence",
     "Tagger",
     "join_words",

@@ -18,6 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..corpora.documents import split_sentences
 from ..corpora.words import join_words, splitter
 from ..decode import Decoded
 from .torch_models import Backend
@@ -65,6 +66,23 @@ def read_temperature(directory) -> float:
     if not t > 0:
         raise ValueError(f"{path}: temperature {t} must be positive")
     return t
+
+
+@dataclass
+class TaggedDocument:
+    """A document's text, its sentences (each ``TaggedSentence`` with offsets into the document, its
+    ``text`` the sentence's own) and all their spans, offsets into the document."""
+
+    text: str
+    sentences: list[TaggedSentence]
+    spans: list[Span]
+
+    def to_json(self) -> dict:
+        return {
+            "text": self.text,
+            "sentences": [s.to_json() for s in self.sentences],
+            "spans": [asdict(sp) for sp in self.spans],
+        }
 
 
 def load_backend(path, *, device: str = "cpu", threads: int | None = None, trust_remote_code: bool = False) -> Backend:
@@ -207,6 +225,39 @@ class Tagger:
                         tags[sp.start : sp.end] = ["O"] * (sp.end - sp.start)
             out.append(TaggedSentence(t, w, o, tags, spans))
         return out
+
+    def documents(
+        self,
+        texts,
+        batch_size: int = 32,
+        scores: bool = True,
+        min_score: float | None = None,
+        splitter: str = "pysbd",
+        language: str | None = None,
+    ) -> list[TaggedDocument]:
+        """Tag whole documents: each is split into sentences (``corpora.documents``: ``splitter``,
+        ``language`` — default ``ja`` under the mecab words rule, else ``en``), every sentence of
+        every document is tagged in batches of similar length, and words and spans come back with
+        character offsets into their document."""
+        if isinstance(texts, str):
+            texts = [texts]
+        language = language or ("ja" if self.words == "mecab" else "en")
+        pieces, owners = [], []
+        for d, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"document {d}: a text (str), not {type(text).__name__}")
+            for start, end in split_sentences(text, splitter, language):
+                pieces.append(text[start:end])
+                owners.append((d, start))
+        tagged = self(pieces, batch_size, scores, min_score) if pieces else []
+        docs = [TaggedDocument(t, [], []) for t in texts]
+        for (d, start), s in zip(owners, tagged):
+            s.offsets = [(a + start, b + start) for a, b in s.offsets]  # into the document
+            for sp in s.spans:
+                sp.char_start, sp.char_end = sp.char_start + start, sp.char_end + start
+            docs[d].sentences.append(s)
+            docs[d].spans += s.spans
+        return docs
 
     def predict(self, sentences: list[list[str]], batch_size: int = 64) -> list[list[str]]:
         """Flat tags of pre-split sentences."""

@@ -1,0 +1,68 @@
+"""Documents into sentences (issue 37): the sentence splitter every front end uses before the words
+rule (``words.py``), so that a model reads a document as the sentences it was trained on.
+
+Decision, named here: ``pysbd`` (Python Sentence Boundary Disambiguation: the "Golden Rules" of
+sentence boundaries, abbreviations such as "Dr." and "U.S." and numbers such as "3.5" kept inside
+their sentence, 22 languages including Japanese and Chinese), with character spans into the
+document; rule-based and offline, small, and independent of spaCy, which only the spaCy component
+needs (it splits by spaCy's own sentences, ``split="sents"``). ``lines`` takes each non-blank line
+as a sentence (text already one sentence a line); ``none`` takes the whole document as one.
+
+A sentence longer than a model's window is the model's to window: teachers and transformer
+students cut overlapping windows of their maximum length (``encoding.py``, the owner rule: each word
+from the window where it has the most context); BiLSTM students read any length.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+SPLITTERS = ("pysbd", "lines", "none")
+
+
+def split_sentences(text: str, splitter: str = "pysbd", language: str = "en") -> list[tuple[int, int]]:
+    """``(start, end)`` character spans of the sentences of ``text``, without their surrounding
+    whitespace, in order; empty sentences are dropped."""
+    if splitter == "none":
+        spans = [(0, len(text))]
+    elif splitter == "lines":
+        spans, pos = [], 0
+        for line in text.splitlines(keepends=True):
+            spans.append((pos, pos + len(line)))
+            pos += len(line)
+    elif splitter == "pysbd":
+        spans = [(s.start, s.end) for s in _segmenter(language).segment(text)]
+    else:
+        raise ValueError(f"sentence splitter {splitter!r} is not one of {', '.join(SPLITTERS)}")
+    out = []
+    for start, end in spans:
+        chunk = text[start:end]
+        lead = len(chunk) - len(chunk.lstrip())
+        trail = len(chunk.rstrip())
+        if trail > lead:
+            out.append((start + lead, start + trail))
+    return out
+
+
+def read_documents(path) -> list[str]:
+    """The documents of a raw text file: blocks separated by one blank line or more (a document's
+    own single newlines stay in it); ``-`` reads standard input."""
+    import re
+
+    from .read import decode_lines, read_bytes
+
+    text = "\n".join(decode_lines(read_bytes(str(path)), str(path)))
+    docs = [d.strip("\n") for d in re.split(r"\n\s*\n", text)]
+    return [d for d in docs if d.strip()]
+
+
+@lru_cache(maxsize=8)
+def _segmenter(language: str):
+    try:
+        import pysbd
+    except ImportError:
+        raise ImportError("splitting documents into sentences needs pysbd: pip install pysbd") from None
+    try:
+        return pysbd.Segmenter(language=language, clean=False, char_span=True)
+    except ValueError as e:
+        raise ValueError(f"pysbd has no sentence rules for language {language!r} ({e})") from None

@@ -1,0 +1,97 @@
+"""Documents against sentences (issue 37): ``distill-eval --documents SPLITTER`` tags a labelled
+corpus's documents (CoNLL ``-DOCSTART-`` blocks; without them the whole corpus is one document) as
+raw text, split into sentences by the named splitter (``corpora/documents.py``), and the same
+sentences one by one as the corpus gives them, and compares the two.
+
+A document's text is its sentences' words joined by one space, sentence after sentence, so every
+gold word has character offsets in it. A predicted span (character offsets into the document)
+covers the gold words it overlaps; both paths are scored as span sets over the document's gold
+words, so a splitter that cuts elsewhere than the corpus shows as different spans, not as an
+error.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..cache_schema.labels import tags_to_spans
+from ..inference import Tagger
+from ..metrics import span_set_scores
+
+
+def _documents(sentences) -> list[list]:
+    docs: dict = {}
+    for s in sentences:
+        docs.setdefault(s.doc_id, []).append(s)
+    return list(docs.values())
+
+
+def _layout(doc) -> tuple[str, list[tuple[int, int]], list[int]]:
+    """The document's text, each gold word's offsets, and each sentence's first word index."""
+    offsets, firsts, pos = [], [], 0
+    for s in doc:
+        firsts.append(len(offsets))
+        for w in s.words:
+            offsets.append((pos, pos + len(w)))
+            pos += len(w) + 1
+    return " ".join(w for s in doc for w in s.words), offsets, firsts
+
+
+def _to_words(char_start: int, char_end: int, offsets) -> tuple[int, int] | None:
+    covered = [i for i, (a, b) in enumerate(offsets) if a < char_end and char_start < b]
+    return (covered[0], covered[-1] + 1) if covered else None
+
+
+def compare_documents(tagger: Tagger, corpus, splitter: str = "pysbd", batch_size: int = 32) -> dict:
+    docs = _documents(corpus.sentences)
+    layouts = [_layout(d) for d in docs]
+    scheme = tagger.scheme
+    t = time.perf_counter()
+    as_docs = tagger.documents([text for text, _, _ in layouts], batch_size, False, splitter=splitter)
+    doc_s = time.perf_counter() - t
+    t = time.perf_counter()
+    as_sents = tagger([s.words for s in corpus.sentences], batch_size, False)
+    sent_s = time.perf_counter() - t
+    gold, by_doc, by_sent = [], [], []
+    k = 0
+    for doc, (_, offsets, firsts), tagged in zip(docs, layouts, as_docs):
+        g, pd, ps = set(), set(), set()
+        for s, first in zip(doc, firsts):
+            g |= {(first + a, first + b, ty) for a, b, ty in tags_to_spans(s.tags, scheme)}
+            ps |= {(first + sp.start, first + sp.end, sp.type) for sp in as_sents[k].spans}
+            k += 1
+        for sp in tagged.spans:
+            words = _to_words(sp.char_start, sp.char_end, offsets)
+            if words:
+                pd.add((*words, sp.type))
+        gold.append(g), by_doc.append(pd), by_sent.append(ps)
+    words = sum(len(s.words) for s in corpus.sentences)
+    return {
+        "model": tagger.name,
+        "runtime": tagger.runtime,
+        "documents": len(docs),
+        "sentences": len(corpus.sentences),
+        "sentences_found": sum(len(d.sentences) for d in as_docs),
+        "words": words,
+        "f1_documents": span_set_scores(gold, by_doc)["f1"],
+        "f1_sentences": span_set_scores(gold, by_sent)["f1"],
+        "same_spans": sum(a == b for a, b in zip(by_doc, by_sent)) / len(docs),
+        "spans_documents": sum(map(len, by_doc)),
+        "spans_sentences": sum(map(len, by_sent)),
+        "words_per_s_documents": words / doc_s,
+        "words_per_s_sentences": words / sent_s,
+    }
+
+
+def format_documents(rows: list[dict]) -> str:
+    lines = [
+        "| model | runtime | docs | sentences (found) | F1 as documents | F1 as sentences | same spans | words/s docs | words/s sentences |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['model']} | {r['runtime']} | {r['documents']} | {r['sentences']} ({r['sentences_found']}) | "
+            f"{100 * r['f1_documents']:.2f} | {100 * r['f1_sentences']:.2f} | {100 * r['same_spans']:.0f}% | "
+            f"{r['words_per_s_documents']:,.0f} | {r['words_per_s_sentences']:,.0f} |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,71 @@
+"""Documents (issue 37): sentences split by pysbd, tagged in batches, offsets into the document."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from conftest import toy_cache
+
+from seqdistill.cli.evaluate import predict_main
+from seqdistill.corpora.documents import read_documents, split_sentences
+from seqdistill.inference import Tagger
+
+
+def test_sentence_spans_keep_abbreviations_numbers_and_offsets():
+    text = "  Peter visits Paris. He met Dr. Smith at 3.5 p.m. in the U.S. office!  Was it good?\n"
+    spans = split_sentences(text)
+    assert [text[a:b] for a, b in spans] == [
+        "Peter visits Paris.",
+        "He met Dr. Smith at 3.5 p.m. in the U.S. office!",
+        "Was it good?",
+    ]
+    ja = "東京に住む。大阪で働く！"
+    assert [ja[a:b] for a, b in split_sentences(ja, language="ja")] == ["東京に住む。", "大阪で働く！"]
+    assert split_sentences("a b\n\nc d\n", "lines") == [(0, 3), (5, 8)]
+    assert split_sentences(" one two ", "none") == [(1, 8)]
+    with pytest.raises(ValueError, match="sentence splitter 'nltk' is not one of pysbd, lines, none"):
+        split_sentences("x", "nltk")
+
+
+@pytest.fixture(scope="module")
+def student(tiny_encoder, tmp_path_factory):
+    from seqdistill.students.recipes import train as train_student
+    from seqdistill.students.recipes.mgkd import MGKDConfig
+
+    d = tmp_path_factory.mktemp("docs")
+    cache = toy_cache(tiny_encoder, d)
+    train_student(
+        cache, d / "s", MGKDConfig(epochs=1, max_steps=3, device="cpu", hidden_size=8, k=3), log=lambda *a: None
+    )
+    return d / "s"
+
+
+def test_a_document_gives_the_spans_of_its_sentences_with_document_offsets(student):
+    tagger = Tagger.load(student)
+    sentences = ["peter visits the rome.", "anna visits paris!", "the peter visits the the paris."]
+    doc = "  " + "  ".join(sentences) + "\n"
+    (tagged,) = tagger.documents(doc)
+    one_by_one = tagger(sentences)
+    assert [s.text for s in tagged.sentences] == sentences
+    assert [s.tags for s in tagged.sentences] == [s.tags for s in one_by_one]
+    for s in tagged.sentences:
+        assert [doc[a:b] for a, b in s.offsets] == s.words
+    assert [(sp.type, doc[sp.char_start : sp.char_end]) for sp in tagged.spans] == [
+        (sp.type, sp.text) for s in one_by_one for sp in s.spans
+    ]
+    assert tagger.documents(["", "   "])[0].sentences == []
+
+
+def test_predict_documents_from_blank_line_separated_text(student, tmp_path):
+    src = tmp_path / "docs.txt"
+    src.write_text("peter visits rome. anna visits paris.\nthe end.\n\n\nrome.\n")
+    assert read_documents(src) == ["peter visits rome. anna visits paris.\nthe end.", "rome."]
+    out = tmp_path / "out.jsonl"
+    args = ["--model", str(student), "--input", str(src), "--documents", "pysbd", "--output-format", "jsonl"]
+    r = CliRunner().invoke(predict_main, [*args, "--output", str(out)])
+    assert r.exit_code == 0, r.output
+    docs = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [len(d["sentences"]) for d in docs] == [3, 1]
+    assert all(d["text"][sp["char_start"] : sp["char_end"]] == sp["text"] for d in docs for sp in d["spans"])
+    r = CliRunner().invoke(predict_main, ["--model", str(student), "--input", str(src), "--documents", "pysbd"])
+    assert r.output.count("-DOCSTART- O") == 2
