@@ -134,7 +134,7 @@ def main() -> None:
                     "seed": seed,
                     "round": rnd,
                     "gold": len(gold),
-                    "teacher_test_f1": summary.get("test_f1"),
+                    "teacher_test_f1": summary["test"]["f1"],
                 }
                 last = rnd == ROUNDS
                 if not last or STUDENTS:
