@@ -28,7 +28,7 @@ import numpy as np
 
 from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader
 from ..cache_schema.labels import tags_to_spans
-from .select import SEQUENCE_FIELDS, Pick, _two_best
+from .select import SEQUENCE_FIELDS, Pick, two_best
 
 FORMATS = ("rows", "label-studio", "spans")
 
@@ -59,7 +59,7 @@ def predictions(reader: CacheReader, picks: list[Pick], teachers: list[str]) -> 
             for i, eid in enumerate(shard.example_ids):
                 if eid not in wanted:
                     continue
-                p1, _ = _two_best(shard, teacher, list(SEQUENCE_FIELDS) if seq else ["logits"], i)
+                p1, _ = two_best(shard, teacher, list(SEQUENCE_FIELDS) if seq else ["logits"], i)
                 if seq:
                     path = np.asarray(shard.get(teacher, "kbest_paths")[i].as_py()[0])
                     probs = (

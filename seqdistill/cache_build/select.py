@@ -90,7 +90,7 @@ def select_rows(
                 score = disagreement([_best_tags(shard, t, f, i) for t, f in layers.items()])
             else:
                 ((t, f),) = layers.items()
-                p1, p2 = _two_best(shard, t, f, i)
+                p1, p2 = two_best(shard, t, f, i)
                 score = 1.0 - p1 if strategy == "uncertainty" else 1.0 - (p1 - p2)
             rows.append(Pick(shard.example_ids[i], corpus[i], split[i], index[i], words[i], score, strategy))
     if not rows:
@@ -186,7 +186,7 @@ def _candidate_corpora(reader: CacheReader, names: list[str] | None) -> set[tupl
     return out
 
 
-def _two_best(shard, teacher: str, fields: list[str], i: int) -> tuple[float, float]:
+def two_best(shard, teacher: str, fields: list[str], i: int) -> tuple[float, float]:
     """The probabilities of the teacher's two best paths for row ``i`` (module docstring)."""
     if fields == list(SEQUENCE_FIELDS):
         lp = np.asarray(shard.get(teacher, "kbest_log_probs")[i].as_py(), dtype=np.float64)
