@@ -12,7 +12,7 @@ from conftest import toy_cache
 from seqdistill.cache_schema import LabelSchema
 from seqdistill.cli.evaluate import eval_main
 from seqdistill.decode import Decoder
-from seqdistill.deploy.calibration import GRID, expected_calibration_error
+from seqdistill.deploy.calibration import GRID, expected_calibration_error, span_log_loss
 from seqdistill.deploy.export import export_model
 from seqdistill.inference import Tagger
 
@@ -24,6 +24,9 @@ def test_ece_by_hand():
     want = 2 / 4 * 0.425 + 1 / 4 * 0.1 + 1 / 4 * 0.4
     assert expected_calibration_error(conf, right) == pytest.approx(want)
     assert expected_calibration_error(np.array([]), np.array([], dtype=bool)) == 0.0
+    assert span_log_loss(np.array([0.8, 0.4]), np.array([True, False])) == pytest.approx(
+        -(np.log(0.8) + np.log(0.6)) / 2
+    )
     assert 1.0 in GRID.round(12)  # the fit can keep the model as it is
 
 
@@ -64,7 +67,16 @@ def test_fitted_temperature_is_stored_exported_and_min_score_drops_spans(tiny_en
     r = CliRunner().invoke(eval_main, [*args, "--fit-temperature", dev, "--plot-dir", str(tmp_path / "plots")])
     assert r.exit_code == 0, r.output
     (row,) = json.loads(r.output)
-    assert row["ece_after"] <= row["ece"] + 1e-12 and row["spans"] > 0  # fitted on the same data, T = 1 in the grid
+    assert row["spans"] > 0
+    # fitted on the same data, T = 1 in the grid: the fitted log-loss is no worse than at T = 1
+    from seqdistill.corpora import read_corpus
+    from seqdistill.deploy.calibration import span_outcomes
+
+    corpus = read_corpus(dev, "dev", "dev")
+    outcomes = span_outcomes(
+        Tagger.load(tmp_path / "s"), [s.words for s in corpus.sentences], [s.tags for s in corpus.sentences]
+    )
+    assert span_log_loss(*outcomes(row["fitted_temperature"])) <= span_log_loss(*outcomes(1.0)) + 1e-12
     assert (tmp_path / "plots" / "s-reliability.png").stat().st_size > 1000
     stored = json.loads((tmp_path / "s" / "calibration.json").read_text())
     assert stored["temperature"] == row["fitted_temperature"]
