@@ -28,6 +28,7 @@ import numpy as np
 
 from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader
 from ..cache_schema.labels import tags_to_spans
+from ..corpora.words import join_words
 from .select import SEQUENCE_FIELDS, Pick, two_best
 
 FORMATS = ("rows", "label-studio", "spans")
@@ -78,18 +79,10 @@ def predictions(reader: CacheReader, picks: list[Pick], teachers: list[str]) -> 
     return out
 
 
-def _offsets(words: list[str]) -> list[tuple[int, int]]:
-    out, pos = [], 0
-    for w in words:
-        out.append((pos, pos + len(w)))
-        pos += len(w) + 1
-    return out
-
-
 def label_studio_tasks(picks: list[Pick], preds: dict[str, dict[str, dict]]) -> list[dict]:
     tasks = []
     for p in picks:
-        text, offsets = " ".join(p.words), _offsets(p.words)
+        text, offsets = join_words(p.words)
         task = {
             "data": {"text": text, "words": p.words, "example_id": p.example_id, "select_score": p.score},
             "predictions": [],
@@ -121,7 +114,7 @@ def span_lines(picks: list[Pick], preds: dict[str, dict[str, dict]]) -> list[dic
     teacher = next(iter(preds))
     lines = []
     for p in picks:
-        text, offsets = " ".join(p.words), _offsets(p.words)
+        text, offsets = join_words(p.words)
         pred = preds[teacher][p.example_id]
         lines.append(
             {

@@ -22,8 +22,9 @@ from __future__ import annotations
 import json
 
 from ..cache_schema.labels import spans_to_tags
+from .jsonl import json_lines
 from .sentences import CorpusError, Sentence
-from .words import split_words
+from .words import join_words, split_words
 
 LS_PREFIX, SPANS_PREFIX = "ls:", "spans:"
 
@@ -63,13 +64,7 @@ def parse_label_studio(raw: bytes, path: str, labelled: bool, notes: list[str]) 
 
 def parse_span_jsonl(lines: list[str], path: str, labelled: bool, notes: list[str]) -> list[Sentence]:
     sentences, skipped = [], 0
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise CorpusError(path, n, f"invalid JSON ({e.msg} at column {e.colno})") from None
+    for n, obj in json_lines(lines, path):
         if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
             raise CorpusError(path, n, 'expected an object with "text" (and "tokens", "spans")')
         if obj.get("answer") in ("reject", "ignore"):
@@ -101,10 +96,7 @@ def _words(given, text: str, path: str, n: int) -> tuple[list[str], list[tuple[i
             raise CorpusError(path, None, "data.words must be a list of non-empty strings", row=n)
         if " ".join(given) != text:
             raise CorpusError(path, None, "data.words joined by one space must be data.text", row=n)
-        words, pos, offsets = list(given), 0, []
-        for w in words:
-            offsets.append((pos, pos + len(w)))
-            pos += len(w) + 1
+        words, (_, offsets) = list(given), join_words(given)
     if not words:
         raise CorpusError(path, None, "the task's text holds no words", row=n)
     return words, offsets

@@ -9,16 +9,21 @@ from .rows import Rows, TagNames
 from .sentences import TAGS_COLUMN, WORDS_COLUMN, CorpusError, Sentence
 
 
-def parse_jsonl(lines: list[str], path: str, labelled: bool, names: "TagNames", notes: list[str]) -> list[Sentence]:
-    sentences = []
-    rows = Rows(path, labelled, names)
+def json_lines(lines: list[str], path: str):
+    """``(line number, parsed value)`` of every non-blank line; invalid JSON names its line."""
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            yield n, json.loads(line)
         except json.JSONDecodeError as e:
             raise CorpusError(path, n, f"invalid JSON ({e.msg} at column {e.colno})") from None
+
+
+def parse_jsonl(lines: list[str], path: str, labelled: bool, names: "TagNames", notes: list[str]) -> list[Sentence]:
+    sentences = []
+    rows = Rows(path, labelled, names)
+    for n, obj in json_lines(lines, path):
         if not isinstance(obj, dict):
             raise CorpusError(path, n, 'expected an object like {"words": [...], "tags": [...]}')
         if WORDS_COLUMN in obj or TAGS_COLUMN in obj:  # a Hugging Face dataset's row (Dataset.to_json)

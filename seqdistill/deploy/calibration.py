@@ -136,9 +136,9 @@ def calibrate(
         tagger = Tagger.load(model, device=device, threads=threads or None)
         outcomes = span_outcomes(tagger, [s.words for s in test.sentences], [s.tags for s in test.sentences])
         current = tagger.backend.decoder.temperature
-        row = {"model": model, "temperature": current, "ece": expected_calibration_error(*outcomes(current))}
-        row["spans"] = int(len(outcomes(current)[0]))
-        curves = {f"T = {current:g}": outcomes(current)}
+        now = outcomes(current)
+        row = {"model": model, "temperature": current, "ece": expected_calibration_error(*now), "spans": len(now[0])}
+        curves = {f"T = {current:g}": now}
         if dev_corpus is not None:
             if (Path(model) / "export.json").exists():
                 raise ValueError(

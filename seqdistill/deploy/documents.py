@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 
 from ..cache_schema.labels import tags_to_spans
+from ..corpora.words import join_words
 from ..inference import Tagger
 from ..metrics import span_set_scores
 
@@ -28,13 +29,12 @@ def _documents(sentences) -> list[list]:
 
 def _layout(doc) -> tuple[str, list[tuple[int, int]], list[int]]:
     """The document's text, each gold word's offsets, and each sentence's first word index."""
-    offsets, firsts, pos = [], [], 0
+    firsts, n = [], 0
     for s in doc:
-        firsts.append(len(offsets))
-        for w in s.words:
-            offsets.append((pos, pos + len(w)))
-            pos += len(w) + 1
-    return " ".join(w for s in doc for w in s.words), offsets, firsts
+        firsts.append(n)
+        n += len(s.words)
+    text, offsets = join_words([w for s in doc for w in s.words])
+    return text, offsets, firsts
 
 
 def _to_words(char_start: int, char_end: int, offsets) -> tuple[int, int] | None:

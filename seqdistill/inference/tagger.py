@@ -218,7 +218,7 @@ class Tagger:
             tags = d.tags
             if min_score is not None:
                 dropped = [sp for sp in spans if sp.score is not None and sp.score < min_score]
-                spans = [sp for sp in spans if sp not in dropped]
+                spans = [sp for sp in spans if sp.score is None or sp.score >= min_score]
                 if dropped and not self.nested:
                     tags = list(tags)
                     for sp in dropped:
