@@ -100,6 +100,17 @@ def test_greedy_causal_sentscore_equals_one_candidate_at_a_time(tokenizer, make)
         assert out.beam_scores[b, 0].item() == pytest.approx(sum(s[t] for s, t in zip(scores, tags)), abs=1e-3)
 
 
+def test_nan_scores_are_refused_by_sentence(tokenizer):
+    """A model whose outputs are NaN gives a clear error naming the sentence, not tags chosen by a
+    ``topk`` over NaN (whose indices, on a GPU, fail far from the cause)."""
+    model = _llama(len(tokenizer))
+    with torch.no_grad():
+        model.model.layers[0].mlp.down_proj.weight[0, 0] = float("nan")
+    fmt = SentFormat(tokenizer, sbio_tags(["LOC", "PER"]))
+    with pytest.raises(ValueError, match="NaN log-likelihoods at word 1 of the sentence"):
+        sentscore(model, fmt, _sentences(3, 1), k=2)
+
+
 def _causal_log_likelihood(model, fmt, words, tags):
     """log L(t_1 s_1 ... t_L s_L | prompt, s_0) by one pass over the whole sequence."""
     prompt = fmt.encode_input(words, causal=True)

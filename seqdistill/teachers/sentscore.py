@@ -362,6 +362,7 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
         logp = logits.gather(1, torch.cat(targets)[:, None]).squeeze(1) - logits.logsumexp(-1)
         for t, part in enumerate(logp.split([len(x) for x in targets])):
             step[:, t] += part.view(R, -1).sum(1)
+        _refuse_nan(step, k, [batch_words[b] for b in order], i)
         step = step.view(live, k, n_t)
         ok = torch.where(
             prev_tag[:live, :, None] < 0, start_ok.expand(live, k, n_t), after_ok[prev_tag[:live].clamp(min=0)]
@@ -408,6 +409,19 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
     inverse = torch.empty(B, dtype=torch.long, device=device)
     inverse[torch.tensor(order, device=device)] = torch.arange(B, device=device)
     return SentScoreOutput(tags[inverse], beam[inverse], scores[inverse])
+
+
+def _refuse_nan(step: Tensor, k: int, words: list[list[str]], i: int) -> None:
+    """A NaN log-likelihood would reach ``topk``, whose indices are then meaningless (on a GPU, out
+    of bounds: a device-side assert far from the cause), so it is refused here, by sentence."""
+    bad = torch.isnan(step).any(1)
+    if bool(bad.any()):
+        row = int(bad.nonzero()[0, 0]) // k
+        raise ValueError(
+            f"SenTScore: the model gave NaN log-likelihoods at word {i} of the sentence "
+            f"{' '.join(words[row][:12])!r}: its outputs cannot be scored (check its weights and the precision "
+            "it runs in)"
+        )
 
 
 @torch.inference_mode()
