@@ -75,6 +75,31 @@ def test_tag_texts_and_tokens_as_the_tagger_does(served):
     assert got[0]["text"] == "anna visits rome" and got[0]["offsets"] == [[0, 4], [5, 11], [12, 16]]
 
 
+def test_documents_are_split_and_tagged_with_offsets_into_each_document(served):
+    """{"documents": [...]}: the same sentences and spans as Tagger.documents, offsets into each
+    document; a blank document has no sentences; the sentences share the batcher."""
+    client, tagger, batcher = served
+    docs = ["Peter visits Paris. Then anna visits the rome , then paris.\n\nEU rejects it.", "   ", "zz9 xq qqqqqqq"]
+    calls = batcher.stats.model_calls
+    r = client.post("/tag", json={"documents": docs})
+    assert r.status_code == 200, r.text
+    got = r.json()["documents"]
+    want = [d.to_json() for d in tagger.documents(docs)]
+    assert [d["text"] for d in got] == docs
+    assert [len(d["sentences"]) for d in got] == [len(d["sentences"]) for d in want] == [3, 0, 1]
+    for g, w in zip(got, want):
+        same(g["sentences"], w["sentences"])
+        assert [s["char_start"] for s in g["spans"]] == [s["char_start"] for s in w["spans"]]
+        for s in g["sentences"]:
+            for (a, b), word in zip(s["offsets"], s["words"]):
+                assert g["text"][a:b] == word  # offsets into the document
+        for span in g["spans"]:
+            assert g["text"][span["char_start"] : span["char_end"]] == span["text"]
+    assert batcher.stats.model_calls == calls + 1  # one request's sentences, one model call
+    r = client.post("/tag", json={"documents": [" \n "]})
+    assert r.status_code == 200 and r.json()["documents"] == [{"text": " \n ", "sentences": [], "spans": []}]
+
+
 def test_health_and_info(served):
     client, tagger, _ = served
     h = client.get("/health").json()
@@ -91,6 +116,8 @@ def test_health_and_info(served):
         "model_batch": 8,
         "max_queue": None,
         "max_call_chars": 20000,
+        "splitter": "pysbd",
+        "language": "en",
         "max_texts": 8,
         "max_body_bytes": 4096,
         "max_text_chars": 300,
@@ -384,8 +411,15 @@ BAD = [
     ("empty body", b"", 400, "empty body"),
     ("nested too deeply", b"[" * 2000 + b"]" * 2000, 400, "malformed JSON"),
     ("not an object", b'["a text"]', 422, "must be a JSON object"),
-    ("neither field", b"{}", 422, "not neither"),
-    ("both fields", b'{"texts": ["a"], "tokens": [["a"]]}', 422, "not both"),
+    ("no input field", b"{}", 422, "not none"),
+    ("two input fields", b'{"texts": ["a"], "tokens": [["a"]]}', 422, "not texts and tokens"),
+    ("a document not a string", b'{"documents": [["a"]]}', 422, "documents[0] must be a string, not a list"),
+    (
+        "a document sentence too long",
+        json.dumps({"documents": ["Fine. " + "x" * 301]}).encode(),
+        413,
+        "documents[0] has a sentence of 301 characters at character 6",
+    ),
     ("unknown field", b'{"text": "a"}', 422, 'did you mean "texts"'),
     ("texts not a list", b'{"texts": "a text"}', 422, '"texts" must be a list, not a string'),
     ("empty list", b'{"texts": []}', 422, '"texts" is empty'),

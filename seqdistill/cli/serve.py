@@ -9,6 +9,7 @@ import sys
 import click
 
 from ..corpora import WORDS_RULES
+from ..corpora.documents import SPLITTERS
 from ..deploy.evaluate import DEFAULT_THREADS
 from ..deploy.serve import GIL_SWITCH_S, Limits, create_app
 from ..inference import Tagger
@@ -105,6 +106,13 @@ from ..inference import Tagger
     default=None,
     help="Drop spans less confident than this (their tags become O); see distill-eval --calibration.",
 )
+@click.option(
+    "--splitter",
+    type=click.Choice(SPLITTERS),
+    default="pysbd",
+    show_default=True,
+    help='How {"documents": [...]} are split into sentences (seqdistill/corpora/documents.py).',
+)
 def serve_main(
     model,
     host,
@@ -126,9 +134,11 @@ def serve_main(
     shutdown_timeout,
     access_log,
     log_level,
+    splitter,
 ) -> None:
-    """Serve a teacher, student or exported model over HTTP: POST /tag ({"texts": [...]} or
-    {"tokens": [[...]]}), GET /health, GET /info; concurrent requests are tagged in shared batches."""
+    """Serve a teacher, student or exported model over HTTP: POST /tag ({"texts": [...]},
+    {"tokens": [[...]]} or {"documents": [...]}), GET /health, GET /info; concurrent requests are
+    tagged in shared batches."""
     try:
         import uvicorn
     except ImportError:
@@ -149,6 +159,7 @@ def serve_main(
         limits=Limits(max_body_bytes, max_texts, max_text_chars, body_timeout, request_timeout),
         max_queue=max_queue or 2 * max_batch,
         max_call_chars=max_call_chars,
+        splitter=splitter,
     )
     click.echo(
         f"serving {tagger.kind} {tagger.name} ({tagger.runtime}, {threads or 'all'} thread(s)) on http://{host}:{port} "

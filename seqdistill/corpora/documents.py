@@ -44,6 +44,12 @@ def split_sentences(text: str, splitter: str = "pysbd", language: str = "en") ->
     return out
 
 
+def document_sentences(texts: list[str], splitter: str = "pysbd", language: str = "en") -> list[tuple[int, int, int]]:
+    """``(document, start, end)`` of every sentence of every document, in order: what ``Tagger.documents``
+    and ``distill-serve``'s ``documents`` tag, one batch over all of them."""
+    return [(d, start, end) for d, text in enumerate(texts) for start, end in split_sentences(text, splitter, language)]
+
+
 def read_documents(path) -> list[str]:
     """The documents of a raw text file: blocks separated by one blank line or more (a document's
     own single newlines stay in it); ``-`` reads standard input."""

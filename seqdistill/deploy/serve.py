@@ -11,7 +11,11 @@ Endpoints:
   the model's words rule, ``seqdistill.corpora.words``) or ``{"tokens": [["w", ...], ...]}`` (pre-split; offsets
   then point into the words joined by one space). Answers ``{"model": NAME, "sentences": [...]}``,
   one object per input in input order: ``Tagger``'s output as JSON (text, words, character offsets,
-  tags, and spans with their word and character offsets, text and score).
+  tags, and spans with their word and character offsets, text and score). Or ``{"documents":
+  ["...", ...]}``: each text is split into sentences by ``--splitter`` (``corpora.documents``, as
+  ``Tagger.documents`` does), the sentences of the request go to the batcher as one request's
+  sentences, and the answer is ``{"model": NAME, "documents": [{"text", "sentences", "spans"},
+  ...]}`` with every offset into its document (a sentence's ``text`` is its own).
 * ``GET /health`` — ``{"status": "ok"}`` and counters: requests, sentences, model calls (failed
   ones too), the largest batch, what is queued.
 * ``GET /info`` — what the model is (kind, architecture, runtime, tag scheme, labels, parameters),
@@ -55,8 +59,11 @@ Decisions, named here:
   ``--max-body-bytes`` is 413, refused from its Content-Length or, when chunked, as soon as it
   passes the limit (never read whole); more than ``--max-texts`` inputs or a text (or joined
   words) over ``--max-text-chars`` characters is 413; malformed JSON is 400; a body that is not an
-  object, with neither or both of ``texts`` and ``tokens``, an unknown field, an empty list, a
-  non-string text or word, or an empty or blank word, is 422. An empty text is valid (no words,
+  object, with not exactly one of ``texts``, ``tokens`` and ``documents``, an unknown field, an
+  empty list, a non-string text or word, or an empty or blank word, is 422. A document has no
+  length limit of its own (the body's bounds it); each of its sentences must be within
+  ``--max-text-chars`` (413 names the document and the sentence's offset), so that a document the
+  splitter cannot cut is refused as an over-long text would be. An empty text is valid (no words,
   no spans), as for the Tagger. Unknown paths and methods get 404 and 405, in JSON too.
 * **Shedding, not queueing without end** (issue 34): past ``--max-queue`` sentences waiting (by
   default 2 x ``--max-batch``, about two model calls of backlog: at 4x capacity, the admitted
@@ -97,6 +104,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..corpora.documents import document_sentences
 from ..inference import TaggedSentence, Tagger
 
 log = logging.getLogger("seqdistill.serve")
@@ -437,8 +445,12 @@ class ShedWhenFull:
         await send({"type": "http.response.body", "body": body})
 
 
-def parse_request(body: bytes, limits: Limits) -> list:
-    """The inputs of a ``/tag`` body: a list of texts or of word lists, checked."""
+INPUTS = ("texts", "tokens", "documents")
+
+
+def parse_request(body: bytes, limits: Limits) -> tuple[str, list]:
+    """The inputs of a ``/tag`` body, checked: which kind (``texts``, ``tokens`` or ``documents``)
+    and the list."""
     if not body.strip():
         raise RequestError(400, 'empty body; send a JSON object {"texts": [...]} or {"tokens": [[...], ...]}')
     try:
@@ -455,16 +467,18 @@ def parse_request(body: bytes, limits: Limits) -> list:
         raise RequestError(
             422, f'the body must be a JSON object {{"texts": [...]}} or {{"tokens": [[...], ...]}}, not {_kind(data)}'
         )
-    present = [k for k in ("texts", "tokens") if k in data]
-    unknown = sorted(set(data) - {"texts", "tokens"})
+    present = [k for k in INPUTS if k in data]
+    unknown = sorted(set(data) - set(INPUTS))
     if unknown:
         hint = ' (did you mean "texts"?)' if "text" in unknown else ""
-        raise RequestError(422, f"unknown field(s) {', '.join(map(repr, unknown))}{hint}; send texts or tokens")
+        raise RequestError(
+            422, f"unknown field(s) {', '.join(map(repr, unknown))}{hint}; send texts, tokens or documents"
+        )
     if len(present) != 1:
         raise RequestError(
             422,
-            'send exactly one of "texts" (a list of strings) and "tokens" (a list of lists of words), '
-            + ("not both" if present else "not neither"),
+            'send exactly one of "texts" (a list of strings), "tokens" (a list of lists of words) and "documents" '
+            "(a list of strings), " + (f"not {' and '.join(present)}" if present else "not none"),
         )
     key = present[0]
     items = data[key]
@@ -475,11 +489,11 @@ def parse_request(body: bytes, limits: Limits) -> list:
     if len(items) > limits.max_texts:
         raise RequestError(413, f'"{key}" holds {len(items):,} inputs; the limit is {limits.max_texts:,} (--max-texts)')
     for i, item in enumerate(items):
-        if key == "texts":
+        if key in ("texts", "documents"):
             if not isinstance(item, str):
-                raise RequestError(422, f"texts[{i}] must be a string, not {_kind(item)}")
-            _check_unicode(item, f"texts[{i}]")
-            chars = len(item)
+                raise RequestError(422, f"{key}[{i}] must be a string, not {_kind(item)}")
+            _check_unicode(item, f"{key}[{i}]")
+            chars = len(item) if key == "texts" else 0  # a document's sentences are checked once split
         else:
             if not isinstance(item, list):
                 raise RequestError(422, f"tokens[{i}] must be a list of words (strings), not {_kind(item)}")
@@ -494,7 +508,33 @@ def parse_request(body: bytes, limits: Limits) -> list:
             raise RequestError(
                 413, f"{key}[{i}] is {chars:,} characters; the limit is {limits.max_text_chars:,} (--max-text-chars)"
             )
-    return items
+    return key, items
+
+
+def split_documents(docs: list[str], splitter: str, language: str, limits: Limits) -> list[tuple[int, int, int]]:
+    """``(document, start, end)`` of the documents' sentences, each within ``--max-text-chars``."""
+    pieces = document_sentences(docs, splitter, language)
+    for d, start, end in pieces:
+        if end - start > limits.max_text_chars:
+            raise RequestError(
+                413,
+                f"documents[{d}] has a sentence of {end - start:,} characters at character {start:,} (the splitter "
+                f"found no boundary in it); the limit is {limits.max_text_chars:,} (--max-text-chars)",
+            )
+    return pieces
+
+
+def documents_json(docs: list[str], pieces: list[tuple[int, int, int]], sentences: list[dict]) -> list[dict]:
+    """The documents' answer: each document's sentences and spans, their offsets moved into it."""
+    out = [{"text": text, "sentences": [], "spans": []} for text in docs]
+    for (d, start, _), s in zip(pieces, sentences):
+        s["offsets"] = [[a + start, b + start] for a, b in s["offsets"]]
+        for span in s["spans"]:
+            span["char_start"] += start
+            span["char_end"] += start
+        out[d]["sentences"].append(s)
+        out[d]["spans"] += s["spans"]
+    return out
 
 
 def _check_unicode(text: str, where: str) -> None:
@@ -608,10 +648,13 @@ def create_app(
     limits: Limits | None = None,
     max_queue: int | None = None,
     max_call_chars: int = 20_000,
+    splitter: str = "pysbd",
+    language: str | None = None,
 ):
     """The starlette app serving ``tagger``; its batching worker runs while the app runs (lifespan).
     ``app.state.batcher`` holds the batcher (its ``stats``). ``max_queue``: sentences waiting past
-    which a request is answered 503 at once (None: no bound)."""
+    which a request is answered 503 at once (None: no bound). ``splitter`` and ``language``: how
+    ``documents`` are split into sentences (``language`` by default as ``Tagger.documents`` has it)."""
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.middleware import Middleware
@@ -619,6 +662,7 @@ def create_app(
     from starlette.routing import Route
 
     limits = limits or Limits()
+    language = language or ("ja" if tagger.words == "mecab" else "en")
     batcher = MicroBatcher(tagger, max_batch, max_wait_ms, model_batch, max_queue, max_call_chars)
     info = model_info(tagger, model_dir) if model_dir is not None else {"name": tagger.name, "kind": tagger.kind}
     info["server"] = {
@@ -627,6 +671,8 @@ def create_app(
         "model_batch": model_batch,
         "max_queue": max_queue,
         "max_call_chars": max_call_chars,
+        "splitter": splitter,
+        "language": language,
         "max_texts": limits.max_texts,
         "max_body_bytes": limits.max_body_bytes,
         "max_text_chars": limits.max_text_chars,
@@ -646,9 +692,20 @@ def create_app(
                 raise RequestError(
                     408, f"the body did not arrive within {limits.body_timeout_s:g} s (--body-timeout)"
                 ) from None
-            items = parse_request(body, limits)
+            key, items = parse_request(body, limits)
+            docs, pieces = None, None
+            if key == "documents":  # split off the event loop: pysbd takes milliseconds a document
+                docs, pieces = (
+                    items,
+                    await asyncio.get_running_loop().run_in_executor(
+                        None, split_documents, items, splitter, language, limits
+                    ),
+                )
+                items = [docs[d][start:end] for d, start, end in pieces]
         except RequestError as e:
             return JSONResponse({"error": e.message}, status_code=e.status)
+        if not items:  # documents without a sentence: nothing for the model
+            return JSONResponse({"model": tagger.name, "documents": documents_json(docs, [], [])})
         work = asyncio.ensure_future(batcher.submit(items))
         gone = asyncio.ensure_future(disconnected(request))
         try:
@@ -667,6 +724,8 @@ def create_app(
             return overloaded(e)
         except ModelError as e:
             return JSONResponse({"error": f"the model failed on this request: {e}"}, status_code=500)
+        if docs is not None:
+            return JSONResponse({"model": tagger.name, "documents": documents_json(docs, pieces, sentences)})
         return JSONResponse({"model": tagger.name, "sentences": sentences})
 
     async def health(request):

@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..corpora.documents import split_sentences
+from ..corpora.documents import document_sentences
 from ..corpora.words import join_words, splitter
 from ..decode import Decoded
 from .torch_models import Backend
@@ -242,16 +242,14 @@ class Tagger:
         if isinstance(texts, str):
             texts = [texts]
         language = language or ("ja" if self.words == "mecab" else "en")
-        pieces, owners = [], []
         for d, text in enumerate(texts):
             if not isinstance(text, str):
                 raise TypeError(f"document {d}: a text (str), not {type(text).__name__}")
-            for start, end in split_sentences(text, splitter, language):
-                pieces.append(text[start:end])
-                owners.append((d, start))
+        owners = document_sentences(texts, splitter, language)
+        pieces = [texts[d][start:end] for d, start, end in owners]
         tagged = self(pieces, batch_size, scores, min_score) if pieces else []
         docs = [TaggedDocument(t, [], []) for t in texts]
-        for (d, start), s in zip(owners, tagged):
+        for (d, start, _), s in zip(owners, tagged):
             s.offsets = [(a + start, b + start) for a, b in s.offsets]  # into the document
             for sp in s.spans:
                 sp.char_start, sp.char_end = sp.char_start + start, sp.char_end + start
