@@ -251,6 +251,22 @@ def _owners(spans: list[tuple[int, int]], windows: list[tuple[int, int]]) -> lis
 # -- students' inputs: words as bags of the teacher's subword ids, or as subword sequences --------
 
 
+def subword_windows(n: int, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """A transformer student's windows over a sentence of ``n`` subwords: ``(starts, owner)``.
+
+    One window when it fits; else windows of ``window`` subwords at a stride of half a window, the
+    last one ending at the sentence's end (so every window is full), cut anywhere (a student pools a
+    word from its first subword, which one window owns whole). Each subword is owned by the window
+    where it has the most context on its poorer side, ``min(p - start, start + window - 1 - p)``,
+    the earlier window on ties: the teachers' rule (``_owners``), on subwords."""
+    if n <= window:
+        return np.zeros(1, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    starts = np.array(sorted({*range(0, n - window, max(1, window // 2)), n - window}), dtype=np.int64)
+    p = np.arange(n)
+    context = np.minimum(p[None] - starts[:, None], starts[:, None] + window - 1 - p[None])  # < 0: outside
+    return starts, context.argmax(0)
+
+
 @dataclass
 class WordBatch:
     """Words as bags of subword ids: ``bag_ids`` concatenated, ``bag_offsets [B * L]`` where each

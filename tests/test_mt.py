@@ -194,8 +194,11 @@ def test_clear_errors(two_teacher_cache, tmp_path):
     assert r.exit_code == 1 and "--export-layers 2" in r.output
 
 
-def test_long_sentences_are_cut_into_windows(two_teacher_cache, tmp_path):
-    """Past the encoder's 64 positions, windows of 62 subwords each; short batches use one window."""
+def test_long_sentences_are_cut_into_overlapping_windows(two_teacher_cache, tmp_path):
+    """Past the encoder's 64 positions, overlapping windows of 62 subwords (stride 31): every word's
+    states are those of the window where it has the most context, run alone (brute force over the
+    windows); the sentence's ends come from the first and last windows; a short sentence in the
+    same batch is unchanged."""
     cache, _ = two_teacher_cache
     train_mt_student(
         cache,
@@ -204,13 +207,19 @@ def test_long_sentences_are_cut_into_windows(two_teacher_cache, tmp_path):
         log=lambda *a: None,
     )
     student, tok = load_student(tmp_path / "s")
-    words = ["peter", "visits", "paris"] * 50  # 150 words, more than 62 subwords
+    words = ["peter", "visits", "paris"] * 50  # 150 words of one subword each, more than 62
     x = student.inputs(tok, [words, words[:3]])
+    assert x.ids.shape[1] == 150
     layers = student.encode(x)
     assert layers[-1].shape[:2] == (2, 150)
-    # the first sentence's first window equals the same 62 subwords run alone
-    head = student.inputs(tok, [words[:62]])
-    torch.testing.assert_close(student.encode(head)[-1][0], layers[-1][0, :62], rtol=1e-4, atol=1e-4)
+    starts = [0, 31, 62, 88]  # stride 31; the last window ends at 150
+    alone = [student.encode(student.inputs(tok, [words[s : s + 62]]))[-1][0] for s in starts]
+    for p in range(150):
+        inside = [i for i, s in enumerate(starts) if s <= p < s + 62]
+        best = max(inside, key=lambda i: (min(p - starts[i], starts[i] + 61 - p), -i))
+        torch.testing.assert_close(layers[-1][0, p], alone[best][p - starts[best]], rtol=1e-4, atol=1e-4)
+    short = student.encode(student.inputs(tok, [words[:3]]))[-1][0]
+    torch.testing.assert_close(layers[-1][1, :3], short, rtol=1e-4, atol=1e-4)
 
 
 def test_mt_resumes_bit_identical_and_trains_under_torchrun(two_teacher_cache, tmp_path):

@@ -218,10 +218,11 @@ def subword_inputs(tokenizer, words: list[list[str]], pooling: str = "first") ->
 
 def window_inputs(tokenizer, words: list[list[str]], window: int, cls: int, sep: int) -> tuple[dict, np.ndarray]:
     """``segments`` inputs of a transformer student, as ``TransformerTagger.encode`` frames them:
-    each sentence's subwords cut into windows of ``min(window, longest sentence)`` subwords, each
-    framed by [CLS] and [SEP]; and the word slot ``b * L + w`` of each token that is word w's
-    first subword (-1 elsewhere), flat."""
-    from ..encoding import word_pieces
+    each sentence's subwords in one window when the longest sentence fits, else in overlapping
+    windows of ``window`` subwords (``encoding.subword_windows``), each framed by [CLS] and [SEP];
+    and the word slot ``b * L + w`` of each token that is word w's first subword in the window that
+    owns it (-1 elsewhere), flat."""
+    from ..encoding import subword_windows, word_pieces
 
     pieces = word_pieces(tokenizer, words)
     w = min(window, max(sum(len(p) for p in sent) for sent in pieces))
@@ -232,9 +233,11 @@ def window_inputs(tokenizer, words: list[list[str]], window: int, cls: int, sep:
         firsts = np.cumsum([0] + [len(p) for p in sent[:-1]])
         owner = np.full(len(seq), -1, dtype=np.int64)
         owner[firsts] = b * L + np.arange(len(sent))
-        for j in range(0, len(seq), w):
+        starts, owning = subword_windows(len(seq), w)
+        for r, j in enumerate(starts.tolist()):
+            mine = np.where(owning[j : j + w] == r, owner[j : j + w], -1)  # slots of the subwords it owns
             rows.append([cls, *seq[j : j + w], sep])
-            slots.append([-1, *owner[j : j + w], -1])
+            slots.append([-1, *mine, -1])
     Lt = max(len(r) for r in rows)
     input_ids = np.zeros((len(rows), Lt), dtype=np.int64)
     attention = np.zeros((len(rows), Lt), dtype=np.int64)

@@ -13,8 +13,11 @@ Decisions, named here:
   No remote code: ``AutoModel.from_config`` of a config in the cache.
 * Words are pooled from their first subword, as the teachers of this project pool theirs, so the
   student's word outputs and hidden states line up with the teachers' in the cache.
-* Sentences longer than the encoder's positions are cut into windows of ``max_positions - 2``
-  subwords, each run with its own [CLS]/[SEP] (no overlap; CoNLL sentences fit in one).
+* Sentences longer than the encoder's positions are cut into overlapping windows of
+  ``max_positions - 2`` subwords (stride half a window), each run with its own [CLS]/[SEP]; each
+  subword takes its states from the window where it has the most context on its poorer side
+  (``encoding.subword_windows``, the teachers' rule). A batch whose sentences all fit runs one
+  window each, of the batch's own length (CoNLL sentences fit).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from torch import Tensor, nn
 
 from ...crf import CRF
 from ...decode import Decoder, argmax_decoder, crf_decoder
-from ...encoding import SubwordBatch, words_to_subwords
+from ...encoding import SubwordBatch, subword_windows, words_to_subwords
 from ...onnx_graphs import SegmentsGraph
 from ...vocabulary import EMBEDDINGS_EXPORT, RowIndex, read_kept
 from ..base import StudentConfig
@@ -81,6 +84,8 @@ class TransformerTagger(nn.Module):
         """Word-level hidden states of every layer: ``[embeddings, block 1, ..., block K]``, each
         ``[B, L, hidden]``."""
         B, S = x.ids.shape
+        if S > self.window:
+            return self._encode_overlapping(x)
         w = min(self.window, S)  # one window of the batch's own length when it fits
         n = max(1, -(-S // w))
         ids = nn.functional.pad(x.ids, (0, n * w - S)).view(B * n, w)
@@ -104,6 +109,40 @@ class TransformerTagger(nn.Module):
             sub = per_window.view(B, n * w, -1)[:, :S]
             layers.append(x.first_subword(sub))
         return layers
+
+    def _encode_overlapping(self, x: SubwordBatch) -> list[Tensor]:
+        """``encode`` for a batch with a sentence longer than a window: every sentence's windows
+        (``subword_windows``) in one encoder call, each subword's states from its owning window."""
+        B, S = x.ids.shape
+        w, dev = self.window, x.ids.device
+        lengths = x.mask.sum(1).tolist()
+        row_sentence, row_start = [], []
+        owner_row = torch.zeros(B, S, dtype=torch.long)
+        owner_col = torch.zeros(B, S, dtype=torch.long)
+        for b, n in enumerate(lengths):
+            if not n:
+                continue
+            starts, owner = subword_windows(n, w)
+            owner_row[b, :n] = torch.from_numpy(owner) + len(row_sentence)
+            owner_col[b, :n] = torch.arange(n) - torch.from_numpy(starts[owner])
+            row_sentence += [b] * len(starts)
+            row_start += starts.tolist()
+        sentence = torch.tensor(row_sentence)
+        positions = torch.tensor(row_start)[:, None] + torch.arange(w)[None]  # [R, w]
+        valid = positions < torch.tensor(lengths)[sentence][:, None]
+        ids = x.ids[sentence[:, None].to(dev), positions.clamp(max=S - 1).to(dev)].masked_fill(~valid.to(dev), 0)
+        n_real = valid.sum(1).to(dev)
+        full = torch.zeros(ids.shape[0], w + 2, dtype=ids.dtype, device=dev)
+        full[:, 0] = self.cls
+        full[:, 1 : w + 1] = ids
+        full[torch.arange(ids.shape[0], device=dev), n_real + 1] = self.sep
+        attention = torch.arange(w + 2, device=dev)[None] < (n_real + 2)[:, None]
+        out = self.encoder(
+            input_ids=self.vocab(full), attention_mask=attention.long(), output_hidden_states=True, return_dict=True
+        )
+        row, col = owner_row.to(dev), owner_col.to(dev) + 1  # + 1: past [CLS]
+        keep = x.mask[..., None].to(out.hidden_states[0].dtype)
+        return [x.first_subword(h[row, col] * keep) for h in out.hidden_states]
 
     def forward(self, x: SubwordBatch) -> Tensor:
         """Word emissions (CRF head) or logits (softmax head), ``[B, L, T]``."""
