@@ -23,8 +23,20 @@ def test_sentence_spans_keep_abbreviations_numbers_and_offsets():
     assert [ja[a:b] for a, b in split_sentences(ja, language="ja")] == ["東京に住む。", "大阪で働く！"]
     assert split_sentences("a b\n\nc d\n", "lines") == [(0, 3), (5, 8)]
     assert split_sentences(" one two ", "none") == [(1, 8)]
-    with pytest.raises(ValueError, match="sentence splitter 'nltk' is not one of pysbd, lines, none"):
+    with pytest.raises(ValueError, match="sentence splitter 'nltk' is not one of pysbd, spacy, lines, none"):
         split_sentences("x", "nltk")
+
+
+def test_spacy_sentencizer_cuts_pretokenized_text_at_final_punctuation():
+    """spaCy's sentencizer: pre-tokenized CoNLL-style text is cut after each final punctuation
+    token, offsets exact."""
+    text = "Germany 's view was clear . EU rejects German call ! Peter Blackburn\n\nBRUSSELS 1996-08-22 "
+    spans = split_sentences(text, "spacy")
+    assert [text[a:b] for a, b in spans] == [
+        "Germany 's view was clear .",
+        "EU rejects German call !",
+        "Peter Blackburn\n\nBRUSSELS 1996-08-22",
+    ]
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,16 @@ Decision, named here: ``pysbd`` (Python Sentence Boundary Disambiguation: the "G
 sentence boundaries, abbreviations such as "Dr." and "U.S." and numbers such as "3.5" kept inside
 their sentence, 22 languages including Japanese and Chinese), with character spans into the
 document; rule-based and offline, small, and independent of spaCy, which only the spaCy component
-needs (it splits by spaCy's own sentences, ``split="sents"``). ``lines`` takes each non-blank line
-as a sentence (text already one sentence a line); ``none`` takes the whole document as one.
+needs (it splits by spaCy's own sentences, ``split="sents"``). ``spacy``, where spaCy is
+installed, is spaCy's rule-based ``sentencizer`` over a blank pipeline of the language (``xx``, the
+multi-language one, where spaCy has no blank pipeline for it): a boundary after every sentence-
+final punctuation token (``. ! ? 。`` ...), no abbreviation rules, about 7 times faster than pysbd
+(0.06 s against 0.43 s on 3,491 words of CoNLL-2003 dev), and it cuts pre-tokenized text such as
+CoNLL's ("Germany 's view . Next ...") where pysbd cuts seldom (91 sentences there against 7).
+It sees a boundary only where spaCy's tokenizer splits off the punctuation, which the ``xx``
+tokenizer does not do inside unspaced Japanese text: for Japanese and Chinese, pysbd.
+``lines`` takes each non-blank line as a sentence (text already one sentence a line); ``none``
+takes the whole document as one.
 
 A sentence longer than a model's window is the model's to window: teachers and transformer
 students cut overlapping windows of their maximum length (``encoding.py``, the owner rule: each word
@@ -17,7 +25,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-SPLITTERS = ("pysbd", "lines", "none")
+SPLITTERS = ("pysbd", "spacy", "lines", "none")
 
 
 def split_sentences(text: str, splitter: str = "pysbd", language: str = "en") -> list[tuple[int, int]]:
@@ -32,6 +40,10 @@ def split_sentences(text: str, splitter: str = "pysbd", language: str = "en") ->
             pos += len(line)
     elif splitter == "pysbd":
         spans = [(s.start, s.end) for s in _segmenter(language).segment(text)]
+    elif splitter == "spacy":
+        nlp = _sentencizer(language)
+        nlp.max_length = max(nlp.max_length, len(text) + 1)  # a document, not a corpus: no 1M-character cap
+        spans = [(s.start_char, s.end_char) for s in nlp(text).sents]
     else:
         raise ValueError(f"sentence splitter {splitter!r} is not one of {', '.join(SPLITTERS)}")
     out = []
@@ -72,3 +84,17 @@ def _segmenter(language: str):
         return pysbd.Segmenter(language=language, clean=False, char_span=True)
     except ValueError as e:
         raise ValueError(f"pysbd has no sentence rules for language {language!r} ({e})") from None
+
+
+@lru_cache(maxsize=8)
+def _sentencizer(language: str):
+    try:
+        import spacy
+    except ImportError:
+        raise ImportError("the spacy splitter needs spaCy: pip install 'seqdistill[spacy]'") from None
+    try:
+        nlp = spacy.blank(language)
+    except (ImportError, KeyError, ValueError):  # no blank pipeline, or one that needs another package
+        nlp = spacy.blank("xx")
+    nlp.add_pipe("sentencizer")
+    return nlp
