@@ -269,13 +269,17 @@ def test_the_entry_point_resolves_to_the_registered_factory():
         assert declared == {FACTORY: ENTRY_POINT}
 
 
-def test_seqdistill_imports_spacy_only_in_the_component():
+def test_seqdistill_imports_spacy_only_on_use():
+    """spaCy is imported on use only: by the component, and by the documents' ``spacy`` splitter."""
     root = Path(__file__).parents[1] / "seqdistill"
     importers = {
         p.relative_to(root).as_posix()
         for p in root.rglob("*.py")
         if any(line.lstrip().startswith(("import spacy", "from spacy")) for line in p.read_text().splitlines())
     }
-    assert importers == {"inference/spacy_ner.py"}
-    code = "import sys, seqdistill, seqdistill.inference; assert not [m for m in sys.modules if m.startswith('spacy')]"
+    assert importers == {"inference/spacy_ner.py", "corpora/documents.py"}
+    code = (
+        "import sys, seqdistill, seqdistill.inference, seqdistill.corpora.documents; "
+        "assert not [m for m in sys.modules if m.startswith('spacy')]"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
