@@ -662,7 +662,7 @@ def create_app(
     from starlette.routing import Route
 
     limits = limits or Limits()
-    language = language or ("ja" if tagger.words == "mecab" else "en")
+    language = language or tagger.document_language
     batcher = MicroBatcher(tagger, max_batch, max_wait_ms, model_batch, max_queue, max_call_chars)
     info = model_info(tagger, model_dir) if model_dir is not None else {"name": tagger.name, "kind": tagger.kind}
     info["server"] = {
@@ -693,13 +693,11 @@ def create_app(
                     408, f"the body did not arrive within {limits.body_timeout_s:g} s (--body-timeout)"
                 ) from None
             key, items = parse_request(body, limits)
-            docs, pieces = None, None
+            docs = pieces = None
             if key == "documents":  # split off the event loop: pysbd takes milliseconds a document
-                docs, pieces = (
-                    items,
-                    await asyncio.get_running_loop().run_in_executor(
-                        None, split_documents, items, splitter, language, limits
-                    ),
+                docs = items
+                pieces = await asyncio.get_running_loop().run_in_executor(
+                    None, split_documents, docs, splitter, language, limits
                 )
                 items = [docs[d][start:end] for d, start, end in pieces]
         except RequestError as e:

@@ -226,6 +226,11 @@ class Tagger:
             out.append(TaggedSentence(t, w, o, tags, spans))
         return out
 
+    @property
+    def document_language(self) -> str:
+        """The sentence splitter's language for documents: ``ja`` under the mecab words rule, else ``en``."""
+        return "ja" if self.words == "mecab" else "en"
+
     def documents(
         self,
         texts,
@@ -241,7 +246,7 @@ class Tagger:
         character offsets into their document."""
         if isinstance(texts, str):
             texts = [texts]
-        language = language or ("ja" if self.words == "mecab" else "en")
+        language = language or self.document_language
         for d, text in enumerate(texts):
             if not isinstance(text, str):
                 raise TypeError(f"document {d}: a text (str), not {type(text).__name__}")

@@ -92,18 +92,8 @@ class TransformerTagger(nn.Module):
         mask = nn.functional.pad(x.mask, (0, n * w - S)).view(B * n, w)
         keep = mask.any(1)  # windows past a sentence's end are not run
         ids, mask = ids[keep], mask[keep]
-        lengths = mask.sum(1)
-        rows = torch.arange(ids.shape[0], device=ids.device)
-        full = torch.zeros(ids.shape[0], w + 2, dtype=ids.dtype, device=ids.device)
-        full[:, 0] = self.cls
-        full[:, 1 : w + 1] = ids
-        full[rows, lengths + 1] = self.sep
-        attention = torch.arange(w + 2, device=ids.device)[None] < (lengths + 2)[:, None]
-        out = self.encoder(
-            input_ids=self.vocab(full), attention_mask=attention.long(), output_hidden_states=True, return_dict=True
-        )
         layers = []
-        for h in out.hidden_states:
+        for h in self._run_windows(ids, mask.sum(1)):
             per_window = h.new_zeros(B * n, w, h.shape[-1])
             per_window[keep] = h[:, 1 : w + 1]
             sub = per_window.view(B, n * w, -1)[:, :S]
@@ -131,18 +121,24 @@ class TransformerTagger(nn.Module):
         positions = torch.tensor(row_start)[:, None] + torch.arange(w)[None]  # [R, w]
         valid = positions < torch.tensor(lengths)[sentence][:, None]
         ids = x.ids[sentence[:, None].to(dev), positions.clamp(max=S - 1).to(dev)].masked_fill(~valid.to(dev), 0)
-        n_real = valid.sum(1).to(dev)
-        full = torch.zeros(ids.shape[0], w + 2, dtype=ids.dtype, device=dev)
+        hidden = self._run_windows(ids, valid.sum(1).to(dev))
+        row, col = owner_row.to(dev), owner_col.to(dev) + 1  # + 1: past [CLS]
+        keep = x.mask[..., None].to(hidden[0].dtype)
+        return [x.first_subword(h[row, col] * keep) for h in hidden]
+
+    def _run_windows(self, ids: Tensor, lengths: Tensor) -> tuple[Tensor, ...]:
+        """The encoder's hidden states of every layer over windows ``ids [R, w]`` (``lengths``
+        real subwords each), each framed as [CLS] subwords [SEP]: ``[R, w + 2, hidden]`` each."""
+        R, w = ids.shape
+        full = torch.zeros(R, w + 2, dtype=ids.dtype, device=ids.device)
         full[:, 0] = self.cls
         full[:, 1 : w + 1] = ids
-        full[torch.arange(ids.shape[0], device=dev), n_real + 1] = self.sep
-        attention = torch.arange(w + 2, device=dev)[None] < (n_real + 2)[:, None]
+        full[torch.arange(R, device=ids.device), lengths + 1] = self.sep
+        attention = torch.arange(w + 2, device=ids.device)[None] < (lengths + 2)[:, None]
         out = self.encoder(
             input_ids=self.vocab(full), attention_mask=attention.long(), output_hidden_states=True, return_dict=True
         )
-        row, col = owner_row.to(dev), owner_col.to(dev) + 1  # + 1: past [CLS]
-        keep = x.mask[..., None].to(out.hidden_states[0].dtype)
-        return [x.first_subword(h[row, col] * keep) for h in out.hidden_states]
+        return out.hidden_states
 
     def forward(self, x: SubwordBatch) -> Tensor:
         """Word emissions (CRF head) or logits (softmax head), ``[B, L, T]``."""
