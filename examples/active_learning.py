@@ -16,7 +16,10 @@ teacher fine-tuned on the same gold (the cache holds both layers); the teacher i
 first TEST test sentences and chosen on the first DEV dev sentences, EPOCHS (12) epochs at LR (1e-4,
 make demo's teacher rate: at 5e-5 and 3 epochs, 200 sentences gave 39 updates and a teacher that
 tags every word O, test F1 0); the pool is the first POOL training sentences. Every step is skipped when
-its output exists, so the same command continues a run cut short.
+its output exists, so the same command continues a run cut short. Round 0 is the same START
+sentences for every strategy of a seed, so its teachers (same data, same seed: the same weights) are
+trained once per seed under OUT/start-s<seed>, and so is its CRF-only cache (disagreement builds its
+own, with both layers).
 """
 
 from __future__ import annotations
@@ -101,8 +104,9 @@ def main() -> None:
                     ],
                 )
                 heads = ["crf", "softmax"] if strategy == "disagreement" else ["crf"]
+                teachers = OUT / f"start-s{seed}" if rnd == 0 else d  # round 0: shared by the strategies
                 for head in heads:
-                    if not (d / head / "training.json").exists():
+                    if not (teachers / head / "training.json").exists():
                         run(
                             BIN / "distill-cache",
                             "finetune-teacher",
@@ -117,7 +121,7 @@ def main() -> None:
                             "--test",
                             test,
                             "--out",
-                            d / head,
+                            teachers / head,
                             "--lr",
                             LR,
                             "--epochs",
@@ -128,9 +132,9 @@ def main() -> None:
                             seed,
                             "--device",
                             "cpu",
-                            log=d / f"{head}.log",
+                            log=teachers / f"{head}.log",
                         )
-                summary = json.loads((d / "crf" / "training.json").read_text())
+                summary = json.loads((teachers / "crf" / "training.json").read_text())
                 row = {
                     "strategy": strategy,
                     "seed": seed,
@@ -140,7 +144,7 @@ def main() -> None:
                 }
                 last = rnd == ROUNDS
                 if not last or STUDENTS:
-                    cache = d / "cache"
+                    cache = (teachers if heads == ["crf"] else d) / "cache"
                     if not (cache / "manifest.json").exists():
                         for head in heads:
                             run(
@@ -149,7 +153,7 @@ def main() -> None:
                                 "--out",
                                 cache,
                                 "--teacher",
-                                d / head,
+                                teachers / head,
                                 "--teacher-id",
                                 head,
                                 "--labelled",
@@ -162,14 +166,14 @@ def main() -> None:
                                 4,
                                 "--device",
                                 "cpu",
-                                log=d / f"cache-{head}.log",
+                                log=cache.parent / f"cache-{head}.log",
                             )
                 if STUDENTS:
                     if not (d / "mgkd" / "training.json").exists():
                         run(
                             BIN / "distill-train",
                             "--cache",
-                            d / "cache",
+                            cache,
                             "--out",
                             d / "mgkd",
                             "--teacher",
