@@ -7,10 +7,11 @@ import sys
 
 import click
 
-from ..corpora import FORMATS, WORDS_RULES, CorpusError, parse_tag_names, read_corpus
+from ..corpora import FORMATS, CorpusError, parse_tag_names, read_corpus
 from ..corpora.documents import SPLITTERS, read_documents
 from ..deploy.evaluate import DEFAULT_THREADS, evaluate_taggers, format_results, write_tagged
 from ..inference import Tagger
+from .options import min_score_option, words_option
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -146,18 +147,8 @@ def eval_main(
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @click.option("--threads", type=int, default=DEFAULT_THREADS, show_default=True, help="0: all cores.")
 @click.option("--device", default="cpu", show_default=True)
-@click.option(
-    "--words",
-    type=click.Choice(WORDS_RULES),
-    default=None,
-    help="Words rule for raw text (seqdistill.corpora.words; default: the one the model directory records).",
-)
-@click.option(
-    "--min-score",
-    type=float,
-    default=None,
-    help="Drop spans less confident than this (their tags become O); see distill-eval --calibration.",
-)
+@words_option
+@min_score_option
 @click.option(
     "--documents",
     type=click.Choice(SPLITTERS),

@@ -1,7 +1,8 @@
 """Command-line options generated from a config dataclass (``seqdistill.config_fields``): one
 option per field, with the field's help, choices and default, so that a command's help cannot
 drift from the config it fills. ``distill-train`` (every recipe's config), ``distill-cache build``
-(``BuildConfig``) and ``finetune-teacher`` (``FinetuneConfig``) use them."""
+(``BuildConfig``) and ``finetune-teacher`` (``FinetuneConfig``) use them. Also the tagging options
+that ``distill-predict`` and ``distill-serve`` share (``words_option``, ``min_score_option``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,20 @@ import click
 from click.core import ParameterSource
 
 from ..config_fields import field_type, make_config
+from ..corpora import WORDS_RULES
+
+words_option = click.option(
+    "--words",
+    type=click.Choice(WORDS_RULES),
+    default=None,
+    help="Words rule for raw text (seqdistill.corpora.words; default: the one the model directory records).",
+)
+min_score_option = click.option(
+    "--min-score",
+    type=float,
+    default=None,
+    help="Drop spans less confident than this (their tags become O); see distill-eval --calibration.",
+)
 
 
 def field_option(cls, f) -> click.Option:

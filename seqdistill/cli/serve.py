@@ -8,11 +8,11 @@ import sys
 
 import click
 
-from ..corpora import WORDS_RULES
 from ..corpora.documents import SPLITTERS
 from ..deploy.evaluate import DEFAULT_THREADS
 from ..deploy.serve import GIL_SWITCH_S, Limits, create_app
 from ..inference import Tagger
+from .options import min_score_option, words_option
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -48,12 +48,7 @@ from ..inference import Tagger
     help="Model threads; 0: all cores.",
 )
 @click.option("--device", default="cpu", show_default=True)
-@click.option(
-    "--words",
-    type=click.Choice(WORDS_RULES),
-    default=None,
-    help="Words rule for raw text (seqdistill.corpora.words; default: the one the model directory records).",
-)
+@words_option
 @click.option("--max-texts", type=click.IntRange(min=1), default=Limits.max_texts, show_default=True)
 @click.option("--max-body-bytes", type=click.IntRange(min=1), default=Limits.max_body_bytes, show_default=True)
 @click.option(
@@ -100,12 +95,7 @@ from ..inference import Tagger
 )
 @click.option("--access-log/--no-access-log", default=False, show_default=True, help="uvicorn's line per request.")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]), default="info")
-@click.option(
-    "--min-score",
-    type=float,
-    default=None,
-    help="Drop spans less confident than this (their tags become O); see distill-eval --calibration.",
-)
+@min_score_option
 @click.option(
     "--splitter",
     type=click.Choice(SPLITTERS),
