@@ -81,3 +81,39 @@ def test_predict_documents_from_blank_line_separated_text(student, tmp_path):
     assert all(d["text"][sp["char_start"] : sp["char_end"]] == sp["text"] for d in docs for sp in d["spans"])
     r = CliRunner().invoke(predict_main, ["--model", str(student), "--input", str(src), "--documents", "pysbd"])
     assert r.output.count("-DOCSTART- O") == 2
+
+
+def test_documents_against_sentences_on_a_corpus_of_docstart_blocks(student, tmp_path):
+    """distill-eval --documents: with one sentence a line (``lines``) the document path finds the
+    corpus's sentences and gives exactly their spans; with ``none`` each document is one sentence."""
+    from seqdistill.corpora import read_corpus
+    from seqdistill.deploy.documents import _layout, compare_documents
+
+    sentences = [
+        [("peter", "B-PER"), ("visits", "O"), ("rome", "B-LOC"), (".", "O")],
+        [("anna", "B-PER"), ("visits", "O"), ("the", "O"), ("paris", "B-LOC")],
+        [("the", "O"), ("peter", "B-PER"), ("visits", "O")],
+        [("rome", "B-LOC"), ("the", "O"), ("anna", "B-PER"), ("!", "O")],
+        [("paris", "B-LOC")],
+    ]
+    blocks = (
+        ["-DOCSTART- -X- O O"]
+        + ["\n".join(f"{w} {t}" for w, t in s) for s in sentences[:3]]
+        + ["-DOCSTART- -X- O O"]
+        + ["\n".join(f"{w} {t}" for w, t in s) for s in sentences[3:]]
+    )
+    path = tmp_path / "docs.conll"
+    path.write_text("\n\n".join(blocks) + "\n")
+    corpus = read_corpus(path, "docs", "test")
+    text, offsets, firsts = _layout(corpus.sentences[:3], "\n")
+    assert text.splitlines() == ["peter visits rome .", "anna visits the paris", "the peter visits"]
+    assert [text[a:b] for a, b in offsets] == [w for s in corpus.sentences[:3] for w in s.words]
+    assert firsts == [0, 4, 8]
+    tagger = Tagger.load(student)
+    lines = compare_documents(tagger, corpus, "lines", batch_size=2)
+    assert (lines["documents"], lines["sentences"], lines["sentences_found"]) == (2, 5, 5)
+    assert lines["same_spans"] == 1.0
+    assert lines["spans_documents"] == lines["spans_sentences"]
+    assert lines["f1_documents"] == lines["f1_sentences"]
+    whole = compare_documents(tagger, corpus, "none")
+    assert whole["sentences_found"] == 2

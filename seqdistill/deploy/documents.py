@@ -4,7 +4,9 @@ raw text, split into sentences by the named splitter (``corpora/documents.py``),
 sentences one by one as the corpus gives them, and compares the two.
 
 A document's text is its sentences' words joined by one space, sentence after sentence, so every
-gold word has character offsets in it. A predicted span (character offsets into the document)
+gold word has character offsets in it; for the ``lines`` splitter the sentences are joined by a
+newline instead (the layout that splitter is for: one sentence a line), so that it measures the
+document path itself — splitting, batching, offsets — with the corpus's own sentences. A predicted span (character offsets into the document)
 covers the gold words it overlaps; both paths are scored as span sets over the document's gold
 words, so a splitter that cuts elsewhere than the corpus shows as different spans, not as an
 error.
@@ -27,14 +29,17 @@ def _documents(sentences) -> list[list]:
     return list(docs.values())
 
 
-def _layout(doc) -> tuple[str, list[tuple[int, int]], list[int]]:
-    """The document's text, each gold word's offsets, and each sentence's first word index."""
-    firsts, n = [], 0
+def _layout(doc, separator: str = " ") -> tuple[str, list[tuple[int, int]], list[int]]:
+    """The document's text (sentences joined by ``separator``), each gold word's offsets, and each
+    sentence's first word index."""
+    firsts, offsets, pieces, pos = [], [], [], 0
     for s in doc:
-        firsts.append(n)
-        n += len(s.words)
-    text, offsets = join_words([w for s in doc for w in s.words])
-    return text, offsets, firsts
+        firsts.append(len(offsets))
+        text, own = join_words(s.words)
+        offsets += [(a + pos, b + pos) for a, b in own]
+        pieces.append(text)
+        pos += len(text) + len(separator)
+    return separator.join(pieces), offsets, firsts
 
 
 def _to_words(char_start: int, char_end: int, offsets) -> tuple[int, int] | None:
@@ -44,7 +49,7 @@ def _to_words(char_start: int, char_end: int, offsets) -> tuple[int, int] | None
 
 def compare_documents(tagger: Tagger, corpus, splitter: str = "pysbd", batch_size: int = 32) -> dict:
     docs = _documents(corpus.sentences)
-    layouts = [_layout(d) for d in docs]
+    layouts = [_layout(d, "\n" if splitter == "lines" else " ") for d in docs]
     scheme = tagger.scheme
     t = time.perf_counter()
     as_docs = tagger.documents([text for text, _, _ in layouts], batch_size, False, splitter=splitter)
