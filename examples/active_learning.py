@@ -105,6 +105,7 @@ def main() -> None:
                 )
                 heads = ["crf", "softmax"] if strategy == "disagreement" else ["crf"]
                 teachers = OUT / f"start-s{seed}" if rnd == 0 else d  # round 0: shared by the strategies
+                teachers.mkdir(parents=True, exist_ok=True)
                 for head in heads:
                     if not (teachers / head / "training.json").exists():
                         run(
