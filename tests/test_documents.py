@@ -117,3 +117,12 @@ def test_documents_against_sentences_on_a_corpus_of_docstart_blocks(student, tmp
     assert lines["f1_documents"] == lines["f1_sentences"]
     whole = compare_documents(tagger, corpus, "none")
     assert whole["sentences_found"] == 2
+
+
+def test_eval_words_rule_only_with_documents(tmp_path):
+    from seqdistill.cli.evaluate import eval_main
+
+    data = tmp_path / "d.conll"
+    data.write_text("Peter B-PER\n")
+    r = CliRunner().invoke(eval_main, ["--model", str(tmp_path), "--data", str(data), "--words", "ptb"])
+    assert r.exit_code != 0 and "--words goes with --documents" in r.output

@@ -51,6 +51,20 @@ def test_english_rule_is_unchanged():
     _check_offsets("U.S.-based Smith's 1996-08-22 don't $3.5", words, offsets)
 
 
+def test_ptb_rule_gives_conll_2003s_words():
+    """``ptb``: clitics, acronyms, initials, numbers with separators, list numbers, dashes."""
+    text = "1. Germany's U.S.-based J. Smith don't --\n2. 3,000 fans , 1/2 ... .500 at 1:18.48 p.m. in 1996. Corp. they'll've"
+    words, offsets = split_words(text, "ptb")
+    assert words == (
+        ["1.", "Germany", "'s", "U.S.", "-", "based", "J.", "Smith", "do", "n't", "--"]
+        + ["2.", "3,000", "fans", ",", "1/2", "...", ".500", "at", "1:18.48", "p.m.", "in", "1996", "."]
+        + ["Corp", ".", "they", "'ll", "'ve"]
+    )
+    _check_offsets(text, words, offsets)
+    assert split_words("Germany 's view", "ptb")[0] == ["Germany", "'s", "view"]
+    assert split_words("in Group C. Then", "ptb")[0] == ["in", "Group", "C.", "Then"]  # the named ambiguity
+
+
 def test_mecab_gives_ipadic_morphemes_with_offsets():
     pytest.importorskip("fugashi")
     text = "東京都に住む李明さんは Googleで働いています。\n次の行"
@@ -61,12 +75,17 @@ def test_mecab_gives_ipadic_morphemes_with_offsets():
 
 
 def test_unknown_rule_is_refused_by_name():
-    with pytest.raises(ValueError, match="words rule 'jieba' is not one of default, mecab"):
+    with pytest.raises(ValueError, match="words rule 'jieba' is not one of default, ptb, mecab"):
         splitter("jieba")
 
 
 def test_the_rule_a_corpus_implies():
     assert implied_rule([["EU", "rejects", "German", "call"]]) == "default"
+    assert (
+        implied_rule([["Germany", "'s", "view"], ["We", "do", "n't"]] + [["EU", "rejects", "German", "call"]] * 400)
+        == "ptb"
+    )
+    assert implied_rule([["Germany", "'s", "view"]] + [["EU", "rejects", "German", "call"]] * 800) == "default"
     assert implied_rule([list("北京是中国的首都")]) == "default"  # characters: the default rule gives them
     assert implied_rule([["東京", "都", "に", "住む", "李", "明", "さん", "は"]]) == "mecab"  # IPAdic morphemes
     assert implied_rule([["北京", "是", "中国", "的", "首都"]]) == "default"  # Chinese words: no segmenter shipped

@@ -59,8 +59,22 @@ from .options import min_score_option, words_option
     default=None,
     help="Instead: tag --data's documents as raw text split by this splitter, against its sentences one by one.",
 )
+@words_option
 def eval_main(
-    models, data, fmt, tag_names, no_latency, threads, device, as_json, card, calibration, fit_on, plot_dir, documents
+    models,
+    data,
+    fmt,
+    tag_names,
+    no_latency,
+    threads,
+    device,
+    as_json,
+    card,
+    calibration,
+    fit_on,
+    plot_dir,
+    documents,
+    words,
 ) -> None:
     """Score teachers, students and exported models on one labelled corpus: seqeval CoNLL micro
     P/R/F1, per-type F1, macro F1, exact-sentence match, parameters, and ms/sentence at batch 1
@@ -72,13 +86,17 @@ def eval_main(
         try:
             corpus = read_corpus(data, "data", "test", format=fmt, tag_names=parse_tag_names(tag_names))
             rows = [
-                compare_documents(Tagger.load(m, device=device, threads=threads or None), corpus, documents)
+                compare_documents(
+                    Tagger.load(m, device=device, threads=threads or None, words=words), corpus, documents
+                )
                 for m in models
             ]
         except (CorpusError, FileNotFoundError, ValueError, ImportError) as e:
             raise click.ClickException(str(e)) from None
         click.echo(json.dumps(rows, indent=1) if as_json else format_documents(rows))
         return
+    if words:
+        raise click.ClickException("--words goes with --documents: the other modes read pre-split words")
     if calibration:
         from ..deploy.calibration import calibrate, format_calibration
 

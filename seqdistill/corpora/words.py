@@ -17,6 +17,27 @@ tokens: a final abbreviation period is split off ("U.S." -> "U.S", "."), and a c
 its apostrophe ("'s" -> "'", "s"). Character classes come from the ``regex`` package (Unicode
 scripts and grapheme clusters, which the standard ``re`` lacks; transformers already depends on it).
 
+``ptb``: English words as the Penn Treebank tokenised them, the convention of CoNLL-2003 and
+OntoNotes. 27% of CoNLL-2003's test sentences come out of ``default`` as other words than the
+corpus's, so a model trained on them saw other words than raw text gives it (``distill-eval
+--documents``, docs/RESULTS.md). Over ``default`` (decisions, named here):
+
+* a clitic is a word of its own: "Smith's" -> "Smith", "'s"; "don't" -> "do", "n't"; also
+  "'m", "'d", "'ll", "'re", "'ve" (either apostrophe, any case), standing alone ("Germany 's") too;
+* letters with periods keep their periods: "U.S." and "p.m." (two or more letters each followed by a
+  period), and a capital initial followed by a period before a capitalised word ("J. Smith"); a
+  final period of any other abbreviation ("Corp.") is split off as in ``default``;
+* a number with inner commas, slashes, colons or periods is one word ("3,000", "1/2", "22/11/96",
+  "1:18.48"),
+  and so is a number written with a leading period (".500");
+* runs of two or more hyphens or periods are one word ("--", "...").
+
+* a number and a period opening a line (or a text) are one word: the list items and result tables
+  of news text ("1. Steffi Graf"); elsewhere the period is split off ("in 1996.").
+
+``ptb`` is implied by a corpus whose words hold
+stand-alone clitics (``implied_rule``).
+
 ``mecab``: Japanese morphemes from MeCab with the IPAdic dictionary, through ``fugashi`` (the
 maintained Python binding, wheels with MeCab inside) and the ``ipadic`` package (``pip install
 seqdistill[ja]``). IPAdic because it is the dictionary Japanese NER corpora such as the IREX-typed
@@ -34,10 +55,23 @@ from functools import lru_cache
 
 import regex
 
-RULES = ("default", "mecab")
+RULES = ("default", "ptb", "mecab")
 CJK = r"\p{Han}\p{Hiragana}\p{Katakana}"
 LETTERS = rf"[[\w\p{{M}}]--[{CJK}]]"
 WORD = regex.compile(rf"[{CJK}]|{LETTERS}+(?:[-'.’]{LETTERS}+)*|(?!\s)\X", regex.V1)
+CLITIC = r"(?:['’](?:[sSmMdD]|[lL][lL]|[rR][eE]|[vV][eE])|[nN]['’][tT])"
+PTB_WORD = regex.compile(
+    rf"{CLITIC}(?!{LETTERS})"  # a clitic standing alone: "Germany 's"
+    rf"|(?:\p{{L}}\.){{2,}}(?!{LETTERS})"  # U.S., p.m.
+    rf"|\p{{Lu}}\.(?=\s+\p{{Lu}})"  # J. Smith
+    r"|(?m:^)\d+\.(?=\s)"  # a list number opening a line: "1. Steffi Graf"
+    r"|\d+(?:[,/:.]\d+)+|(?<![\w.])\.\d+"  # 3,000  1/2  1:18.48  .500
+    r"|-{2,}|\.{2,}"
+    rf"|{LETTERS}+(?:[-'.’]{LETTERS}+)*|(?!\s)\X",
+    regex.V1,
+)
+ENDS_IN_CLITIC = regex.compile(rf"{CLITIC}$")
+STANDALONE_CLITIC = regex.compile(rf"^{CLITIC}$")
 KANA = regex.compile(r"[\p{Hiragana}\p{Katakana}]")
 HAN_OR_KANA = regex.compile(rf"[{CJK}]")
 
@@ -51,6 +85,8 @@ def splitter(rule: str) -> Callable[[str], tuple[list[str], list[tuple[int, int]
     """The function that splits a text by ``rule`` (one of ``RULES``)."""
     if rule == "default":
         return _default_words
+    if rule == "ptb":
+        return _ptb_words
     if rule == "mecab":
         return _mecab_words(_mecab())
     raise ValueError(f"words rule {rule!r} is not one of {', '.join(RULES)}")
@@ -61,6 +97,20 @@ def _default_words(text: str) -> tuple[list[str], list[tuple[int, int]]]:
     for m in WORD.finditer(text):
         words.append(m.group())
         offsets.append(m.span())
+    return words, offsets
+
+
+def _ptb_words(text: str) -> tuple[list[str], list[tuple[int, int]]]:
+    words, offsets = [], []
+    for m in PTB_WORD.finditer(text):
+        start, end = m.span()
+        tail = []  # clitics split off the end, last first: "they'll've" -> they 'll 've
+        while (c := ENDS_IN_CLITIC.search(text, start, end)) and c.start() > start and text[c.start() - 1].isalpha():
+            tail.append((c.start(), end))
+            end = c.start()
+        for a, b in [(start, end), *reversed(tail)]:
+            words.append(text[a:b])
+            offsets.append((a, b))
     return words, offsets
 
 
@@ -105,10 +155,12 @@ def join_words(words: list[str]) -> tuple[str, list[tuple[int, int]]]:
 def implied_rule(sentences: Iterable[list[str]], limit: int = 20_000) -> str:
     """The words rule a corpus implies, from its first ``limit`` words: ``mecab`` when its words
     hold kana (Japanese) and at least 1% of them are CJK words of several characters, which the
-    default rule would split into characters (the corpus was segmented into morphemes); otherwise
-    ``default``. A Chinese corpus segmented into multi-character words implies a Chinese segmenter,
-    which seqdistill does not ship: it gets ``default``, so pass such text pre-split."""
-    n = several = 0
+    default rule would split into characters (the corpus was segmented into morphemes); ``ptb``
+    when at least one word in 1,000 is a stand-alone clitic ("'s", "n't": the corpus was tokenised
+    the Penn Treebank way, as CoNLL-2003 was); otherwise ``default``. A Chinese corpus segmented
+    into multi-character words implies a Chinese segmenter, which seqdistill does not ship: it gets
+    ``default``, so pass such text pre-split."""
+    n = several = clitics = 0
     kana = False
     for words in sentences:
         for w in words:
@@ -116,6 +168,9 @@ def implied_rule(sentences: Iterable[list[str]], limit: int = 20_000) -> str:
             if HAN_OR_KANA.search(w):
                 kana = kana or bool(KANA.search(w))
                 several += len(w) > 1
+            clitics += bool(STANDALONE_CLITIC.match(w))
         if n >= limit:
             break
-    return "mecab" if kana and several >= max(1, n // 100) else "default"
+    if kana and several >= max(1, n // 100):
+        return "mecab"
+    return "ptb" if clitics >= max(1, n // 1000) else "default"
