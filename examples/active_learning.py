@@ -107,7 +107,8 @@ def main() -> None:
                 teachers = OUT / f"start-s{seed}" if rnd == 0 else d  # round 0: shared by the strategies
                 teachers.mkdir(parents=True, exist_ok=True)
                 for head in heads:
-                    if not (teachers / head / "training.json").exists():
+                    summary_file = teachers / head / "training.json"  # finished once it holds the test scores
+                    if not (summary_file.exists() and "test" in json.loads(summary_file.read_text())):
                         run(
                             BIN / "distill-cache",
                             "finetune-teacher",
