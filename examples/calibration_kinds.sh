@@ -29,7 +29,7 @@ train() {  # name, recipe, then options; skipped when finished
   [ -f "$OUT/$name/training.json" ] && return 0
   $BIN/distill-train "$recipe" --cache "$DEMO/cache" --out "$OUT/$name" --device cpu "$@" > "$OUT/$name.log" 2>&1
 }
-train xtremedistil-d1 xtremedistil --schedule d1 --embedding-dim 100 --hidden-size 200 --epochs-per-step "${XD_EPS:-3}" --patience 1
+train xtremedistil-d1 xtremedistil --schedule d1 --embedding-dim 100 --hidden-size 200 --epochs-per-step "${XD_EPS:-3}" --patience 1 --batch-size 32
 train token-kd token-kd --temperature 2 --epochs "${KD_EPOCHS:-5}"
 train mt-2layer mt --student-layers 2 --head softmax --no-hidden-loss --epochs "${MT_EPOCHS:-1}"
 MODELS=()

@@ -28,15 +28,14 @@ corpus's, so a model trained on them saw other words than raw text gives it (``d
   period), and a capital initial followed by a period before a capitalised word ("J. Smith"); a
   final period of any other abbreviation ("Corp.") is split off as in ``default``;
 * a number with inner commas, slashes, colons or periods is one word ("3,000", "1/2", "22/11/96",
-  "1:18.48"),
-  and so is a number written with a leading period (".500");
+  "1:18.48"), and so is a number written with a leading period (".500");
+* a number and a period opening a line (or a text) are one word: the list items and result tables
+  of news text ("1. Steffi Graf"); elsewhere the period is split off ("in 1996.");
 * runs of two or more hyphens or periods are one word ("--", "...").
 
-* a number and a period opening a line (or a text) are one word: the list items and result tables
-  of news text ("1. Steffi Graf"); elsewhere the period is split off ("in 1996.").
-
-``ptb`` is implied by a corpus whose words hold
-stand-alone clitics (``implied_rule``).
+What it leaves as ``default`` gives: a sign before a number ("+44"), abbreviations with one period
+("Corp.", "St."), and the initial that ends a sentence ("in Group C. The" keeps "C."). ``ptb`` is
+implied by a corpus whose words hold stand-alone clitics (``implied_rule``).
 
 ``mecab``: Japanese morphemes from MeCab with the IPAdic dictionary, through ``fugashi`` (the
 maintained Python binding, wheels with MeCab inside) and the ``ipadic`` package (``pip install
