@@ -33,7 +33,7 @@ corpus's, so a model trained on them saw other words than raw text gives it (``d
   of news text ("1. Steffi Graf"); elsewhere the period is split off ("in 1996.");
 * runs of two or more hyphens or periods are one word ("--", "...").
 
-Known differences from CoNLL-2003's tokens (5.7% of its test sentences): a sign before a number
+Known differences from CoNLL-2003's tokens (3.6% of its test sentences): a sign before a number
 ("+44" -> "+", "44"), abbreviations with one period ("Corp." -> "Corp", "."), table cells ("10="),
 and an initial that ends a sentence ("in Group C. The" keeps "C."). ``ptb`` is implied by a corpus
 whose words hold stand-alone clitics (``implied_rule``).
