@@ -10,7 +10,8 @@
 #   - a transformer student (mt recipe, 2 layers from the teacher, softmax head, one teacher);
 #   - SenTScore BiLSTM students (softmax) of the Gemma 3 270M teacher, when SENTSCORE names their run.
 # Budget decisions (2 CPU cores): the students trained here get a few epochs (XD_EPS, KD_EPOCHS,
-# MT_EPOCHS); calibration does not need a strong model, only a real one. Models are copied to OUT
+# MT_EPOCHS; XtremeDistil in batches of 32, as examples/xtremedistil_conll.sh and for its reason);
+# calibration does not need a strong model, only a real one. Models are copied to OUT
 # so the fitted calibration.json lands beside the copies, not in make demo's models.
 # Not here: the CNN + SRU students with a BILOU head per type, which need a bilou-per-type teacher
 # and its cache (examples/rnn_conll.sh, about an hour of teacher fine-tuning on this CPU).
