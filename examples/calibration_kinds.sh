@@ -7,14 +7,15 @@
 #   - BiLSTM-CRF students (make demo's vanilla and MGKD): mean CRF marginal of the span's tags;
 #   - XtremeDistil (softmax over subwords, first subword of each word) and token-KD (softmax over
 #     words) students trained here from make demo's cache: mean softmax probability;
-#   - a transformer student (mt recipe, 2 layers from the teacher, softmax head, one teacher);
 #   - SenTScore BiLSTM students (softmax) of the Gemma 3 270M teacher, when SENTSCORE names their run.
-# Budget decisions (2 CPU cores): the students trained here get a few epochs (XD_EPS, KD_EPOCHS,
-# MT_EPOCHS; XtremeDistil in batches of 32, as examples/xtremedistil_conll.sh and for its reason);
+# Budget decisions (2 CPU cores): the students trained here get a few epochs (XD_EPS, KD_EPOCHS;
+# XtremeDistil in batches of 32, as examples/xtremedistil_conll.sh and for its reason);
 # calibration does not need a strong model, only a real one. Models are copied to OUT
 # so the fitted calibration.json lands beside the copies, not in make demo's models.
 # Not here: the CNN + SRU students with a BILOU head per type, which need a bilou-per-type teacher
-# and its cache (examples/rnn_conll.sh, about an hour of teacher fine-tuning on this CPU).
+# and its cache (examples/rnn_conll.sh, about an hour of teacher fine-tuning on this CPU), and
+# transformer students (mt recipe), which start from the teacher's first layers: make demo's cache
+# does not export them (build --export-layers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -32,13 +33,12 @@ train() {  # name, recipe, then options; skipped when finished
 }
 train xtremedistil-d1 xtremedistil --schedule d1 --embedding-dim 100 --hidden-size 200 --epochs-per-step "${XD_EPS:-3}" --patience 1 --batch-size 32
 train token-kd token-kd --temperature 2 --epochs "${KD_EPOCHS:-5}"
-train mt-2layer mt --student-layers 2 --head softmax --no-hidden-loss --epochs "${MT_EPOCHS:-1}"
 MODELS=()
 for m in vanilla mgkd; do
   [ -d "$OUT/$m" ] || cp -r "$DEMO/$m" "$OUT/$m"
   MODELS+=("$OUT/$m")
 done
-MODELS+=("$OUT/xtremedistil-d1" "$OUT/token-kd" "$OUT/mt-2layer")
+MODELS+=("$OUT/xtremedistil-d1" "$OUT/token-kd")
 if [ -d "$SENTSCORE/kd" ]; then
   for m in pseudo kd pseudo-s14 kd-s14 pseudo-s15 kd-s15; do
     [ -d "$SENTSCORE/$m" ] || continue
