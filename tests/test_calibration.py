@@ -77,6 +77,17 @@ def test_fitted_temperature_is_stored_exported_and_min_score_drops_spans(tiny_en
         Tagger.load(tmp_path / "s"), [s.words for s in corpus.sentences], [s.tags for s in corpus.sentences]
     )
     assert span_log_loss(*outcomes(row["fitted_temperature"])) <= span_log_loss(*outcomes(1.0)) + 1e-12
+    # data in another scheme than the model's (BIOES against its IOB2) is read in the model's
+    from seqdistill.deploy.calibration import calibrate
+
+    bioes = tmp_path / "dev-bioes.txt"
+    bioes.write_text(
+        "\n\n".join("\n".join(f"{w} {t}" for w, t in zip(x.words, x.tags)) for x in corpus.to_scheme("BIOES").sentences)
+    )
+    assert any(t.startswith(("S-", "E-")) for x in corpus.to_scheme("BIOES").sentences for t in x.tags)
+    (in_bioes,) = calibrate([str(tmp_path / "s")], str(bioes))
+    (in_iob2,) = calibrate([str(tmp_path / "s")], dev)
+    assert {**in_bioes, "model": 0} == {**in_iob2, "model": 0} and in_iob2["spans"] == row["spans"]
     assert (tmp_path / "plots" / "s-reliability.png").stat().st_size > 1000
     stored = json.loads((tmp_path / "s" / "calibration.json").read_text())
     assert stored["temperature"] == row["fitted_temperature"]

@@ -134,7 +134,8 @@ def calibrate(
     rows = []
     for model in models:
         tagger = Tagger.load(model, device=device, threads=threads or None)
-        outcomes = span_outcomes(tagger, [s.words for s in test.sentences], [s.tags for s in test.sentences])
+        gold = test.to_scheme(tagger.scheme).sentences  # a model's own scheme (sBIO, BILOU...) for its spans
+        outcomes = span_outcomes(tagger, [s.words for s in gold], [s.tags for s in gold])
         current = tagger.backend.decoder.temperature
         now = outcomes(current)
         row = {"model": model, "temperature": current, "ece": expected_calibration_error(*now), "spans": len(now[0])}
@@ -144,8 +145,9 @@ def calibrate(
                 raise ValueError(
                     f"{model}: an exported directory is checked whole; fit the temperature on the model it came from, then export it"
                 )
+            dev_gold = dev_corpus.to_scheme(tagger.scheme).sentences
             fitted, dev_ece = fit_temperature(
-                span_outcomes(tagger, [s.words for s in dev_corpus.sentences], [s.tags for s in dev_corpus.sentences])
+                span_outcomes(tagger, [s.words for s in dev_gold], [s.tags for s in dev_gold])
             )
             after = outcomes(fitted)
             row.update(fitted_temperature=fitted, dev_ece=dev_ece, ece_after=expected_calibration_error(*after))
