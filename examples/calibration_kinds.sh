@@ -46,7 +46,7 @@ if [ -d "$SENTSCORE/kd" ]; then
     MODELS+=("$OUT/sentscore-$m")
   done
 fi
-ARGS=(); for m in "${MODELS[@]}"; do ARGS+=(--model "$m"); done
+ARGS=(); for m in "${MODELS[@]}"; do ARGS+=(--model "$m"); rm -f "$m/calibration.json"; done  # "before" is T = 1
 $BIN/distill-eval "${ARGS[@]}" --data "$D/test.txt" --calibration --fit-temperature "$D/valid.txt" \
   --plot-dir "$OUT/plots" --json > "$OUT/calibration.json"
 $BIN/distill-eval "${ARGS[@]}" --data "$D/test.txt" --no-latency --json > "$OUT/f1.json"
