@@ -66,6 +66,13 @@ def span_outcomes(tagger: Tagger, sentences: list[list[str]], gold: list[list[st
     return at
 
 
+def corpus_outcomes(tagger: Tagger, corpus):
+    """:func:`span_outcomes` over a labelled corpus, its gold tags read in the model's own scheme
+    (sBIO, BILOU...), so that gold and predicted spans are cut by the same rule."""
+    gold = corpus.to_scheme(tagger.scheme).sentences
+    return span_outcomes(tagger, [s.words for s in gold], [s.tags for s in gold])
+
+
 def expected_calibration_error(confidence: np.ndarray, correct: np.ndarray, bins: int = BINS) -> float:
     """ECE over equal-width confidence bins (module docstring); 0 for no spans."""
     if len(confidence) == 0:
@@ -134,8 +141,7 @@ def calibrate(
     rows = []
     for model in models:
         tagger = Tagger.load(model, device=device, threads=threads or None)
-        gold = test.to_scheme(tagger.scheme).sentences  # a model's own scheme (sBIO, BILOU...) for its spans
-        outcomes = span_outcomes(tagger, [s.words for s in gold], [s.tags for s in gold])
+        outcomes = corpus_outcomes(tagger, test)
         current = tagger.backend.decoder.temperature
         now = outcomes(current)
         row = {"model": model, "temperature": current, "ece": expected_calibration_error(*now), "spans": len(now[0])}
@@ -145,10 +151,7 @@ def calibrate(
                 raise ValueError(
                     f"{model}: an exported directory is checked whole; fit the temperature on the model it came from, then export it"
                 )
-            dev_gold = dev_corpus.to_scheme(tagger.scheme).sentences
-            fitted, dev_ece = fit_temperature(
-                span_outcomes(tagger, [s.words for s in dev_gold], [s.tags for s in dev_gold])
-            )
+            fitted, dev_ece = fit_temperature(corpus_outcomes(tagger, dev_corpus))
             after = outcomes(fitted)
             row.update(fitted_temperature=fitted, dev_ece=dev_ece, ece_after=expected_calibration_error(*after))
             curves[f"T = {fitted:.3g} (fitted on dev)"] = after

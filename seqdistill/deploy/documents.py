@@ -6,8 +6,8 @@ sentences one by one as the corpus gives them, and compares the two.
 A document's text is its sentences' words joined by one space, sentence after sentence, so every
 gold word has character offsets in it; for the ``lines`` splitter the sentences are joined by a
 newline instead (the layout that splitter is for: one sentence a line), so that it measures the
-document path itself — splitting, batching, offsets — with the corpus's own sentences. A predicted span (character offsets into the document)
-covers the gold words it overlaps; both paths are scored as span sets over the document's gold
+document path itself — splitting, batching, offsets — with the corpus's own sentences. A predicted
+span (character offsets into the document) covers the gold words it overlaps; both paths are scored as span sets over the document's gold
 words, so a splitter that cuts elsewhere than the corpus shows as different spans, not as an
 error. Both paths are timed after one untimed pass over the first document, so a splitter's
 one-off load (spaCy's pipeline, pysbd's rules) and the model's first call count in neither rate.
