@@ -27,16 +27,21 @@ def test_sentence_spans_keep_abbreviations_numbers_and_offsets():
         split_sentences("x", "nltk")
 
 
-def test_spacy_sentencizer_cuts_pretokenized_text_at_final_punctuation():
+def test_spacy_sentencizer_cuts_pretokenized_text_at_final_punctuation_and_line_breaks():
     """spaCy's sentencizer: pre-tokenized CoNLL-style text is cut after each final punctuation
-    token, offsets exact."""
-    text = "Germany 's view was clear . EU rejects German call ! Peter Blackburn\n\nBRUSSELS 1996-08-22 "
-    spans = split_sentences(text, "spacy")
-    assert [text[a:b] for a, b in spans] == [
+    token and at every line break (a headline and its dateline are sentences of their own, as
+    pysbd has them), offsets exact."""
+    text = "Germany 's view was clear . EU rejects German call ! Peter Blackburn\n\nBRUSSELS 1996-08-22 \nThe end . "
+    expected = [
         "Germany 's view was clear .",
         "EU rejects German call !",
-        "Peter Blackburn\n\nBRUSSELS 1996-08-22",
+        "Peter Blackburn",
+        "BRUSSELS 1996-08-22",
+        "The end .",
     ]
+    for splitter in ("spacy", "pysbd"):
+        spans = split_sentences(text, splitter)
+        assert [text[a:b] for a, b in spans] == expected, splitter
 
 
 @pytest.fixture(scope="module")
@@ -105,9 +110,12 @@ def test_documents_against_sentences_on_a_corpus_of_docstart_blocks(student, tmp
     path = tmp_path / "docs.conll"
     path.write_text("\n\n".join(blocks) + "\n")
     corpus = read_corpus(path, "docs", "test")
-    text, offsets, firsts = _layout(corpus.sentences[:3], "\n")
+    text, offsets, firsts = _layout(corpus.sentences[:3], "lines")
     assert text.splitlines() == ["peter visits rome .", "anna visits the paris", "the peter visits"]
     assert [text[a:b] for a, b in offsets] == [w for s in corpus.sentences[:3] for w in s.words]
+    prose, offsets, _ = _layout(corpus.sentences[:4], "pysbd")  # a line break only after no final punctuation
+    assert prose == "peter visits rome . anna visits the paris\nthe peter visits\nrome the anna !"
+    assert [prose[a:b] for a, b in offsets] == [w for s in corpus.sentences[:4] for w in s.words]
     assert firsts == [0, 4, 8]
     tagger = Tagger.load(student)
     lines = compare_documents(tagger, corpus, "lines", batch_size=2)

@@ -257,6 +257,23 @@ def test_tags_and_scores_do_not_depend_on_the_batch(tiny_encoder, tmp_path, arch
             np.testing.assert_allclose(one[i][0, : len(s)], together[i, : len(s)], atol=1e-5, err_msg=str(model))
 
 
+def test_length_batches_never_pad_a_sentence_past_twice_its_length():
+    """Tagger batches: at most batch_size sentences, and a batch ends where the next sentence is
+    more than twice as long as its first (hand-checked cuts)."""
+    from seqdistill.inference.tagger import length_batches
+
+    lengths = [3, 1, 2, 5, 4, 9, 124, 40, 2, 80]
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    assert [[lengths[i] for i in b] for b in length_batches(order, lengths, 3)] == [
+        [1, 2, 2],
+        [3, 4, 5],
+        [9],
+        [40, 80],
+        [124],
+    ]
+    assert length_batches([], [], 32) == []
+
+
 def test_character_offsets_point_into_the_original_text(tiny_encoder, tmp_path):
     src = make_student(tiny_encoder, tmp_path / "s", "bilstm-tagger", pooling="first")
     tagger = Tagger.load(export_model(src, tmp_path / "onnx"))
