@@ -103,10 +103,12 @@ def main() -> None:
                         if i not in rest
                     ],
                 )
+                last = rnd == ROUNDS
                 heads = ["crf", "softmax"] if strategy == "disagreement" else ["crf"]
                 teachers = OUT / f"start-s{seed}" if rnd == 0 else d  # round 0: shared by the strategies
                 teachers.mkdir(parents=True, exist_ok=True)
-                for head in heads:
+                # the softmax teacher only serves the cache, which the last round builds for students only
+                for head in heads if not last or STUDENTS else ["crf"]:
                     summary_file = teachers / head / "training.json"  # finished once it holds the test scores
                     if not (summary_file.exists() and "test" in json.loads(summary_file.read_text())):
                         run(
@@ -144,7 +146,6 @@ def main() -> None:
                     "gold": len(gold),
                     "teacher_test_f1": summary["test"]["f1"],
                 }
-                last = rnd == ROUNDS
                 if not last or STUDENTS:
                     cache = (teachers if heads == ["crf"] else d) / "cache"
                     if not (cache / "manifest.json").exists():
