@@ -12,10 +12,12 @@
 # XtremeDistil in batches of 32, as examples/xtremedistil_conll.sh and for its reason);
 # calibration does not need a strong model, only a real one. Models are copied to OUT
 # so the fitted calibration.json lands beside the copies, not in make demo's models.
+#   - a transformer student (mt recipe, paper 002; CRF head: mean CRF marginal), MT_LAYERS (2)
+#     layers started from make demo's teacher's first layers: make demo's cache exports none, so a
+#     second cache (OUT/layers-cache) over the same train and dev sentences from make demo's
+#     teacher holds them, and the teacher's hidden layers T, 2T ... for MT-Hid (T = the teacher's layers / K: 3 and 6 for MiniLM-L6).
 # Not here: the CNN + SRU students with a BILOU head per type, which need a bilou-per-type teacher
-# and its cache (examples/rnn_conll.sh, about an hour of teacher fine-tuning on this CPU), and
-# transformer students (mt recipe), which start from the teacher's first layers: make demo's cache
-# does not export them (build --export-layers).
+# and its cache (examples/rnn_conll.sh, about an hour of teacher fine-tuning on this CPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -33,12 +35,21 @@ train() {  # name, recipe, then options; skipped when finished
 }
 train xtremedistil-d1 xtremedistil --schedule d1 --embedding-dim 100 --hidden-size 200 --epochs-per-step "${XD_EPS:-3}" --patience 1 --batch-size 32
 train token-kd token-kd --temperature 2 --epochs "${KD_EPOCHS:-5}"
+MT_LAYERS=${MT_LAYERS:-2}
+TL=$($BIN/python -c "import json; print(json.load(open('$DEMO/teacher/config.json'))['num_hidden_layers'])")
+[ -f "$OUT/layers-cache/manifest.json" ] ||
+  $BIN/distill-cache build --out "$OUT/layers-cache" --teacher "$DEMO/teacher" --teacher-id teacher \
+  --labelled "conll=$DEMO/train.txt@train" --labelled "conll=$DEMO/dev.txt@dev" --export-layers "$MT_LAYERS" \
+  --hidden-layers "$(seq -s, $((TL / MT_LAYERS)) $((TL / MT_LAYERS)) "$TL")" --device cpu > "$OUT/layers-cache.log" 2>&1
+[ -f "$OUT/transformer-k$MT_LAYERS/training.json" ] ||
+  $BIN/distill-train mt --cache "$OUT/layers-cache" --out "$OUT/transformer-k$MT_LAYERS" --student-layers "$MT_LAYERS" \
+  --epochs "${MT_EPOCHS:-3}" --device cpu > "$OUT/transformer-k$MT_LAYERS.log" 2>&1
 MODELS=()
 for m in vanilla mgkd; do
   [ -d "$OUT/$m" ] || cp -r "$DEMO/$m" "$OUT/$m"
   MODELS+=("$OUT/$m")
 done
-MODELS+=("$OUT/xtremedistil-d1" "$OUT/token-kd")
+MODELS+=("$OUT/xtremedistil-d1" "$OUT/token-kd" "$OUT/transformer-k$MT_LAYERS")
 if [ -d "$SENTSCORE/kd" ]; then
   for m in pseudo kd pseudo-s14 kd-s14 pseudo-s15 kd-s15; do
     [ -d "$SENTSCORE/$m" ] || continue
