@@ -14,8 +14,12 @@
 # so the fitted calibration.json lands beside the copies, not in make demo's models.
 #   - a transformer student (mt recipe, paper 002; CRF head: mean CRF marginal), MT_LAYERS (2)
 #     layers started from make demo's teacher's first layers: make demo's cache exports none, so a
-#     second cache (OUT/layers-cache) over the same train and dev sentences from make demo's
-#     teacher holds them, and the teacher's hidden layers T, 2T ... for MT-Hid (T = the teacher's layers / K: 3 and 6 for MiniLM-L6).
+#     second cache (OUT/layers-cache) over the same corpora as make demo's cache (train, dev, test,
+#     unlabelled Wikipedia), from make demo's teacher, holds them, and the teacher's hidden layers
+#     T, 2T ... for MT-Hid (T = the teacher's layers / K: 3 and 6 for MiniLM-L6). The same corpora
+#     matter: the student keeps the embedding rows of the subwords its cache's corpora use
+#     (vocabulary.py), and over train and dev alone 14% of the test words have a subword outside
+#     them, read through the UNK row (docs/RESULTS.md).
 # Not here: the CNN + SRU students with a BILOU head per type, which need a bilou-per-type teacher
 # and its cache (examples/rnn_conll.sh, about an hour of teacher fine-tuning on this CPU).
 set -euo pipefail
@@ -39,7 +43,8 @@ MT_LAYERS=${MT_LAYERS:-2}
 TL=$($BIN/python -c "import json; print(json.load(open('$DEMO/teacher/config.json'))['num_hidden_layers'])")
 [ -f "$OUT/layers-cache/manifest.json" ] ||
   $BIN/distill-cache build --out "$OUT/layers-cache" --teacher "$DEMO/teacher" --teacher-id teacher \
-  --labelled "conll=$DEMO/train.txt@train" --labelled "conll=$DEMO/dev.txt@dev" --export-layers "$MT_LAYERS" \
+  --labelled "conll=$DEMO/train.txt@train" --labelled "conll=$DEMO/dev.txt@dev" --labelled "conll=$DEMO/test.txt@test" \
+  --unlabelled "wiki=$DEMO/wiki.txt" --export-layers "$MT_LAYERS" \
   --hidden-layers "$(seq -s, $((TL / MT_LAYERS)) $((TL / MT_LAYERS)) "$TL")" --device cpu > "$OUT/layers-cache.log" 2>&1
 [ -f "$OUT/transformer-k$MT_LAYERS/training.json" ] ||
   $BIN/distill-train mt --cache "$OUT/layers-cache" --out "$OUT/transformer-k$MT_LAYERS" --student-layers "$MT_LAYERS" \
