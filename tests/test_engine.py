@@ -302,3 +302,29 @@ def test_svd_width_beyond_the_teachers_embeddings_is_refused_before_training(cac
     assert "(12, 32) (as the cache kept it" in r.output  # the 11 subwords of the tiny corpora and the UNK row
     assert "an SVD reduction can keep 1 to 12 dimensions" in r.output
     assert not (tmp_path / "s" / "metrics.jsonl").exists()
+
+
+def test_prefetch_yields_in_order_raises_in_the_consumer_and_leaves_no_thread_behind():
+    """students/data.py Prefetch: every item in order; a reader's error is raised in the consumer;
+    a consumer that stops early (or fails) waits for the reader thread, so none outlives the loop
+    (a later fork must not inherit a lock a live reader held)."""
+    import threading
+
+    from seqdistill.students.data import Prefetch
+
+    def readers():
+        return [t for t in threading.enumerate() if t.name == "seqdistill-prefetch"]
+
+    assert list(Prefetch(range(50), depth=2)) == list(range(50))
+    it = iter(Prefetch(range(1000), depth=2))
+    assert [next(it) for _ in range(3)] == [0, 1, 2]
+    it.close()  # the queue is full, the reader is waiting to put
+    assert readers() == []
+
+    def failing():
+        yield 1
+        raise OSError("shard 3 is unreadable")
+
+    with pytest.raises(OSError, match="shard 3"):
+        list(Prefetch(failing(), depth=1))
+    assert readers() == []

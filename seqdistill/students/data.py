@@ -209,7 +209,9 @@ class Prefetch:
     """Iterate ``source`` in a background thread, up to ``depth`` items ahead. Reading Parquet and
     Zarr, tokenizing and numpy release the GIL, so loading overlaps the training step. Errors are
     raised in the consumer; a consumer that stops early (``close``, garbage collection) stops the
-    thread at its next item."""
+    thread at its next item and waits for it to end, so that no reader thread outlives the
+    iteration: a process forked later (a DataLoader worker, a test's killed child) must not inherit
+    a lock that a live reader held at the fork."""
 
     def __init__(self, source, depth: int = 2):
         self.source, self.depth = source, depth
@@ -225,21 +227,25 @@ class Prefetch:
         stop = threading.Event()
         done = object()
 
+        def offer(entry) -> bool:
+            """Put ``entry`` unless the consumer has stopped; whether it was put."""
+            while not stop.is_set():
+                try:
+                    items.put(entry, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
         def produce():
             try:
                 for item in self.source:
-                    while not stop.is_set():
-                        try:
-                            items.put((item, None), timeout=0.1)
-                            break
-                        except queue.Full:
-                            continue
-                    if stop.is_set():
+                    if not offer((item, None)):
                         return
             except BaseException as e:  # raised in the consumer
-                items.put((None, e))
+                offer((None, e))
                 return
-            items.put((done, None))
+            offer((done, None))
 
         thread = threading.Thread(target=produce, name="seqdistill-prefetch", daemon=True)
         thread.start()
@@ -253,6 +259,7 @@ class Prefetch:
                 yield item
         finally:
             stop.set()
+            thread.join()  # it ends within one item: every put checks ``stop``
 
 
 def _seed(*parts: int) -> int:
