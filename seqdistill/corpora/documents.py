@@ -51,7 +51,7 @@ def split_sentences(text: str, splitter: str = "pysbd", language: str = "en") ->
         nlp.max_length = max(nlp.max_length, max((b - a for a, b in lines), default=0) + 1)  # no 1M-character cap
         spans = [
             (start + s.start_char, start + s.end_char)
-            for (start, end), doc in zip(lines, nlp.pipe(text[a:b] for a, b in lines))
+            for (start, _), doc in zip(lines, nlp.pipe(text[a:b] for a, b in lines))
             for s in doc.sents
         ]
     else:

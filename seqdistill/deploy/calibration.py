@@ -28,7 +28,7 @@ import numpy as np
 
 from ..corpora import read_corpus
 from ..inference import Tagger
-from ..inference.tagger import CALIBRATION_FILE
+from ..inference.tagger import CALIBRATION_FILE, length_batches
 
 BINS = 10
 GRID = np.geomspace(0.25, 8.0, 41)
@@ -42,11 +42,10 @@ def span_outcomes(tagger: Tagger, sentences: list[list[str]], gold: list[list[st
     backend, decoder = tagger.backend, tagger.backend.decoder
     if decoder is None:
         raise ValueError(f"{tagger.name}: a {tagger.backend.what} teacher gives no span scores to calibrate")
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    batches = []
-    for s in range(0, len(order), batch_size):
-        idx = order[s : s + batch_size]
-        batches.append((idx, backend.scores([sentences[i] for i in idx])))
+    batches = [
+        (idx, backend.scores([sentences[i] for i in idx]))
+        for idx in length_batches([len(s) for s in sentences], batch_size)  # the Tagger's batches
+    ]
     gold_spans = [set(tags_to_spans(t, decoder.schema.scheme)) for t in gold]
 
     def at(temperature: float) -> tuple[np.ndarray, np.ndarray]:
