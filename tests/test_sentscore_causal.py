@@ -166,6 +166,23 @@ def test_a_sentence_longer_than_the_window_is_scored_in_pieces(tokenizer, tmp_pa
     assert whole == sum((teacher.predict([words[s:e]])[0] for s, e in spans), [])
 
 
+def test_sentscore_fills_the_window_and_refuses_past_it(tokenizer):
+    """The low-level search takes a sentence whose sequence fills the sliding window exactly (the
+    cache never slides: the same path as one candidate at a time) and refuses one token more with
+    an error naming the sentence, where a sliding cache would be cut short (an index out of bounds
+    far from the cause, on a GPU a device-side assert)."""
+    model = _gemma3(len(tokenizer), sliding_window=40)
+    fmt = SentFormat(tokenizer, TAGS)
+    words = ["anna", "visits", "rome", "peter"] * 3
+    n = max(i for i in range(1, len(words) + 1) if fmt.causal_tokens(words[:i]) <= 39)
+    fits = words[:n]
+    assert n < len(words) and fmt.causal_tokens(fits) >= 39 - fmt.word_tokens(words[n]) - fmt.tag_block + 1
+    path, _ = sentscore_one_at_a_time(model, fmt, fits)
+    assert sentscore(model, fmt, [fits]).tags[0, 0, :n].tolist() == path
+    with pytest.raises(ValueError, match="split it into pieces"):
+        sentscore(model, fmt, [fits, words[: n + 1]])
+
+
 @pytest.fixture(scope="module")
 def causal_dir(tmp_path_factory, tokenizer):
     d = tmp_path_factory.mktemp("causal-lm")

@@ -113,6 +113,22 @@ class SentFormat:
         eos = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else self.tokenizer.sep_token_id
         return ids + ([eos] if eos is not None else [])
 
+    def word_tokens(self, word: str) -> int:
+        """Tokens a word takes in the SenT' input: its subwords (at least one) and its sentinel."""
+        return len(self.tokenizer(word, add_special_tokens=False)["input_ids"] or [0]) + 1
+
+    @property
+    def tag_block(self) -> int:
+        """The most tokens a word takes in the target: the longest tag and its sentinel."""
+        return max(len(t) for t in self.tag_ids) + 1
+
+    def causal_tokens(self, words: list[str]) -> int:
+        """The most tokens a causal LM's one sequence holds for ``words`` (prompt and target, every
+        word given the longest tag): the model's special tokens, the input, the target's ``s_0``, its
+        blocks and the end of sequence, plus one (the ``s_0`` of the input, counted with the prefix)."""
+        fixed = len(self.prefix) + len(self.suffix) + 1
+        return fixed + 2 + sum(self.word_tokens(w) for w in words) + len(words) * self.tag_block
+
     def allowed(self) -> tuple[Tensor, Tensor]:
         """sBIO constraints: ``start [T̄]`` (I may not start) and ``after [T̄, T̄]`` (I may not follow O)."""
         n = len(self.tags)
@@ -167,6 +183,20 @@ def _decoder_start(model) -> int:
 def is_causal(model) -> bool:
     """Whether ``model`` is a decoder-only LM (no encoder half)."""
     return not getattr(model.config, "is_encoder_decoder", False)
+
+
+def context_limit(model) -> int | None:
+    """Tokens a causal LM's one sequence may hold: its position table and, with sliding-window
+    attention (Gemma 3), its window less one. A sliding-window layer of the key/value cache keeps only
+    its last window - 1 tokens, and SenTScore's cache surgery (cutting a tag's block off, aligning
+    rows) needs every token it fed, so the cache must never slide. None for other models."""
+    if not is_causal(model):
+        return None
+    cfg = model.config
+    limits = [getattr(cfg, "max_position_embeddings", None) or 1 << 30]
+    if getattr(cfg, "sliding_window", None):
+        limits.append(cfg.sliding_window - 1)
+    return min(limits)
 
 
 def pad_rows(seqs: list[list[int]], pad: int, left: bool = False) -> tuple[Tensor, Tensor]:
@@ -302,6 +332,8 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
     lengths = [len(w) for w in words]
     L = lengths[0]
     causal = is_causal(model)
+    if causal:
+        _refuse_too_long(fmt, words, context_limit(model))
     if causal:  # the prompts and the target's s_0, left-padded, in one call
         prefix, first_mask = encode_prompts(fmt, words, device)
         dec = _Decoder(model)
@@ -409,6 +441,20 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
     inverse = torch.empty(B, dtype=torch.long, device=device)
     inverse[torch.tensor(order, device=device)] = torch.arange(B, device=device)
     return SentScoreOutput(tags[inverse], beam[inverse], scores[inverse])
+
+
+def _refuse_too_long(fmt: SentFormat, words: list[list[str]], limit: int) -> None:
+    """A sentence whose one sequence could outgrow the causal LM's context would make the cache
+    slide or run past the positions (:func:`context_limit`); it is refused, naming it. The
+    teacher (``kinds/sentscore.py``) splits such sentences into pieces before they come here."""
+    for w in words:
+        n = fmt.causal_tokens(w)
+        if n > limit:
+            raise ValueError(
+                f"SenTScore: the sentence {' '.join(w[:12])!r} ({len(w)} words) can take {n} tokens as prompt and "
+                f"target, over the {limit} this causal LM's context allows: split it into pieces first "
+                "(SentScoreTeacher.decode_batch does)"
+            )
 
 
 def _refuse_nan(step: Tensor, k: int, words: list[list[str]], i: int) -> None:

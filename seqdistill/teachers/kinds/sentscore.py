@@ -43,7 +43,16 @@ from ...cache_schema import FieldSpec, LabelSchema
 from ..base import TeacherError, TeacherOutput, inference_autocast, teacher_fingerprints, write_teacher_json
 from ..kind import TeacherKind
 from ..pretrained import base_record, from_pretrained, save_model
-from ..sentscore import SentFormat, encode_batch, encode_sequences, is_causal, output_head, project, sentscore
+from ..sentscore import (
+    SentFormat,
+    context_limit,
+    encode_batch,
+    encode_sequences,
+    is_causal,
+    output_head,
+    project,
+    sentscore,
+)
 
 
 class SentScoreTeacher(nn.Module):
@@ -123,10 +132,7 @@ class SentScoreTeacher(nn.Module):
         None if relative."""
         cfg = self.model.config
         if self.causal:
-            limits = [getattr(cfg, "max_position_embeddings", None) or 1 << 30]
-            if getattr(cfg, "sliding_window", None):
-                limits.append(cfg.sliding_window - 1)
-            return min(limits)
+            return context_limit(self.model)
         if cfg.model_type != "encoder-decoder":
             return None
         return min(cfg.encoder.max_position_embeddings, cfg.decoder.max_position_embeddings)
@@ -137,12 +143,12 @@ class SentScoreTeacher(nn.Module):
         limit = self._positions()
         if limit is None:  # relative positions: only the sentinels bound a piece
             return [(s, min(s + n, len(words))) for s in range(0, len(words), n)]
-        longest_tag = max(len(t) for t in self.format.tag_ids) + 1
+        longest_tag = self.format.tag_block
         fixed = len(self.format.prefix) + len(self.format.suffix) + 1
         spans, start, enc, dec = [], 0, 0, 0
         for i, w in enumerate(words):
-            cost = len(self.tokenizer(w, add_special_tokens=False)["input_ids"] or [0]) + 1
-            if self.causal:  # one sequence: prompt, s_0, the target's blocks, end of sequence
+            cost = self.format.word_tokens(w)
+            if self.causal:  # one sequence, as SentFormat.causal_tokens(words[start : i + 1]) counts it
                 full = i - start >= n or enc + cost + dec + longest_tag + fixed + 2 > limit
             else:
                 full = i - start >= n or enc + cost + fixed > limit or dec + longest_tag + 3 > limit
