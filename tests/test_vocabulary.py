@@ -98,3 +98,14 @@ def test_students_keep_the_rows_and_read_unseen_subwords_as_the_unk_row(caches, 
     assert onnx.predict(sents) == tagger.predict(sents)
     assert onnx.backend.vocabulary == {"kept": 11, "teacher": 88, "unseen": "unk-row"} == tagger.backend.vocabulary
     assert onnx.backend.words == tagger.backend.words == "default"
+    # what distill-eval reports: the share of words read through the UNK row, torch and ONNX alike
+    seen_unseen = [["peter", "visits", "zagreb"], ["peter", "visits", "oslo"]]
+    assert tagger.unseen_share(seen_unseen) == onnx.unseen_share(seen_unseen) == pytest.approx(2 / 6)
+    assert tagger.unseen_share([["peter", "visits"]]) == 0.0
+    assert Tagger.load(tmp_path / "mgkd-full").unseen_share(seen_unseen) is None
+    from seqdistill.deploy.evaluate import evaluate_taggers, format_results
+
+    (tmp_path / "test.txt").write_text("peter B-PER\nvisits O\nzagreb B-LOC\n\npeter B-PER\nvisits O\n\n")
+    rows = evaluate_taggers([str(tmp_path / "mgkd"), str(out)], str(tmp_path / "test.txt"), with_latency=False)
+    assert [r["unseen_words"] for r in rows] == [pytest.approx(1 / 5)] * 2
+    assert "20.0% of these words have a subword outside its trimmed vocabulary" in format_results(rows)

@@ -14,6 +14,7 @@ from ..corpora import CorpusError, read_corpus
 from ..inference import TaggedDocument, Tagger, latency
 from ..metrics import span_scores, span_set_scores
 
+UNSEEN_WARNING = 0.01  # decision: name a student whose trimmed vocabulary misses 1% of the test words or more
 DEFAULT_THREADS = 1  # decision: small models run fastest on one thread (docs/BENCHMARKS.md); 0 = all cores
 
 
@@ -57,6 +58,9 @@ def evaluate_taggers(
             "threads": threads or "all",
             **score_tagger(tagger, corpus),
         }
+        unseen = tagger.unseen_share(words)
+        if unseen is not None:
+            row["unseen_words"] = unseen
         if with_latency:
             row["ms_per_sentence_batch1"] = latency(tagger, words, 1, 50)
             row["ms_per_sentence_batch32"] = latency(tagger, words, 32, 10)
@@ -92,6 +96,13 @@ def format_results(rows: list[dict]) -> str:
                 f" at batch 1, "
                 f"{_ratio(base['ms_per_sentence_batch32'], r['ms_per_sentence_batch32'], 'faster', 'slower')}"
                 f" at batch 32, F1 {100 * (r['f1'] - base['f1']):+.2f}"
+            )
+    for r in rows:
+        if r.get("unseen_words", 0) >= UNSEEN_WARNING:
+            lines.append(
+                f"\n{r['model']}: {100 * r['unseen_words']:.1f}% of these words have a subword outside its trimmed "
+                "vocabulary and read its UNK row; its cache was built over text unlike this: build one over text like "
+                "it, or with --full-vocabulary (docs/RESULTS.md: 14.1% cost 13 F1)"
             )
     for r in rows:
         types = ", ".join(f"{t} {100 * v['f1']:.1f}" for t, v in sorted(r["per_type"].items()))

@@ -278,6 +278,7 @@ class OnnxModel(Backend):
         from transformers import AutoTokenizer
 
         d = Path(directory)
+        self.directory = d
         self.meta = meta = read_export_json(d)
         self.name, self.kind, self.what = d.name, meta["kind"], meta["model"]
         self.words = meta.get("words", "default")
@@ -320,6 +321,21 @@ class OnnxModel(Backend):
             self.segmenter = WordTokenizer(self.tokenizer, int(meta["max_length"]), meta.get("pooling", "first"))
 
     # -- scores ----------------------------------------------------------------------------------
+    def row_of_id(self) -> np.ndarray | None:
+        """The id map of a trimmed vocabulary, read from the graph: the one int64 table (an id
+        map, not an embedding) with a row per teacher subword (``vocabulary.RowIndex``)."""
+        import onnx
+        from onnx import numpy_helper
+
+        graph = onnx.load(str(self.directory / self.meta["onnx"])).graph
+        rows = int(self.vocabulary["teacher"])
+        for t in graph.initializer:
+            if t.data_type == onnx.TensorProto.INT64 and list(t.dims) == [rows]:
+                return numpy_helper.to_array(t)
+        raise ExportError(
+            f"{self.directory}: export.json names a trimmed vocabulary, and the graph has no id map of {rows} rows"
+        )
+
     def scores(self, words: list[list[str]]) -> np.ndarray:
         feed, slot, weight = graph_feed(self.inputs, self.meta, self.tokenizer, words, getattr(self, "segmenter", None))
         out = self.session.run(None, feed)[0]

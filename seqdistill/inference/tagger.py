@@ -262,6 +262,13 @@ class Tagger:
             docs[d].spans += s.spans
         return docs
 
+    def unseen_share(self, sentences: list[list[str]]) -> float | None:
+        """The share of the words of ``sentences`` that have a subword outside the student's kept
+        vocabulary and are read through its UNK row (``seqdistill.vocabulary``); None for models that
+        keep every row. A large share means the cache was built over text unlike this: build it over
+        text like the target, or with ``--full-vocabulary``."""
+        return self.backend.unseen_share(sentences)
+
     def predict(self, sentences: list[list[str]], batch_size: int = 64) -> list[list[str]]:
         """Flat tags of pre-split sentences."""
         return [d.tags for d in self._decode(sentences, batch_size, False, False)]

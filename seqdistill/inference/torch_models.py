@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..decode import Decoded, Decoder
-from ..vocabulary import UNSEEN_RULE
+from ..vocabulary import UNSEEN_RULE, unseen_share
 
 
 def parameter_counts(model: torch.nn.Module) -> tuple[int, int]:
@@ -56,6 +56,17 @@ class Backend:
     def scores(self, words: list[list[str]]) -> np.ndarray:
         raise NotImplementedError
 
+    def row_of_id(self) -> np.ndarray | None:
+        """A trimmed vocabulary's map from teacher subword ids to rows (``vocabulary.RowIndex``);
+        None where every row is kept."""
+        return None
+
+    def unseen_share(self, words: list[list[str]]) -> float | None:
+        """The share of words with a subword outside the kept rows (``vocabulary.unseen_share``);
+        None where every row is kept."""
+        rows = self.row_of_id() if self.vocabulary else None
+        return None if rows is None else unseen_share(self.tokenizer, words, rows)
+
     def decode(self, words: list[list[str]], with_scores: bool = False, with_spans: bool = True) -> list[Decoded]:
         return self.decoder(self.scores(words), np.array([len(w) for w in words]), with_scores, with_spans)
 
@@ -79,6 +90,10 @@ class TorchStudent(Backend):
         self.vocabulary = trimmed_vocabulary(self.module.config)
         self.decoder = self.module.decoder()
         self.params, self.params_without_embeddings = parameter_counts(self.module)
+
+    def row_of_id(self) -> np.ndarray | None:
+        vocab = getattr(self.module, "vocab", None)
+        return vocab.row_of_id.cpu().numpy() if vocab is not None and vocab.trimmed else None
 
     def scores(self, words: list[list[str]]) -> np.ndarray:
         x = self.module.inputs(self.tokenizer, words).to(self.module.device)
