@@ -159,6 +159,9 @@ def test_a_sentence_longer_than_the_window_is_scored_in_pieces(tokenizer, tmp_pa
     words = ["anna", "visits", "rome", "peter"] * 3  # 12 words: over the 11 sentinels and the window of 39
     spans = teacher._spans(words)
     assert len(spans) > 1 and spans[0][0] == 0 and spans[-1][1] == 12
+    # the first piece is the longest start that the search itself accepts (SentFormat.causal_tokens)
+    fmt = teacher.format
+    assert spans[0][1] == max(i for i in range(1, fmt.max_words + 1) if fmt.causal_tokens(words[:i]) <= 39)
     for s, e in spans:
         prompt = teacher.format.encode_input(words[s:e], causal=True)
         assert len(prompt) + 1 + 2 * (e - s) + 1 <= 39  # prompt, s_0, "t s_i" blocks, end of sequence
