@@ -62,12 +62,13 @@ def kept_subwords(tokenizer, sentences, rows: int, batch_size: int = 1024) -> np
     return np.array(sorted(i for i in seen if i < rows), dtype=np.int64)
 
 
-def unseen_share(tokenizer, sentences: list[list[str]], row_of_id: np.ndarray) -> float:
+def unseen_share(tokenizer, sentences: list[list[str]], row_of_id: np.ndarray, kept: int) -> float:
     """The share of the words of ``sentences`` that have a subword outside a trimmed vocabulary's
-    kept rows, which a student reads through the UNK row (``row_of_id``: teacher id -> row, the UNK
-    row last). A student's accuracy falls with it: the words only tell it that they are new (issue
-    37: 14.1% of CoNLL-2003's test words for a cache over its train and dev sets, 13 F1 lost)."""
-    unk = int(row_of_id.max())
+    ``kept`` rows, which a student reads through the UNK row (``row_of_id``: teacher id -> row, row
+    ``kept`` for the UNK row). A student's accuracy falls with it: the words only tell it that they
+    are new (issue 37: 14.1% of CoNLL-2003's test words for a cache over its train and dev sets, 13
+    F1 lost)."""
+    unk = kept
     pieces = [w for sentence in word_pieces(tokenizer, sentences) for w in sentence]
     if not pieces:
         return 0.0

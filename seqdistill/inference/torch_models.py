@@ -65,7 +65,7 @@ class Backend:
         """The share of words with a subword outside the kept rows (``vocabulary.unseen_share``);
         None where every row is kept."""
         rows = self.row_of_id() if self.vocabulary else None
-        return None if rows is None else unseen_share(self.tokenizer, words, rows)
+        return None if rows is None else unseen_share(self.tokenizer, words, rows, int(self.vocabulary["kept"]))
 
     def decode(self, words: list[list[str]], with_scores: bool = False, with_spans: bool = True) -> list[Decoded]:
         return self.decoder(self.scores(words), np.array([len(w) for w in words]), with_scores, with_spans)

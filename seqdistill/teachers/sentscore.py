@@ -123,11 +123,12 @@ class SentFormat:
         return max(len(t) for t in self.tag_ids) + 1
 
     def causal_tokens(self, words: list[str]) -> int:
-        """The most tokens a causal LM's one sequence holds for ``words`` (prompt and target, every
-        word given the longest tag): the model's special tokens, the input, the target's ``s_0``, its
-        blocks and the end of sequence, plus one (the ``s_0`` of the input, counted with the prefix)."""
-        fixed = len(self.prefix) + len(self.suffix) + 1
-        return fixed + 2 + sum(self.word_tokens(w) for w in words) + len(words) * self.tag_block
+        """The most tokens a causal LM's one sequence holds for ``words``, every word given the
+        longest tag: the model's special tokens (the closing ones too, which a causal prompt leaves
+        out: a bound, not a count), the input's ``s_0``, each word's subwords and sentinel, the
+        target's ``s_0``, each word's tag block, and the end of sequence."""
+        specials = len(self.prefix) + len(self.suffix)
+        return specials + 1 + sum(self.word_tokens(w) for w in words) + 1 + len(words) * self.tag_block + 1
 
     def allowed(self) -> tuple[Tensor, Tensor]:
         """sBIO constraints: ``start [T̄]`` (I may not start) and ``after [T̄, T̄]`` (I may not follow O)."""
@@ -332,9 +333,8 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
     lengths = [len(w) for w in words]
     L = lengths[0]
     causal = is_causal(model)
-    if causal:
-        _refuse_too_long(fmt, words, context_limit(model))
     if causal:  # the prompts and the target's s_0, left-padded, in one call
+        _refuse_too_long(fmt, words, context_limit(model))
         prefix, first_mask = encode_prompts(fmt, words, device)
         dec = _Decoder(model)
     else:  # the encoder, then the decoder prefix [decoder start, s_0] of every sentence
