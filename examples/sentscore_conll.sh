@@ -24,6 +24,8 @@
 # docs/RESULTS.md); a GPU short of memory for a larger LM is where LoRA pays. Beside it, a MiniLM-L6
 # + CRF teacher fine-tuned on the same gold sentences (OUT/crf-teacher), scored on the same test set.
 # Every step is skipped when its output is complete, so the same command continues a run cut short.
+# BUILD_OPTS: more options for `distill-cache build` (e.g. --full-vocabulary: the students start from
+# every row of the teacher's embedding matrix, not only the rows of the cache's words).
 # STUDENT_SEEDS="13 14 15": each student once per seed. TEST_SENTENCES=N: score on the first N test
 # sentences only (a run that the CPU budget cuts short; docs/RESULTS.md says so where it is used).
 set -euo pipefail
@@ -75,7 +77,7 @@ head -n "$SILVER" "$OUT/split/silver.txt" > "$OUT/split/silver-$SILVER.txt"
   --lr 5e-5 --batch-size 16 --device cpu > "$OUT/crf-teacher.log" 2>&1
 $BIN/distill-cache build --out "$OUT/cache" --teacher "$OUT/teacher" --teacher-id sentscore \
   --labelled gold=$OUT/split/gold_train.txt@train --labelled gold=$OUT/split/gold_dev.txt@dev \
-  --unlabelled silver=$OUT/split/silver-$SILVER.txt --device cpu
+  --unlabelled silver=$OUT/split/silver-$SILVER.txt --device cpu ${BUILD_OPTS:-}
 train() {  # name, then distill-train options
   local name=$1; shift
   [ -f "$OUT/$name/training.json" ] && return 0

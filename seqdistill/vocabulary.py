@@ -12,7 +12,9 @@ Wikipedia sentences: about 30k subwords). So:
   ``[n, D]``, ``ids`` ``[n]``, metadata ``rows``). Each teacher layer has its own set (its own
   tokenizer), so adding a teacher to a cache adds its set with its layer; the corpora of a cache
   are fixed when it is built. ``distill-cache verify`` tokenizes the cache's words again and checks
-  that every subword is kept. ``distill-cache build --full-vocabulary`` exports every row.
+  that every subword is kept. ``distill-cache build --full-vocabulary`` exports every row;
+  ``--vocabulary-text FILE`` keeps the subwords of FILE's words too, without rows in the cache or a
+  teacher pass over it (text like what the students will tag; the export's metadata names it).
 * **A student** that starts from those rows keeps them and one more, the **UNK row** (the rule for
   unseen subwords, ``UNSEEN_RULE``): any subword id outside the kept set, at inference on new text,
   maps to row ``n``, initialised as the mean of the kept rows (and trained with the others when the

@@ -1,6 +1,8 @@
 """A trimmed vocabulary (seqdistill.vocabulary, issue 36): the cache exports the embedding rows of
 the subwords its corpora use, students keep them and an UNK row, verify checks the set."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -63,6 +65,43 @@ def test_the_cache_exports_the_rows_its_corpora_use_and_full_vocabulary_all(cach
     np.testing.assert_array_equal(trimmed["weight"], teacher[trimmed["ids"]])
     r = CliRunner().invoke(cache_cli, ["verify", caches[0]])
     assert r.exit_code == 0, r.output
+
+
+def test_vocabulary_text_widens_the_kept_rows_without_rows_in_the_cache(caches, tiny_encoder, tmp_path):
+    """`build --vocabulary-text FILE`: the subwords of FILE's words are kept too (the student reads
+    "zagreb" through its own row, not the UNK row), the cache's examples are the same, and the
+    export names the file; with --full-vocabulary it is refused."""
+    import hashlib
+    import json
+    import tempfile
+
+    from safetensors import safe_open
+    from transformers import AutoTokenizer
+
+    from seqdistill.cache_build.build import BuildError
+
+    target = tmp_path / "target.txt"
+    target.write_text("zagreb oslo\n")
+    wide = toy_cache(tiny_encoder, tmp_path / "wide", vocabulary_text=(str(target),))
+    reader, base = CacheReader(wide), CacheReader(caches[0])
+    same = [(c.name, c.split, c.sha256, c.examples) for c in base.manifest.corpora]
+    assert [(c.name, c.split, c.sha256, c.examples) for c in reader.manifest.corpora] == same
+    ids = load(reader.read_export("tiny", "embeddings.safetensors"))["ids"]
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder)
+    extra = kept_subwords(tokenizer, [["zagreb", "oslo"]], 10**6)
+    base_ids = load(base.read_export("tiny", "embeddings.safetensors"))["ids"]
+    assert set(ids.tolist()) == set(base_ids.tolist()) | set(extra.tolist()) and len(ids) > len(base_ids)
+    with tempfile.TemporaryDirectory() as tmp:
+        with safe_open(str(Path(reader.export_dir("tiny", tmp)) / "embeddings.safetensors"), "np") as f:
+            sources = json.loads(f.metadata()["vocabulary_text"])
+    assert sources == [
+        {"file": "target.txt", "sha256": hashlib.sha256(target.read_bytes()).hexdigest(), "sentences": 1}
+    ]
+    cfg = dict(epochs=1, max_steps=3, device="cpu", hidden_size=8, k=3)
+    train_student(wide, tmp_path / "mgkd", MGKDConfig(train_embeddings=True, **cfg), log=lambda *a: None)
+    assert Tagger.load(tmp_path / "mgkd").unseen_share([["peter", "visits", "zagreb"]]) == 0.0
+    with pytest.raises(BuildError, match="give one"):
+        toy_cache(tiny_encoder, tmp_path / "both", vocabulary_text=(str(target),), full_vocabulary=True)
 
 
 def test_verify_names_subwords_the_export_does_not_keep(tiny_encoder, tmp_path, monkeypatch):

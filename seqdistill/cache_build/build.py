@@ -131,6 +131,12 @@ class BuildConfig:
         False,
         "Export the teacher's whole embedding matrix (default: only the rows of the subwords the corpora use).",
     )
+    vocabulary_text: tuple[str, ...] = option(
+        (),
+        "Comma-separated files (any corpus format; tags ignored) whose words' subwords a trimmed vocabulary "
+        "keeps too, with no rows in the cache and no teacher pass: text like what the students will tag.",
+        metavar="FILE,FILE",
+    )
     queue_size: int = option(2, "Finished batches waiting for the background shard writer.")
     overwrite: bool = option(False, "Replace this teacher's layer (or the whole cache if the corpora changed).")
     trust_remote_code: bool = option(False, "Allow the teacher's own Python code to run (off by default).")
@@ -255,6 +261,11 @@ def build_cache(
         fields = kind.fields(schema, hidden_size, options)
     except TeacherError as e:
         raise BuildError(str(e)) from None
+    if cfg.vocabulary_text and cfg.full_vocabulary:
+        raise BuildError(
+            "--vocabulary-text widens a trimmed vocabulary, and --full-vocabulary keeps every row: give one"
+        )
+    vocabulary_text = [read_corpus(p, "vocabulary", "unlabelled", labelled=False) for p in cfg.vocabulary_text]
 
     # One writer at a time (cache_schema/lock.py): rank 0 holds the lock for the whole build, so
     # that clearing the staging directory of a killed run never pulls files from a live one.
@@ -302,11 +313,18 @@ def build_cache(
         if needs_exports:
             fitted = _fit_projection(teacher, cfg, shards[0], log) if cfg.hidden_project else None
             matrix_rows = teacher.encoder.get_input_embeddings().weight.shape[0]
-            sentences = (r["words"] for s in shards for r in s)
+            sentences = [r["words"] for s in shards for r in s] + [
+                x.words for c in vocabulary_text for x in c.sentences
+            ]
             kept = None if cfg.full_vocabulary else kept_subwords(teacher.tokenizer, sentences, matrix_rows)
             if kept is not None:
-                log(f"exports: the embedding rows of the {len(kept):,} subwords the corpora use (vocabulary.py)")
-            layer.write_exports(lambda d: _write_exports(teacher, d, cfg, fitted, kept))
+                extra = f" and {len(vocabulary_text)} --vocabulary-text file(s)" if vocabulary_text else ""
+                log(f"exports: the embedding rows of the {len(kept):,} subwords the corpora{extra} use (vocabulary.py)")
+            sources = [
+                {"file": os.path.basename(c.path), "sha256": c.sha256, "sentences": len(c.sentences)}
+                for c in vocabulary_text
+            ]
+            layer.write_exports(lambda d: _write_exports(teacher, d, cfg, fitted, kept, sources))
         if cfg.hidden_project:
             distributed.barrier(world)  # rank 0 published the projection that every rank applies
         projection = _read_projection(writer, layer.name) if cfg.hidden_project and todo else None
@@ -377,8 +395,10 @@ def _pca_sample(rows: list[dict]) -> list[dict]:
     return [rows[i] for i in sorted(pick.tolist())]
 
 
-def _write_exports(teacher: Teacher, directory: str, cfg: BuildConfig, projection: dict | None, kept) -> None:
-    export_for_students(teacher, directory, cfg.export_layers, kept)
+def _write_exports(
+    teacher: Teacher, directory: str, cfg: BuildConfig, projection: dict | None, kept, sources: list[dict]
+) -> None:
+    export_for_students(teacher, directory, cfg.export_layers, kept, sources)
     if projection is not None:
         from safetensors.numpy import save_file
 

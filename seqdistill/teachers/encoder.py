@@ -249,13 +249,17 @@ def _encoder_max_length(encoder, tokenizer) -> int:
     return int(min(positions, limit if limit < 1e9 else positions))
 
 
-def export_for_students(teacher: Teacher, directory, encoder_layers: int = 0, kept=None) -> None:
+def export_for_students(
+    teacher: Teacher, directory, encoder_layers: int = 0, kept=None, vocabulary_text: list[dict] | None = None
+) -> None:
     """Write what a student needs from the teacher, so that training never loads the teacher:
 
     * ``tokenizer/`` — the tokenizer files;
     * ``embeddings.safetensors`` — the input embedding matrix (``weight``, ``[vocab, hidden]``, fp32),
       or, with ``kept`` (sorted subword ids, ``vocabulary.kept_subwords``), only those rows, with
-      ``ids`` beside them and the whole matrix's row count in the metadata (``rows``);
+      ``ids`` beside them and the whole matrix's row count in the metadata (``rows``), and the
+      files of ``build --vocabulary-text`` that widened the set (``vocabulary_text``: JSON, each
+      file's name, sha256 and sentence count);
     * ``label_schema.json``; ``encoder_config.json`` — the teacher encoder's config;
     * what the teacher's kind adds (``export_head``): a CRF teacher's ``crf.safetensors``, its
       ``transitions``, ``start``, ``end`` as used (-inf where forbidden);
@@ -271,6 +275,8 @@ def export_for_students(teacher: Teacher, directory, encoder_layers: int = 0, ke
     else:
         ids = torch.as_tensor(kept, dtype=torch.long)
         meta = {"rows": str(emb.shape[0]), "unseen": UNSEEN_RULE}
+        if vocabulary_text:
+            meta["vocabulary_text"] = json.dumps(vocabulary_text)
         save_file({"weight": emb[ids].contiguous(), "ids": ids}, str(d / EMBEDDINGS_EXPORT), metadata=meta)
     (d / "label_schema.json").write_text(json.dumps(teacher.schema.to_json(), indent=1) + "\n")
     (d / "encoder_config.json").write_text(teacher.encoder.config.to_json_string())
