@@ -70,11 +70,10 @@ def unseen_share(tokenizer, sentences: list[list[str]], row_of_id: np.ndarray, k
     ``kept`` for the UNK row). A student's accuracy falls with it: the words only tell it that they
     are new (issue 37: 14.1% of CoNLL-2003's test words for a cache over its train and dev sets, 13
     F1 lost)."""
-    unk = kept
     pieces = [w for sentence in word_pieces(tokenizer, sentences) for w in sentence]
     if not pieces:
         return 0.0
-    return sum(bool((row_of_id[np.asarray(w)] == unk).any()) for w in pieces) / len(pieces)
+    return sum(bool((row_of_id[np.asarray(w)] == kept).any()) for w in pieces) / len(pieces)
 
 
 def read_kept(path) -> tuple[Tensor | None, int]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import os
 import queue
 import threading
@@ -313,9 +314,9 @@ def build_cache(
         if needs_exports:
             fitted = _fit_projection(teacher, cfg, shards[0], log) if cfg.hidden_project else None
             matrix_rows = teacher.encoder.get_input_embeddings().weight.shape[0]
-            sentences = [r["words"] for s in shards for r in s] + [
-                x.words for c in vocabulary_text for x in c.sentences
-            ]
+            sentences = itertools.chain(
+                (r["words"] for s in shards for r in s), (x.words for c in vocabulary_text for x in c.sentences)
+            )
             kept = None if cfg.full_vocabulary else kept_subwords(teacher.tokenizer, sentences, matrix_rows)
             if kept is not None:
                 extra = f" and {len(vocabulary_text)} --vocabulary-text file(s)" if vocabulary_text else ""

@@ -122,13 +122,17 @@ class SentFormat:
         """The most tokens a word takes in the target: the longest tag and its sentinel."""
         return max(len(t) for t in self.tag_ids) + 1
 
+    @property
+    def causal_overhead(self) -> int:
+        """Tokens of a causal LM's one sequence that no word brings: the model's special tokens (the
+        closing ones too, which a causal prompt leaves out: a bound, not a count), the input's and
+        the target's ``s_0``, and the end of sequence."""
+        return len(self.prefix) + len(self.suffix) + 3
+
     def causal_tokens(self, words: list[str]) -> int:
         """The most tokens a causal LM's one sequence holds for ``words``, every word given the
-        longest tag: the model's special tokens (the closing ones too, which a causal prompt leaves
-        out: a bound, not a count), the input's ``s_0``, each word's subwords and sentinel, the
-        target's ``s_0``, each word's tag block, and the end of sequence."""
-        specials = len(self.prefix) + len(self.suffix)
-        return specials + 1 + sum(self.word_tokens(w) for w in words) + 1 + len(words) * self.tag_block + 1
+        longest tag: the overhead, then each word's subwords and sentinel and its tag block."""
+        return self.causal_overhead + sum(self.word_tokens(w) + self.tag_block for w in words)
 
     def allowed(self) -> tuple[Tensor, Tensor]:
         """sBIO constraints: ``start [T̄]`` (I may not start) and ``after [T̄, T̄]`` (I may not follow O)."""

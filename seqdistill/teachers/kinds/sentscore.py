@@ -148,8 +148,8 @@ class SentScoreTeacher(nn.Module):
         spans, start, enc, dec = [], 0, 0, 0
         for i, w in enumerate(words):
             cost = self.format.word_tokens(w)
-            if self.causal:  # one sequence, as SentFormat.causal_tokens(words[start : i + 1]) counts it
-                full = i - start >= n or enc + cost + dec + longest_tag + fixed + 2 > limit
+            if self.causal:  # one sequence: SentFormat.causal_tokens(words[start : i + 1]), summed as it goes
+                full = i - start >= n or self.format.causal_overhead + enc + cost + dec + longest_tag > limit
             else:
                 full = i - start >= n or enc + cost + fixed > limit or dec + longest_tag + 3 > limit
             if full and i > start:
