@@ -55,6 +55,12 @@ def run(*args: str, log: Path) -> None:
         )
 
 
+def built_teachers(cache: Path) -> set[str]:
+    """The teacher ids whose layers the cache's manifest lists (none before its first layer)."""
+    manifest = cache / "manifest.json"
+    return {t["id"] for t in json.loads(manifest.read_text())["teachers"]} if manifest.exists() else set()
+
+
 def blocks(path: Path) -> list[str]:
     return [b for b in path.read_text().split("\n\n") if b.strip() and not b.startswith("-DOCSTART-")]
 
@@ -148,8 +154,8 @@ def main() -> None:
                 }
                 if not last or STUDENTS:
                     cache = (teachers if heads == ["crf"] else d) / "cache"
-                    if not (cache / "manifest.json").exists():
-                        for head in heads:
+                    for head in heads:  # one layer a head; a run cut between them adds the missing one
+                        if head not in built_teachers(cache):
                             run(
                                 BIN / "distill-cache",
                                 "build",
