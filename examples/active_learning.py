@@ -82,11 +82,7 @@ def main() -> None:
     dev = write(OUT / "dev.txt", blocks(data / "valid.txt")[:DEV])
     test = write(OUT / "test.txt", blocks(data / "test.txt")[:TEST])
     results = OUT / "results.jsonl"
-    done = (
-        {(r["strategy"], r["seed"], r["round"]) for r in map(json.loads, results.read_text().splitlines())}
-        if results.exists()
-        else set()
-    )
+    done = {(r["strategy"], r["seed"], r["round"]): r for r in read_results(results)}
     for seed in SEEDS:
         start = sorted(random.Random(seed).sample(range(len(pool)), START))
         for strategy in STRATEGIES:
@@ -178,13 +174,14 @@ def main() -> None:
                                 log=cache.parent / f"cache-{head}.log",
                             )
                 if STUDENTS:
-                    if not (d / "mgkd" / "training.json").exists():
+                    student = cache.parent / "mgkd"  # round 0's beside its shared cache: trained once per seed
+                    if not (student / "training.json").exists():
                         run(
                             BIN / "distill-train",
                             "--cache",
                             cache,
                             "--out",
-                            d / "mgkd",
+                            student,
                             "--teacher",
                             "crf",
                             "--losses",
@@ -199,17 +196,17 @@ def main() -> None:
                             seed,
                             "--device",
                             "cpu",
-                            log=d / "mgkd.log",
+                            log=cache.parent / "mgkd.log",
                         )
                     evaluation = subprocess.check_output(
-                        [BIN / "distill-eval", "--model", d / "mgkd", "--data", test, "--no-latency", "--json"],
+                        [BIN / "distill-eval", "--model", student, "--data", test, "--no-latency", "--json"],
                         text=True,
                     )
                     row["student_test_f1"] = json.loads(evaluation)[0]["f1"]
-                if (strategy, seed, rnd) not in done:
+                if done.get((strategy, seed, rnd), {}).keys() < row.keys():  # new, or now with its student
                     with results.open("a") as f:
                         f.write(json.dumps(row) + "\n")
-                    done.add((strategy, seed, rnd))
+                    done[strategy, seed, rnd] = row
                 if last:
                     break
                 nxt = d / "next.jsonl"
@@ -237,8 +234,14 @@ def main() -> None:
                 gold = sorted(gold + [remaining[json.loads(x)["index"]] for x in nxt.read_text().splitlines()])
 
 
+def read_results(path: Path) -> list[dict]:
+    """One row per (strategy, seed, round): the last written (a later run adds the student's F1)."""
+    rows = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+    return list({(r["strategy"], r["seed"], r["round"]): r for r in rows}.values())
+
+
 def report() -> None:
-    rows = [json.loads(x) for x in (OUT / "results.jsonl").read_text().splitlines()]
+    rows = read_results(OUT / "results.jsonl")
     keys = ["teacher_test_f1"] + (["student_test_f1"] if any("student_test_f1" in r for r in rows) else [])
     print("| strategy | round | gold | " + " | ".join(keys) + " |")
     print("|---|---:|---:|" + "---:|" * len(keys))
@@ -253,8 +256,8 @@ def report() -> None:
                 vals = [100 * r[k] for r in sel if r.get(k) is not None]
                 sd = statistics.stdev(vals) if len(vals) > 1 else 0.0
                 cells.append(f"{statistics.mean(vals):.2f} ± {sd:.2f} (n={len(vals)})" if vals else "")
-                if k == "teacher_test_f1" and vals:
-                    series.setdefault(strategy, []).append((sel[0]["gold"], statistics.mean(vals), sd))
+                if vals:
+                    series.setdefault((strategy, k), []).append((sel[0]["gold"], statistics.mean(vals), sd))
             print(f"| {strategy} | {rnd} | {sel[0]['gold']} | " + " | ".join(cells) + " |")
     import matplotlib
 
@@ -262,12 +265,22 @@ def report() -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    for strategy, pts in series.items():
-        ax.errorbar(
-            [p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], marker="o", capsize=3, label=strategy
+    colours = {}
+    for (strategy, k), pts in series.items():
+        student = k == "student_test_f1"
+        line = ax.errorbar(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            yerr=[p[2] for p in pts],
+            marker="s" if student else "o",
+            linestyle="--" if student else "-",
+            color=colours.get(strategy),
+            capsize=3,
+            label=f"{strategy}, {'MGKD student' if student else 'teacher'}",
         )
+        colours.setdefault(strategy, line[0].get_color())
     ax.set_xlabel("gold sentences")
-    ax.set_ylabel("teacher test F1")
+    ax.set_ylabel("test F1")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(OUT / "active_learning.png", dpi=100)
