@@ -302,6 +302,19 @@ def test_sentscore_kd_loss_by_hand():
     assert sentscore_kd_loss(logits[:1], tags[:1], u2, mask[:1], torch.tensor([True])).item() == pytest.approx(
         expected, rel=1e-5
     )
+    # Hinton's reading: the student softened by tau too, the KL scaled by tau^2. Student logits
+    # (2, 0, 0): CE -log(e^2 / (e^2 + 2)); at tau 10, q_tau = softmax(0.2, 0, 0)
+    z = torch.tensor([[[2.0, 0.0, 0.0]]])
+    q_tau = [math.exp(0.2) / (math.exp(0.2) + 2), 1 / (math.exp(0.2) + 2)]
+    ce = -math.log(math.exp(2) / (math.exp(2) + 2))
+    kl = sum(float(pi) * math.log(float(pi) / qi) for pi, qi in zip(p, q_tau))
+    got = sentscore_kd_loss(z, tags[:1], u2, mask[:1], torch.tensor([True]), soften_student=True)
+    assert got.item() == pytest.approx(ce + 100 * kl, rel=1e-5)
+    # its KL term vanishes where the student's logits are the teacher's scores plus a constant
+    match = torch.tensor([[[3.0, -7.0, -1000.0]]])  # u2 + 3 on the allowed tags, nothing on the forbidden one
+    ce_only = sentscore_kd_loss(match, tags[:1], u2, mask[:1], torch.tensor([True]), lambda_kl=0.0)
+    hinton = sentscore_kd_loss(match, tags[:1], u2, mask[:1], torch.tensor([True]), soften_student=True)
+    assert hinton.item() == pytest.approx(ce_only.item(), abs=1e-4)
 
 
 def test_few_shot_split(tmp_path):

@@ -36,6 +36,12 @@ class SentScoreKDConfig(RunConfig):
         1.0, "Weight of the KL term (eq. 2; paper 004, Table 4); 0 trains on pseudo-labels alone."
     )
     temperature: float = option(10.0, "tau of the teacher's tag scores (§5.2).")
+    kd_softens: str = option(
+        "teacher",
+        "What tau softens in the KL term: the teacher's scores alone (the paper's words, §5.2), or both "
+        "distributions with the KL scaled by tau^2 (Hinton et al.'s KD).",
+        choices=("teacher", "both"),
+    )
     embedding: str = option(
         "svd", "Input embeddings: the teacher's, their SVD reduction, or random.", choices=EMBEDDINGS
     )
@@ -92,6 +98,7 @@ def plan(ctx: Context) -> Plan:
             "recipe": "sentscore",
             "lambda_kl": cfg.lambda_kl,
             "temperature": cfg.temperature,
+            "kd_softens": cfg.kd_softens,
         },
     )
     stream = ctx.stream(
@@ -112,6 +119,7 @@ def plan(ctx: Context) -> Plan:
                 batch.silver.to(ctx.device),
                 cfg.lambda_kl,
                 cfg.temperature,
+                soften_student=cfg.kd_softens == "both",
             ).mean()
         }
 
@@ -132,7 +140,7 @@ def plan(ctx: Context) -> Plan:
         train=train_names,
         dev=dev_names,
         describe=f"training bilstm-tagger ({sum(p.numel() for p in model.parameters()):,} parameters) on "
-        f"{', '.join(train_names)}; lambda_KL {cfg.lambda_kl}, tau {cfg.temperature}",
+        f"{', '.join(train_names)}; lambda_KL {cfg.lambda_kl}, tau {cfg.temperature} softening {cfg.kd_softens}",
     )
 
 
