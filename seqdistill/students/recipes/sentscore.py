@@ -46,6 +46,12 @@ class SentScoreKDConfig(RunConfig):
         "svd", "Input embeddings: the teacher's, their SVD reduction, or random.", choices=EMBEDDINGS
     )
     embedding_dim: int = option(100, "E for svd and random (svd: at most the teacher's width).")
+    freeze_embeddings: bool = option(
+        False,
+        "Keep the input embeddings fixed; the BiLSTM and the head train. The paper's BiLSTM fine-tunes "
+        "its GloVe input (§5); fixed rows keep a word the training text never showed in the space of the "
+        "words it did, and skip the optimiser's update of every row of a large vocabulary.",
+    )
     hidden_size: int = option(200, "LSTM units per direction (the paper's BiLSTM, §5).")
     dropout: float = option(0.5, "On the embeddings and the LSTM output.")
     lr: float = option(1e-3, "AdamW learning rate.")
@@ -99,8 +105,10 @@ def plan(ctx: Context) -> Plan:
             "lambda_kl": cfg.lambda_kl,
             "temperature": cfg.temperature,
             "kd_softens": cfg.kd_softens,
+            "freeze_embeddings": cfg.freeze_embeddings,
         },
     )
+    model.embed.weight.requires_grad_(not cfg.freeze_embeddings)
     stream = ctx.stream(
         {EXAMPLES_LAYER: ["words", "tags"], teacher: ["kbest_paths", "tag_scores"]},
         train_names,
