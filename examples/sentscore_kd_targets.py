@@ -49,7 +49,9 @@ def main() -> None:
         p /= p.sum(1, keepdims=True)
         top = p.max(1)
         entropy = -np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0).sum(1)
-        print(f"| {tau:g} | {top.mean():.3f} | {np.median(top):.3f} | {(top < 0.5).mean():.1%} | {entropy.mean():.3f} |")
+        print(
+            f"| {tau:g} | {top.mean():.3f} | {np.median(top):.3f} | {(top < 0.5).mean():.1%} | {entropy.mean():.3f} |"
+        )
     print(f"(uniform over {u.shape[1]} tags: entropy {np.log(u.shape[1]):.3f} nats)")
 
 
