@@ -26,6 +26,8 @@
 # Every step is skipped when its output is complete, so the same command continues a run cut short.
 # BUILD_OPTS: more options for `distill-cache build` (e.g. --full-vocabulary: the students start from
 # every row of the teacher's embedding matrix, not only the rows of the cache's words).
+# STUDENT_OPTS: more options for the students' `distill-train` (e.g. --train-embeddings, the recipe's
+# default before 2026-11-26, which the earlier runs in docs/RESULTS.md used).
 # STUDENT_SEEDS="13 14 15": each student once per seed. TEST_SENTENCES=N: score on the first N test
 # sentences only (a run that the CPU budget cuts short; docs/RESULTS.md says so where it is used).
 set -euo pipefail
@@ -82,7 +84,7 @@ train() {  # name, then distill-train options
   local name=$1; shift
   [ -f "$OUT/$name/training.json" ] && return 0
   $BIN/distill-train --cache "$OUT/cache" --out "$OUT/$name" --recipe sentscore --device cpu \
-    --epochs "${EPOCHS:-100}" --patience "${PATIENCE:-25}" "$@" > "$OUT/$name.log" 2>&1
+    --epochs "${EPOCHS:-100}" --patience "${PATIENCE:-25}" ${STUDENT_OPTS:-} "$@" > "$OUT/$name.log" 2>&1
 }
 MODELS=(--model "$OUT/teacher")
 [ ! -d "$OUT/crf-teacher" ] || MODELS+=(--model "$OUT/crf-teacher")

@@ -469,19 +469,22 @@ def test_sentscore_student_learns_from_the_cache(encoder_dir, tmp_path):
     model, tok = load_student(tmp_path / "s1")
     assert model.config.schema.scheme == "sBIO"
     assert predict_tags(model, tok, [["anna", "visits", "rome"]]) == [["PER", "O", "LOC"]]
-    # fixed SVD rows: two seeds train different BiLSTMs over the same, untouched embeddings
+    # fixed SVD rows (the default): two seeds train different BiLSTMs over the same, untouched
+    # embeddings; --train-embeddings moves them
     frozen = []
-    for seed in ("1", "2"):
+    for seed in ("1", "2", "3"):
         args = ["--cache", str(tmp_path / "cache"), "--out", str(tmp_path / f"f{seed}"), "--recipe", "sentscore"]
-        args += ["--freeze-embeddings", "--kd-softens", "both", "--embedding", "svd", "--embedding-dim", "8"]
+        args += ["--train-embeddings"] if seed == "3" else []
+        args += ["--kd-softens", "both", "--embedding", "svd", "--embedding-dim", "8"]
         args += ["--hidden-size", "16", "--epochs", "15", "--lr", "0.02", "--dropout", "0", "--seed", seed]
         r = CliRunner().invoke(train_cli, args + ["--device", "cpu"])
         assert r.exit_code == 0, r.output
         frozen.append(load_student(tmp_path / f"f{seed}")[0])
-    assert frozen[0].config.extra["freeze_embeddings"] and frozen[0].config.extra["kd_softens"] == "both"
+    assert not frozen[0].config.extra["train_embeddings"] and frozen[0].config.extra["kd_softens"] == "both"
     assert torch.equal(frozen[0].embed.weight, frozen[1].embed.weight)
     assert not torch.equal(frozen[0].lstm.weight_ih_l0, frozen[1].lstm.weight_ih_l0)
-    assert all(json.loads((tmp_path / f"f{s}" / "training.json").read_text())["best_dev_f1"] == 1.0 for s in "12")
+    assert not torch.equal(frozen[0].embed.weight, frozen[2].embed.weight)
+    assert all(json.loads((tmp_path / f"f{s}" / "training.json").read_text())["best_dev_f1"] == 1.0 for s in "123")
     from conftest import resumes_and_runs_under_torchrun
 
     resumes_and_runs_under_torchrun(
