@@ -51,7 +51,7 @@ class SentScoreKDConfig(RunConfig):
         False,
         "Fine-tune the input embeddings, as the paper's BiLSTM fine-tunes its GloVe input (§5), and as this "
         "recipe did by default until 2026-11-26. Fixed by default: over the SVD of a teacher's matrix, "
-        "fine-tuning them on a few hundred sentences cost the students 17-22 F1 on CoNLL-2003 "
+        "fine-tuning them on a few hundred sentences cost the students 13-24 F1 on CoNLL-2003 "
         "(docs/RESULTS.md, 'Fixed input embeddings'); fixed rows keep a word the training text never "
         "showed in the space of the words it did.",
     )
