@@ -10,7 +10,8 @@ the teacher's tag distribution at temperature tau = 10; lambda_KL = 0 is the pse
 
 AdamW at 1e-3, batch 16, early stopping on dev F1 with patience 25 over at most 100 epochs (the
 paper's BiLSTM settings, §5); the best epoch's student is saved. One departure from the paper,
-named: the input embeddings stay fixed unless ``--train-embeddings`` (see its help).
+named: the input embeddings stay fixed unless ``--train-embeddings`` (see its help; random ones
+always train).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class SentScoreKDConfig(RunConfig):
         "recipe did by default until 2026-11-26. Fixed by default: over the SVD of a teacher's matrix, "
         "fine-tuning them on a few hundred sentences cost the students 13-24 F1 on CoNLL-2003 "
         "(docs/RESULTS.md, 'Fixed input embeddings'); fixed rows keep a word the training text never "
-        "showed in the space of the words it did.",
+        "showed in the space of the words it did. Random embeddings (--embedding random) always train.",
     )
     hidden_size: int = option(200, "LSTM units per direction (the paper's BiLSTM, §5).")
     dropout: float = option(0.5, "On the embeddings and the LSTM output.")
@@ -97,6 +98,7 @@ def plan(ctx: Context) -> Plan:
         kinds = {n: t.kind for n, t in reader.manifest.teachers.items()}
         raise CacheError(f"the sentscore recipe needs a SenTScore teacher layer; the cache holds {kinds or 'none'}")
     train_names, dev_names = splits_with_dev(reader, cfg, "early stopping on dev F1")
+    train_rows = cfg.train_embeddings or cfg.embedding == "random"  # random rows must learn
     model, tokenizer = new_tagger(
         reader,
         teacher,
@@ -108,10 +110,10 @@ def plan(ctx: Context) -> Plan:
             "lambda_kl": cfg.lambda_kl,
             "temperature": cfg.temperature,
             "kd_softens": cfg.kd_softens,
-            "train_embeddings": cfg.train_embeddings,
+            "train_embeddings": train_rows,
         },
     )
-    model.embed.weight.requires_grad_(cfg.train_embeddings)
+    model.embed.weight.requires_grad_(train_rows)
     stream = ctx.stream(
         {EXAMPLES_LAYER: ["words", "tags"], teacher: ["kbest_paths", "tag_scores"]},
         train_names,
