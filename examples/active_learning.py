@@ -3,7 +3,9 @@ the pool: start from START gold sentences, then ROUNDS rounds of +STEP sentences
 cache by each strategy (uncertainty, margin, disagreement, random); each round fine-tunes the
 MiniLM-L6 + CRF teacher on the gold picked so far, builds a cache over that gold and the rest of the
 pool (unlabelled), picks the next sentences from it, and (STUDENTS=1) trains the MGKD student from
-it. Teacher (and student) test F1 per round go to OUT/results.jsonl, one line per (strategy, seed,
+a cache of its own over the same corpora that keeps the teacher's whole vocabulary
+(`--full-vocabulary`: the pool alone left 15% of the test words on the UNK row of a trimmed one).
+Teacher (and student) test F1 per round go to OUT/results.jsonl, one line per (strategy, seed,
 round); `--report` tabulates mean ± std over seeds and plots them.
 
     .venv/bin/python examples/active_learning.py                   # defaults below, resumable
@@ -59,6 +61,32 @@ def built_teachers(cache: Path) -> set[str]:
     """The teacher ids whose layers the cache's manifest lists (none before its first layer)."""
     manifest = cache / "manifest.json"
     return {t["id"] for t in json.loads(manifest.read_text())["teachers"]} if manifest.exists() else set()
+
+
+def build_cache(cache: Path, teacher: Path, head: str, corpora: tuple[str, ...], *options: str) -> None:
+    """The teacher's layer over the gold, dev and pool corpora (k = 4), unless the cache has it."""
+    if head in built_teachers(cache):
+        return
+    labelled = [x for c in corpora[:-1] for x in ("--labelled", c)]
+    run(
+        BIN / "distill-cache",
+        "build",
+        "--out",
+        cache,
+        "--teacher",
+        teacher,
+        "--teacher-id",
+        head,
+        *labelled,
+        "--unlabelled",
+        corpora[-1],
+        "--kbest",
+        4,
+        "--device",
+        "cpu",
+        *options,
+        log=cache.parent / f"{cache.name}-{head}.log",
+    )
 
 
 def blocks(path: Path) -> list[str]:
@@ -148,38 +176,22 @@ def main() -> None:
                     "gold": len(gold),
                     "teacher_test_f1": summary["test"]["f1"],
                 }
-                if not last or STUDENTS:
+                corpora = (f"gold={train}@train", f"dev={dev}@dev", f"pool={unlabelled}")
+                if not last:
                     cache = (teachers if heads == ["crf"] else d) / "cache"
                     for head in heads:  # one layer a head; a run cut between them adds the missing one
-                        if head not in built_teachers(cache):
-                            run(
-                                BIN / "distill-cache",
-                                "build",
-                                "--out",
-                                cache,
-                                "--teacher",
-                                teachers / head,
-                                "--teacher-id",
-                                head,
-                                "--labelled",
-                                f"gold={train}@train",
-                                "--labelled",
-                                f"dev={dev}@dev",
-                                "--unlabelled",
-                                f"pool={unlabelled}",
-                                "--kbest",
-                                4,
-                                "--device",
-                                "cpu",
-                                log=cache.parent / f"cache-{head}.log",
-                            )
+                        build_cache(cache, teachers / head, head, corpora)
                 if STUDENTS:
-                    student = cache.parent / "mgkd"  # round 0's beside its shared cache: trained once per seed
+                    # the student's own cache keeps every row of the teacher's vocabulary: over the
+                    # pool alone, 15% of the test words read the UNK row (seed 13's first students)
+                    student_cache = teachers / "cache-students"  # round 0's beside its teachers: once a seed
+                    build_cache(student_cache, teachers / "crf", "crf", corpora, "--full-vocabulary")
+                    student = teachers / "mgkd-student"
                     if not (student / "training.json").exists():
                         run(
                             BIN / "distill-train",
                             "--cache",
-                            cache,
+                            student_cache,
                             "--out",
                             student,
                             "--teacher",
@@ -196,7 +208,7 @@ def main() -> None:
                             seed,
                             "--device",
                             "cpu",
-                            log=cache.parent / "mgkd.log",
+                            log=teachers / "mgkd-student.log",
                         )
                     evaluation = subprocess.check_output(
                         [BIN / "distill-eval", "--model", student, "--data", test, "--no-latency", "--json"],
