@@ -110,7 +110,7 @@ def main() -> None:
     dev = write(OUT / "dev.txt", blocks(data / "valid.txt")[:DEV])
     test = write(OUT / "test.txt", blocks(data / "test.txt")[:TEST])
     results = OUT / "results.jsonl"
-    done = {(r["strategy"], r["seed"], r["round"]): r for r in read_results(results)}
+    done = read_results(results)
     for seed in SEEDS:
         start = sorted(random.Random(seed).sample(range(len(pool)), START))
         for strategy in STRATEGIES:
@@ -210,11 +210,14 @@ def main() -> None:
                             "cpu",
                             log=teachers / "mgkd-student.log",
                         )
-                    evaluation = subprocess.check_output(
-                        [BIN / "distill-eval", "--model", student, "--data", test, "--no-latency", "--json"],
-                        text=True,
-                    )
-                    row["student_test_f1"] = json.loads(evaluation)[0]["f1"]
+                    scored = done.get((strategy, seed, rnd), {}).get("student_test_f1")
+                    if scored is None:  # a resumed run does not score a finished student again
+                        evaluation = subprocess.check_output(
+                            [BIN / "distill-eval", "--model", student, "--data", test, "--no-latency", "--json"],
+                            text=True,
+                        )
+                        scored = json.loads(evaluation)[0]["f1"]
+                    row["student_test_f1"] = scored
                 if done.get((strategy, seed, rnd), {}).keys() < row.keys():  # new, or now with its student
                     with results.open("a") as f:
                         f.write(json.dumps(row) + "\n")
@@ -246,14 +249,15 @@ def main() -> None:
                 gold = sorted(gold + [remaining[json.loads(x)["index"]] for x in nxt.read_text().splitlines()])
 
 
-def read_results(path: Path) -> list[dict]:
-    """One row per (strategy, seed, round): the last written (a later run adds the student's F1)."""
+def read_results(path: Path) -> dict[tuple, dict]:
+    """One row per (strategy, seed, round), by that key: the last written (a later run adds the
+    student's F1)."""
     rows = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
-    return list({(r["strategy"], r["seed"], r["round"]): r for r in rows}.values())
+    return {(r["strategy"], r["seed"], r["round"]): r for r in rows}
 
 
 def report() -> None:
-    rows = read_results(OUT / "results.jsonl")
+    rows = list(read_results(OUT / "results.jsonl").values())
     keys = ["teacher_test_f1"] + (["student_test_f1"] if any("student_test_f1" in r for r in rows) else [])
     print("| strategy | round | gold | " + " | ".join(keys) + " |")
     print("|---|---:|---:|" + "---:|" * len(keys))
