@@ -485,6 +485,18 @@ def test_sentscore_student_learns_from_the_cache(encoder_dir, tmp_path):
     assert not torch.equal(frozen[0].lstm.weight_ih_l0, frozen[1].lstm.weight_ih_l0)
     assert not torch.equal(frozen[0].embed.weight, frozen[2].embed.weight)
     assert all(json.loads((tmp_path / f"f{s}" / "training.json").read_text())["best_dev_f1"] == 1.0 for s in "123")
+    # gold rows alone: the KL term reaches them with --kd-rows all only (the teacher's scores of the
+    # gold sentences); over silver rows alone lambda_KL = 1 trains the very student lambda_KL = 0 does
+    gold_only = {}
+    for name, opts in {"l0": ["--lambda-kl", "0"], "silver": [], "all": ["--kd-rows", "all"]}.items():
+        args = ["--cache", str(tmp_path / "cache"), "--out", str(tmp_path / f"g{name}"), "--recipe", "sentscore"]
+        args += opts + ["--no-unlabelled", "--embedding", "random", "--embedding-dim", "8", "--hidden-size", "8"]
+        r = CliRunner().invoke(train_cli, args + ["--epochs", "3", "--patience", "3", "--device", "cpu"])
+        assert r.exit_code == 0, r.output
+        gold_only[name] = load_student(tmp_path / f"g{name}")[0]
+    assert gold_only["all"].config.extra["kd_rows"] == "all"
+    assert torch.equal(gold_only["silver"].lstm.weight_ih_l0, gold_only["l0"].lstm.weight_ih_l0)
+    assert not torch.equal(gold_only["all"].lstm.weight_ih_l0, gold_only["l0"].lstm.weight_ih_l0)
     from conftest import resumes_and_runs_under_torchrun
 
     resumes_and_runs_under_torchrun(

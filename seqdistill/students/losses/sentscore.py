@@ -22,8 +22,9 @@ def sentscore_kd_loss(
 
     with y* the hard label (gold on gold rows, the teacher's SenTScore path on silver rows), u*_i the
     teacher's tag scores (-inf on tags sBIO forbids, which get p* = 0) and q_i the student's softmax.
-    The KL term counts on the rows of ``kd_mask [B]`` only (silver rows: the paper gives the
-    student the teacher's scores "in the rest of the training data", gold rows keep their labels).
+    The KL term counts on the rows of ``kd_mask [B]`` only: the silver rows (the paper gives the
+    student the teacher's scores "in the rest of the training data", §5.2) or every row (its Table
+    5, where lambda_KL = 1 changes a student with no silver rows); the recipe's ``kd_rows`` chooses.
     The temperature rescales the teacher's distribution alone, as in the paper's words ("a
     temperature parameter tau to rescale the distribution SenTScore defines", §5.2). Per word, the
     minimiser of eq. 2 at lambda_KL = 1 is then q = (y* + p*) / 2, whose argmax is y* wherever the

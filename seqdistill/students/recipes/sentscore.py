@@ -7,6 +7,8 @@ its per-word tag scores. The student is a BiLSTM tagger with a softmax over the 
 (:class:`~seqdistill.students.archs.bilstm_tagger.BiLSTMTagger`, the teacher's tokenizer and SVD-reduced
 embeddings), trained on eq. 2: cross entropy on the hard labels plus lambda_KL times the KL from
 the teacher's tag distribution at temperature tau = 10; lambda_KL = 0 is the pseudo-label baseline.
+The KL term covers the silver rows (the default, §5.2's words) or every row (``--kd-rows all``, Table
+5's reading; see the option's help).
 
 AdamW at 1e-3, batch 16, early stopping on dev F1 with patience 25 over at most 100 epochs (the
 paper's BiLSTM settings, §5); the best epoch's student is saved. One departure from the paper,
@@ -43,6 +45,14 @@ class SentScoreKDConfig(RunConfig):
         "What tau softens in the KL term: the teacher's scores alone (the paper's words, §5.2), or both "
         "distributions with the KL scaled by tau^2 (Hinton et al.'s KD).",
         choices=("teacher", "both"),
+    )
+    kd_rows: str = option(
+        "silver",
+        "Training rows whose words get the KL term: silver rows alone (§5.2: the teacher's scores 'in the "
+        "rest of the training data'), or every row, gold included, with the teacher's scores of the gold "
+        "sentences, as Table 5's 'No silver' column implies (there lambda_KL = 1 differs from lambda_KL = 0 "
+        "with no silver row at all). Gold rows keep their gold labels in the cross-entropy term either way.",
+        choices=("silver", "all"),
     )
     embedding: str = option(
         "svd", "Input embeddings: the teacher's, their SVD reduction, or random.", choices=EMBEDDINGS
@@ -110,6 +120,7 @@ def plan(ctx: Context) -> Plan:
             "lambda_kl": cfg.lambda_kl,
             "temperature": cfg.temperature,
             "kd_softens": cfg.kd_softens,
+            "kd_rows": cfg.kd_rows,
             "train_embeddings": train_rows,
         },
     )
@@ -121,6 +132,9 @@ def plan(ctx: Context) -> Plan:
     )
     dev_words, dev_tags = read_split(reader, dev_names)
 
+    def kd_rows(batch: Batch) -> torch.Tensor:  # the rows of eq. 2's KL term
+        return batch.silver if cfg.kd_rows == "silver" else torch.ones_like(batch.silver)
+
     def loss(batch: Batch) -> dict[str, torch.Tensor]:  # eq. 2
         x = batch.inputs.to(ctx.device)
         return {
@@ -129,7 +143,7 @@ def plan(ctx: Context) -> Plan:
                 batch.tags.to(ctx.device),
                 batch.scores.to(ctx.device),
                 x.word_mask,
-                batch.silver.to(ctx.device),
+                kd_rows(batch).to(ctx.device),
                 cfg.lambda_kl,
                 cfg.temperature,
                 soften_student=cfg.kd_softens == "both",
@@ -153,7 +167,8 @@ def plan(ctx: Context) -> Plan:
         train=train_names,
         dev=dev_names,
         describe=f"training bilstm-tagger ({sum(p.numel() for p in model.parameters()):,} parameters) on "
-        f"{', '.join(train_names)}; lambda_KL {cfg.lambda_kl}, tau {cfg.temperature} softening {cfg.kd_softens}",
+        f"{', '.join(train_names)}; lambda_KL {cfg.lambda_kl} on {cfg.kd_rows} rows, tau {cfg.temperature} "
+        f"softening {cfg.kd_softens}",
     )
 
 
