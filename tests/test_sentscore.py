@@ -488,7 +488,11 @@ def test_sentscore_student_learns_from_the_cache(encoder_dir, tmp_path):
     # gold rows alone: the KL term reaches them with --kd-rows all only (the teacher's scores of the
     # gold sentences); over silver rows alone lambda_KL = 1 trains the very student lambda_KL = 0 does
     gold_only = {}
-    for name, opts in {"l0": ["--lambda-kl", "0"], "silver": [], "all": ["--kd-rows", "all"]}.items():
+    for name, opts in {
+        "l0": ["--lambda-kl", "0"],
+        "silver": ["--kd-rows", "silver"],
+        "all": ["--kd-rows", "all"],
+    }.items():
         args = ["--cache", str(tmp_path / "cache"), "--out", str(tmp_path / f"g{name}"), "--recipe", "sentscore"]
         args += opts + ["--no-unlabelled", "--embedding", "random", "--embedding-dim", "8", "--hidden-size", "8"]
         r = CliRunner().invoke(train_cli, args + ["--epochs", "3", "--patience", "3", "--device", "cpu"])
