@@ -52,7 +52,7 @@ class SentScoreKDConfig(RunConfig):
         "rest of the training data'), or every row, gold included, with the teacher's scores of the gold "
         "sentences, as Table 5's 'No silver' column implies (there lambda_KL = 1 differs from lambda_KL = 0 "
         "with no silver row at all). Gold rows keep their gold labels in the cross-entropy term either way. "
-        "On CoNLL-2003 (docs/RESULTS.md, 'Silver 500'): +7.7 F1 to a student with no silver rows, no "
+        "On CoNLL-2003 (docs/RESULTS.md, 'Silver 500'): +5.1 F1 to a student with no silver rows, no "
         "gain beside 250 or 500 silver ones.",
         choices=("silver", "all"),
     )
