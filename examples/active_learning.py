@@ -137,8 +137,9 @@ def main() -> None:
                 heads = ["crf", "softmax"] if strategy == "disagreement" else ["crf"]
                 teachers = OUT / f"start-s{seed}" if rnd == 0 else d  # round 0: shared by the strategies
                 teachers.mkdir(parents=True, exist_ok=True)
-                # the softmax teacher only serves the cache, which the last round builds for students only
-                for head in heads if not last or STUDENTS else ["crf"]:
+                # the softmax teacher only serves the selection cache, which the last round does not build
+                # (the students' cache is the CRF teacher's alone)
+                for head in heads if not last else ["crf"]:
                     summary_file = teachers / head / "training.json"  # finished once it holds the test scores
                     if not (summary_file.exists() and "test" in json.loads(summary_file.read_text())):
                         run(
@@ -176,6 +177,7 @@ def main() -> None:
                     "gold": len(gold),
                     "teacher_test_f1": summary["test"]["f1"],
                 }
+                previous = done.get((strategy, seed, rnd), {})
                 corpora = (f"gold={train}@train", f"dev={dev}@dev", f"pool={unlabelled}")
                 if not last:
                     cache = (teachers if heads == ["crf"] else d) / "cache"
@@ -210,7 +212,7 @@ def main() -> None:
                             "cpu",
                             log=teachers / "mgkd-student.log",
                         )
-                    scored = done.get((strategy, seed, rnd), {}).get("student_test_f1")
+                    scored = previous.get("student_test_f1")
                     if scored is None:  # a resumed run does not score a finished student again
                         evaluation = subprocess.check_output(
                             [BIN / "distill-eval", "--model", student, "--data", test, "--no-latency", "--json"],
@@ -218,7 +220,7 @@ def main() -> None:
                         )
                         scored = json.loads(evaluation)[0]["f1"]
                     row["student_test_f1"] = scored
-                if done.get((strategy, seed, rnd), {}).keys() < row.keys():  # new, or now with its student
+                if previous.keys() < row.keys():  # new, or now with its student
                     with results.open("a") as f:
                         f.write(json.dumps(row) + "\n")
                     done[strategy, seed, rnd] = row
