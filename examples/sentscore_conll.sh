@@ -104,6 +104,7 @@ if [ -n "${TEST_SENTENCES:-}" ]; then  # the first N sentences of the test file 
     > "$OUT/test-$TEST_SENTENCES.txt"
   TEST_FILE=$OUT/test-$TEST_SENTENCES.txt
 fi
-EVAL_OPTS=()  # a Gemma SenTScore teacher takes seconds a sentence on a CPU: no latency runs, every core
-[ "$TEACHER" != gemma ] || EVAL_OPTS=(--no-latency --threads 0)
+EVAL_OPTS=()  # a Gemma SenTScore teacher takes seconds a sentence on a CPU: no latency runs, every core,
+# and its predictions kept in OUT/predictions, so that the same command goes on from them when cut short
+[ "$TEACHER" != gemma ] || EVAL_OPTS=(--no-latency --threads 0 --predictions "$OUT/predictions")
 $BIN/distill-eval "${MODELS[@]}" --data "$TEST_FILE" "${EVAL_OPTS[@]}" | tee "$OUT/eval$([ -n "${TEST_SENTENCES:-}" ] && echo "-$TEST_SENTENCES").md"

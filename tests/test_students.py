@@ -162,6 +162,15 @@ def test_mgkd_student_learns_from_a_cache_whose_teacher_is_gone(cache, tmp_path)
     r = CliRunner().invoke(eval_main, ["--model", str(tmp_path / "s"), "--data", str(tmp_path / "test.txt")])
     assert r.exit_code == 0, r.output
     assert "| student | " in r.output and "| 100.00 | 100.00 | 100.00 |" in r.output
+    # --predictions keeps the tags on disk and reads them back on a second run
+    args = ["--model", str(tmp_path / "s"), "--data", str(tmp_path / "test.txt"), "--no-latency", "--json"]
+    for _ in range(2):
+        r = CliRunner().invoke(eval_main, [*args, "--predictions", str(tmp_path / "pred")])
+        assert r.exit_code == 0, r.output
+        row = json.loads(r.output)[0]
+        assert row["f1"] == 1.0 and row["predictions"].endswith("_s.jsonl")
+    lines = open(row["predictions"]).read().splitlines()
+    assert len(lines) == 2 and json.loads(lines[1]) == {"tags": ["B-PER", "O", "B-LOC"]}
 
 
 def test_eval_comparison_says_factors_of_at_least_one():

@@ -59,6 +59,13 @@ from .options import min_score_option, words_option
     default=None,
     help="Instead: tag --data's documents as raw text split by this splitter, against its sentences one by one.",
 )
+@click.option(
+    "--predictions",
+    default=None,
+    metavar="DIR",
+    help="Keep each model's predictions in DIR (one JSON-lines file per model, written as they are made) and "
+    "continue from them when the same command runs again: a slow teacher over a large test set survives a kill.",
+)
 @words_option
 def eval_main(
     models,
@@ -74,12 +81,17 @@ def eval_main(
     fit_on,
     plot_dir,
     documents,
+    predictions,
     words,
 ) -> None:
     """Score teachers, students and exported models on one labelled corpus: seqeval CoNLL micro
     P/R/F1, per-type F1, macro F1, exact-sentence match, parameters, and ms/sentence at batch 1
     and 32 (tokenization and decoding included; with the ratios against the first model). With
     --calibration, the expected calibration error of their span confidences instead."""
+    if predictions and (documents or calibration):
+        raise click.ClickException(
+            "--predictions goes with the scores of the default mode, not --documents or --calibration"
+        )
     if documents:
         from ..deploy.documents import compare_documents, format_documents
 
@@ -117,6 +129,7 @@ def eval_main(
             device=device,
             threads=threads,
             tag_names=parse_tag_names(tag_names),
+            predictions=predictions,
         )
     except (CorpusError, FileNotFoundError, ValueError) as e:
         raise click.ClickException(str(e)) from None

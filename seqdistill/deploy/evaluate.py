@@ -8,7 +8,11 @@ student, torch and ONNX, are compared on one test set, on one machine, in one co
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import re
+from pathlib import Path
 
 from ..corpora import CorpusError, read_corpus
 from ..inference import TaggedDocument, Tagger, latency
@@ -16,16 +20,109 @@ from ..metrics import span_scores, span_set_scores
 
 UNSEEN_WARNING = 0.01  # decision: name a student whose trimmed vocabulary misses 1% of the test words or more
 DEFAULT_THREADS = 1  # decision: small models run fastest on one thread (docs/BENCHMARKS.md); 0 = all cores
+# decision: predictions kept on disk (--predictions) are decoded and written 256 sentences at a
+# time (length-sorted batches of 64 inside each): a Gemma SenTScore teacher on a CPU (about 2 s a
+# sentence on one thread) loses minutes, not hours, when killed, and tags do not depend on the batch (issue 34),
+# so a resumed run gives the tags of a run in one go
+PREDICTION_CHUNK = 256
 
 
-def score_tagger(tagger: Tagger, corpus) -> dict:
+def score_tagger(tagger: Tagger, corpus, predictions: Path | None = None, *, model: str = "", data: str = "") -> dict:
     """seqeval CoNLL micro P/R/F1, per type, macro F1 and exact match of a tagger on a labelled
-    corpus; every gold span of a nested corpus (a flat model finds only non-overlapping ones)."""
+    corpus; every gold span of a nested corpus (a flat model finds only non-overlapping ones).
+    ``predictions``: a JSON-lines file the predictions are kept in and continued from
+    (:func:`predict_resumable`)."""
     words = [s.words for s in corpus.sentences]
+    if predictions is not None:
+        pred = predict_resumable(tagger, words, predictions, nested=corpus.nested, model=model, data=data)
+    else:
+        pred = tagger.predict_spans(words) if corpus.nested else tagger.predict(words)
     if corpus.nested:
-        return span_set_scores([s.entities for s in corpus.sentences], tagger.predict_spans(words))
+        return span_set_scores([s.entities for s in corpus.sentences], pred)
     gold = [s.tags for s in corpus.to_scheme(tagger.scheme).sentences]
-    return span_scores(gold, tagger.predict(words), tagger.scheme)
+    return span_scores(gold, pred, tagger.scheme)
+
+
+def predictions_file(directory: str | Path, model: str) -> Path:
+    """Where ``distill-eval --predictions DIRECTORY`` keeps one model's predictions: the model
+    path as given, every run of characters other than letters, digits, ``.``, ``_`` and ``-``
+    made one ``_`` (``.data/g300/teacher`` -> ``.data_g300_teacher.jsonl``)."""
+    return Path(directory) / (re.sub(r"[^A-Za-z0-9._-]+", "_", str(model)).strip("_") + ".jsonl")
+
+
+def predict_resumable(
+    tagger: Tagger,
+    words: list[list[str]],
+    path: Path,
+    *,
+    nested: bool,
+    model: str = "",
+    data: str = "",
+    chunk: int = PREDICTION_CHUNK,
+) -> list:
+    """The tagger's predictions for ``words`` (tags, or ``(start, end, type)`` spans when
+    ``nested``), kept in ``path`` as they are made: a header line naming the model, the data (for
+    the reader: the same text under another path continues) and a sha256 of its words, then one
+    line per sentence, appended ``chunk`` sentences at a time and flushed to disk. Run again, it
+    reads the lines there and predicts only the rest, so a slow teacher killed after hours keeps
+    what it decoded; a header for another model, scheme or text is refused (the file is named, to
+    delete), never mixed in."""
+    key = "spans" if nested else "tags"
+    header = {
+        "model": str(model),
+        "data": str(data),
+        "sentences": len(words),
+        "words_sha256": hashlib.sha256(json.dumps(words, ensure_ascii=False).encode()).hexdigest(),
+        "output": key,
+        "scheme": tagger.scheme,
+    }
+    done = _read_predictions(path, header, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a" if done else "w", encoding="utf-8") as f:
+        if not done:
+            f.write(json.dumps(header, ensure_ascii=False) + "\n")
+        for start in range(len(done), len(words), chunk):
+            batch = words[start : start + chunk]
+            pred = tagger.predict_spans(batch) if nested else tagger.predict(batch)
+            f.write("".join(json.dumps({key: p}, ensure_ascii=False) + "\n" for p in pred))
+            f.flush()
+            os.fsync(f.fileno())
+            done += pred
+    return [[tuple(s) for s in p] for p in done] if nested else done
+
+
+def _read_predictions(path: Path, header: dict, key: str) -> list:
+    """The predictions in ``path`` (the file cut back to its last whole line), or [] when it does
+    not exist or holds no whole line; an error when it was written for another model, corpus or
+    output."""
+    if not path.exists():
+        return []
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    if len(lines) == 1:  # killed while writing the header
+        return []
+    try:
+        found = json.loads(lines[0])
+    except ValueError:
+        found = None
+    same = {k: v for k, v in header.items() if k != "data"}
+    if not isinstance(found, dict) or {k: found.get(k) for k in same} != same:
+        raise ValueError(
+            f"{path}: line 1 is not the header of these predictions (written for {found!r}; this run is "
+            f"{header}): delete the file to score afresh, or give another --predictions directory"
+        )
+    rows, offset = [], len(lines[0]) + 1
+    for n, line in enumerate(lines[1:-1], start=2):  # lines[-1]: empty, or cut short by a kill mid-write
+        try:
+            rows.append(json.loads(line)[key])
+        except (ValueError, KeyError, TypeError):
+            raise ValueError(f"{path}, line {n}: not a prediction line; delete the file to score afresh") from None
+        offset += len(line) + 1
+    if len(rows) > header["sentences"]:
+        raise ValueError(f"{path}: {len(rows)} predictions for {header['sentences']} sentences; delete the file")
+    with open(path, "r+b") as f:
+        f.truncate(offset)
+    return rows
 
 
 def evaluate_taggers(
@@ -37,10 +134,12 @@ def evaluate_taggers(
     device: str = "cpu",
     threads: int | None = DEFAULT_THREADS,
     tag_names: tuple[str, ...] | None = None,
+    predictions: str | None = None,
 ) -> list[dict]:
     """Scores (seqeval CoNLL micro P/R/F1, per type, macro F1, exact match), size and latency of
     torch students, teachers and exported directories alike, each on ``threads`` threads (0 or
-    None: the runtime's default, all cores)."""
+    None: the runtime's default, all cores). ``predictions``: a directory each model's predictions
+    are kept in (:func:`predictions_file`) and continued from when run again."""
     corpus = read_corpus(data, "eval", "test", format=fmt, tag_names=tag_names)
     if not (corpus.labelled or corpus.nested):
         raise CorpusError(data, None, "evaluation needs gold tags or entities")
@@ -56,8 +155,10 @@ def evaluate_taggers(
             "params_without_embeddings": tagger.params_without_embeddings,
             "nested": corpus.nested,
             "threads": threads or "all",
-            **score_tagger(tagger, corpus),
+            **score_tagger(tagger, corpus, predictions and predictions_file(predictions, d), model=d, data=data),
         }
+        if predictions:
+            row["predictions"] = str(predictions_file(predictions, d))
         unseen = tagger.unseen_share(words)
         if unseen is not None:
             row["unseen_words"] = unseen
