@@ -29,6 +29,9 @@
 # every row of the teacher's embedding matrix, not only the rows of the cache's words).
 # STUDENT_OPTS: more options for the students' `distill-train` (e.g. --train-embeddings, the recipe's
 # default before 2026-11-26, which the earlier runs in docs/RESULTS.md used).
+# STUDENT_JOBS=N: N students trained at a time, each on one torch thread (default 1: one at a time
+# on torch's default threads); a BiLSTM student gains little from a second thread, so on 2 cores two
+# one-thread students finish sooner than two in turn (docs/RESULTS.md: about 12 s an epoch each).
 # STUDENT_SEEDS="13 14 15": each student once per seed. TEST_SENTENCES=N: score on the first N test
 # sentences only (a run that the CPU budget cuts short; docs/RESULTS.md says so where it is used).
 set -euo pipefail
@@ -81,9 +84,16 @@ head -n "$SILVER" "$OUT/split/silver.txt" > "$OUT/split/silver-$SILVER.txt"
 $BIN/distill-cache build --out "$OUT/cache" --teacher "$OUT/teacher" --teacher-id sentscore \
   --labelled gold=$OUT/split/gold_train.txt@train --labelled gold=$OUT/split/gold_dev.txt@dev \
   --unlabelled silver=$OUT/split/silver-$SILVER.txt --device cpu ${BUILD_OPTS:-}
-train() {  # name, then distill-train options
+PIDS=()
+train() {  # name, then distill-train options; in the background with STUDENT_JOBS > 1
   local name=$1; shift
   [ -f "$OUT/$name/training.json" ] && return 0
+  if [ "${STUDENT_JOBS:-1}" -gt 1 ]; then
+    while [ "$(jobs -rp | wc -l)" -ge "$STUDENT_JOBS" ]; do wait -n || true; done  # failures: at `wait` below
+    OMP_NUM_THREADS=1 STUDENT_JOBS=1 train "$name" "$@" &
+    PIDS+=($!)
+    return 0
+  fi
   $BIN/distill-train --cache "$OUT/cache" --out "$OUT/$name" --recipe sentscore --device cpu \
     --epochs "${EPOCHS:-100}" --patience "${PATIENCE:-25}" ${STUDENT_OPTS:-} "$@" > "$OUT/$name.log" 2>&1
 }
@@ -98,6 +108,7 @@ for s in ${STUDENT_SEEDS:-13}; do  # seed 13 keeps the names of earlier runs; ot
   MODELS+=(--model "$OUT/gold-only$suffix" --model "$OUT/pseudo$suffix" --model "$OUT/kd$suffix")
   MODELS+=(--model "$OUT/gold-kd$suffix")
 done
+for p in "${PIDS[@]}"; do wait "$p"; done  # a student that failed stops the run here (its log says why)
 [ -n "${NO_EVAL:-}" ] && exit 0
 if [ -n "${TEST_SENTENCES:-}" ]; then  # the first N sentences of the test file (-DOCSTART- blocks skipped)
   awk -v n="$TEST_SENTENCES" 'BEGIN{RS=""; ORS="\n\n"} !/^-DOCSTART-/ && k < n {print; k++}' "$TEST_FILE" \
