@@ -206,6 +206,24 @@ def toy_cache(encoder: str, d, **build) -> str:
     return str(d / "cache")
 
 
+def _own_progress_bar_lock() -> None:
+    """Give a forked child tqdm locks of its own. tqdm's default write lock is a multiprocessing
+    semaphore created in the parent and shared across the fork: a child killed by SIGKILL while it
+    holds it (the monitor thread of its progress bars takes it every 10 seconds) left the parent's next
+    progress bar waiting for ever (seen once, 2026-11-27: test_reliability's seeded kills, a
+    teacher loading in the parent, under a CPU-bound job beside the suite). A thread lock in each
+    tqdm class is enough in a child, which draws its bars alone."""
+    import threading
+
+    from tqdm import std
+
+    classes = [std.tqdm]
+    while classes:
+        cls = classes.pop()
+        cls.set_lock(threading.RLock())
+        classes += cls.__subclasses__()
+
+
 def in_child(fn, env: dict) -> int:
     """Run ``fn()`` in a forked child with ``env`` added; return its exit code (-9: killed)."""
     import multiprocessing
@@ -214,6 +232,7 @@ def in_child(fn, env: dict) -> int:
     def target():
         os.environ.update(env)
         torch.set_num_threads(1)  # as DataLoader workers do: no OpenMP pool across the fork
+        _own_progress_bar_lock()
         fn()
 
     p = multiprocessing.get_context("fork").Process(target=target)

@@ -11,6 +11,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -40,6 +41,24 @@ _in_child = in_child  # (conftest)
 
 
 # -- builds killed anywhere ---------------------------------------------------------------------
+def test_a_child_killed_holding_the_progress_bar_lock_leaves_the_parent_free():
+    """The seeded kills below run in forked children; one killed while it held tqdm's write lock
+    (a semaphore shared across the fork) once left this process waiting for ever at its next
+    progress bar. conftest.in_child gives each child locks of its own."""
+    from tqdm.auto import tqdm
+
+    parent = tqdm.get_lock()  # created before the fork, as after any earlier test's bar
+
+    def hold_then_die():
+        tqdm.get_lock().acquire()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    assert _in_child(hold_then_die, {}) == -signal.SIGKILL
+    taken = [lock.acquire(timeout=5) for lock in parent.locks]
+    assert all(taken), "a dead child holds the parent's progress-bar lock"
+    parent.release()
+
+
 def test_sigkill_at_20_seeded_points_then_resume_equals_an_uninterrupted_build(
     teachers, corpus_paths, tmp_path, monkeypatch
 ):
