@@ -22,8 +22,8 @@ UNSEEN_WARNING = 0.01  # decision: name a student whose trimmed vocabulary misse
 DEFAULT_THREADS = 1  # decision: small models run fastest on one thread (docs/BENCHMARKS.md); 0 = all cores
 # decision: predictions kept on disk (--predictions) are decoded and written 256 sentences at a
 # time (length-sorted batches of 64 inside each): a Gemma SenTScore teacher on a CPU (about 2 s a
-# sentence on one thread) loses minutes, not hours, when killed, and tags do not depend on the batch (issue 34),
-# so a resumed run gives the tags of a run in one go
+# sentence on one thread) loses minutes, not hours, when killed; tags do not depend on the batch
+# (issue 34), so a resumed run gives the tags of a run in one go
 PREDICTION_CHUNK = 256
 
 
@@ -147,6 +147,7 @@ def evaluate_taggers(
     results = []
     for d in model_dirs:
         tagger = Tagger.load(d, device=device, threads=threads or None)
+        kept = predictions_file(predictions, d) if predictions else None
         row = {
             "model": str(d),
             "kind": tagger.kind,
@@ -155,10 +156,10 @@ def evaluate_taggers(
             "params_without_embeddings": tagger.params_without_embeddings,
             "nested": corpus.nested,
             "threads": threads or "all",
-            **score_tagger(tagger, corpus, predictions and predictions_file(predictions, d), model=d, data=data),
+            **score_tagger(tagger, corpus, kept, model=d, data=data),
         }
-        if predictions:
-            row["predictions"] = str(predictions_file(predictions, d))
+        if kept:
+            row["predictions"] = str(kept)
         unseen = tagger.unseen_share(words)
         if unseen is not None:
             row["unseen_words"] = unseen
