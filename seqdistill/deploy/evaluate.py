@@ -27,15 +27,13 @@ DEFAULT_THREADS = 1  # decision: small models run fastest on one thread (docs/BE
 PREDICTION_CHUNK = 256
 
 
-def score_tagger(tagger: Tagger, corpus, predictions: Path | None = None, *, model: str = "", data: str = "") -> dict:
+def score_tagger(tagger: Tagger, corpus, pred: list | None = None) -> dict:
     """seqeval CoNLL micro P/R/F1, per type, macro F1 and exact match of a tagger on a labelled
     corpus; every gold span of a nested corpus (a flat model finds only non-overlapping ones).
-    ``predictions``: a JSON-lines file the predictions are kept in and continued from
+    ``pred``: the tagger's predictions on the corpus when they are made already
     (:func:`predict_resumable`)."""
-    words = [s.words for s in corpus.sentences]
-    if predictions is not None:
-        pred = predict_resumable(tagger, words, predictions, nested=corpus.nested, model=model, data=data)
-    else:
+    if pred is None:
+        words = [s.words for s in corpus.sentences]
         pred = tagger.predict_spans(words) if corpus.nested else tagger.predict(words)
     if corpus.nested:
         return span_set_scores([s.entities for s in corpus.sentences], pred)
@@ -148,6 +146,7 @@ def evaluate_taggers(
     for d in model_dirs:
         tagger = Tagger.load(d, device=device, threads=threads or None)
         kept = predictions_file(predictions, d) if predictions else None
+        pred = predict_resumable(tagger, words, kept, nested=corpus.nested, model=d, data=data) if kept else None
         row = {
             "model": str(d),
             "kind": tagger.kind,
@@ -156,7 +155,7 @@ def evaluate_taggers(
             "params_without_embeddings": tagger.params_without_embeddings,
             "nested": corpus.nested,
             "threads": threads or "all",
-            **score_tagger(tagger, corpus, kept, model=d, data=data),
+            **score_tagger(tagger, corpus, pred),
         }
         if kept:
             row["predictions"] = str(kept)
