@@ -95,6 +95,38 @@ def test_predictions_of_other_text_a_model_or_a_damaged_line_are_refused_by_name
         predict_resumable(RuleTagger(), words, path, nested=False, model="m1")
 
 
+def test_predictions_for_the_first_sentences_of_a_text_continue_into_the_whole_text(tmp_path):
+    words = sentences(600, seed=2)
+    path = tmp_path / "teacher.jsonl"
+    # a run over the first 300 sentences, killed after 200 of them
+    code = in_child(
+        lambda: predict_resumable(RuleTagger(kill_after=200), words[:300], path, nested=False, chunk=100), {}
+    )
+    assert code == -signal.SIGKILL and len(path.read_text().splitlines()) == 1 + 200
+    tagger = RuleTagger()
+    assert predict_resumable(tagger, words, path, nested=False, data="test.txt", chunk=100) == RuleTagger().predict(
+        words
+    )
+    assert tagger.asked == 400  # the 200 kept sentences are not decoded again
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    assert len(lines) == 601 and header["sentences"] == 600 and header["data"] == "test.txt"
+    assert not path.with_name("teacher.jsonl.part").exists()
+    again = RuleTagger()
+    assert predict_resumable(again, words, path, nested=False, chunk=100) == RuleTagger().predict(words)
+    assert again.asked == 0
+    # a file for the whole text is not read as a shorter text's, nor one whose first sentences differ
+    with pytest.raises(ValueError, match="line 1 is not the header"):
+        predict_resumable(RuleTagger(), words[:300], path, nested=False)
+    other = tmp_path / "other.jsonl"
+    predict_resumable(RuleTagger(), words[:300], other, nested=False)
+    changed = [list(s) for s in words]
+    changed[299][-1] = "Zürich"
+    with pytest.raises(ValueError, match=r"other\.jsonl: line 1 is not the header"):
+        predict_resumable(RuleTagger(), changed, other, nested=False)
+    assert len(other.read_text().splitlines()) == 301  # the refused file is left as it was
+
+
 def test_each_model_path_gets_its_own_file():
     a, b = predictions_file("d", ".data/g300/teacher"), predictions_file("d", ".data/g100/teacher")
     assert a.name == ".data_g300_teacher.jsonl" and a != b

@@ -64,7 +64,8 @@ from .options import min_score_option, words_option
     default=None,
     metavar="DIR",
     help="Keep each model's predictions in DIR (one JSON-lines file per model, written as they are made) and "
-    "continue from them when the same command runs again: a slow teacher over a large test set survives a kill.",
+    "continue from them when the same command runs again: a slow teacher over a large test set survives a kill. "
+    "Predictions made for the first sentences of --data (a subset scored first) are continued too.",
 )
 @words_option
 def eval_main(

@@ -63,18 +63,20 @@ def predict_resumable(
     the reader: the same text under another path continues) and a sha256 of its words, then one
     line per sentence, appended ``chunk`` sentences at a time and flushed to disk. Run again, it
     reads the lines there and predicts only the rest, so a slow teacher killed after hours keeps
-    what it decoded; a header for another model, scheme or text is refused (the file is named, to
-    delete), never mixed in."""
+    what it decoded. A file written for the first N sentences of ``words`` (a run over a test
+    set's first 1,200 sentences, say) is taken over too: its header is rewritten for the whole
+    text (atomically) and the rest is predicted. A header for another model, scheme or text is
+    refused (the file is named, to delete), never mixed in."""
     key = "spans" if nested else "tags"
     header = {
         "model": str(model),
         "data": str(data),
         "sentences": len(words),
-        "words_sha256": hashlib.sha256(json.dumps(words, ensure_ascii=False).encode()).hexdigest(),
+        "words_sha256": _words_sha256(words),
         "output": key,
         "scheme": tagger.scheme,
     }
-    done = _read_predictions(path, header, key)
+    done = _read_predictions(path, header, key, words)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a" if done else "w", encoding="utf-8") as f:
         if not done:
@@ -89,10 +91,16 @@ def predict_resumable(
     return [[tuple(s) for s in p] for p in done] if nested else done
 
 
-def _read_predictions(path: Path, header: dict, key: str) -> list:
+def _words_sha256(words: list[list[str]]) -> str:
+    return hashlib.sha256(json.dumps(words, ensure_ascii=False).encode()).hexdigest()
+
+
+def _read_predictions(path: Path, header: dict, key: str, words: list[list[str]]) -> list:
     """The predictions in ``path`` (the file cut back to its last whole line), or [] when it does
-    not exist or holds no whole line; an error when it was written for another model, corpus or
-    output."""
+    not exist or holds no whole line; an error when it was written for another model, output or
+    text than ``words`` or its first sentences. A file for the first sentences gets ``header``,
+    written to a temporary file beside it and moved over it, so that a kill leaves the old file or
+    the new one, whole."""
     if not path.exists():
         return []
     with open(path, "rb") as f:
@@ -103,23 +111,34 @@ def _read_predictions(path: Path, header: dict, key: str) -> list:
         found = json.loads(lines[0])
     except ValueError:
         found = None
-    same = {k: v for k, v in header.items() if k != "data"}
-    if not isinstance(found, dict) or {k: found.get(k) for k in same} != same:
+    same = {k: v for k, v in header.items() if k not in ("data", "sentences", "words_sha256")}
+    n = found.get("sentences") if isinstance(found, dict) else None
+    prefix = isinstance(n, int) and 0 <= n <= len(words) and found.get("words_sha256") == _words_sha256(words[:n])
+    if not prefix or {k: found.get(k) for k in same} != same:
         raise ValueError(
             f"{path}: line 1 is not the header of these predictions (written for {found!r}; this run is "
             f"{header}): delete the file to score afresh, or give another --predictions directory"
         )
     rows, offset = [], len(lines[0]) + 1
-    for n, line in enumerate(lines[1:-1], start=2):  # lines[-1]: empty, or cut short by a kill mid-write
+    for number, line in enumerate(lines[1:-1], start=2):  # lines[-1]: empty, or cut short by a kill mid-write
         try:
             rows.append(json.loads(line)[key])
         except (ValueError, KeyError, TypeError):
-            raise ValueError(f"{path}, line {n}: not a prediction line; delete the file to score afresh") from None
+            raise ValueError(f"{path}, line {number}: not a prediction line; delete the file to score afresh") from None
         offset += len(line) + 1
-    if len(rows) > header["sentences"]:
-        raise ValueError(f"{path}: {len(rows)} predictions for {header['sentences']} sentences; delete the file")
-    with open(path, "r+b") as f:
-        f.truncate(offset)
+    if len(rows) > n:
+        raise ValueError(f"{path}: {len(rows)} predictions for {n} sentences; delete the file")
+    if n == len(words):
+        with open(path, "r+b") as f:
+            f.truncate(offset)
+        return rows
+    head = json.dumps(header, ensure_ascii=False).encode() + b"\n"
+    part = path.with_name(path.name + ".part")
+    with open(part, "wb") as f:
+        f.write(head + b"".join(line + b"\n" for line in lines[1 : 1 + len(rows)]))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(part, path)
     return rows
 
 
