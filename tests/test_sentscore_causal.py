@@ -86,7 +86,7 @@ def test_gemma_style_sentinels_and_prompt(tokenizer):
 
 
 # "geoloc" is not in the tiny vocabulary: a tag of six word pieces beside one-token tags, as
-# WNUT-2016's "geo-loc" or "musicartist" are in Gemma's (the cache rows then keep blocks of
+# WNUT-2016's "geo-loc" (3 pieces) or CoNLL-2003's "MISC" (2) are in Gemma's (the cache rows keep blocks of
 # different widths, right-aligned)
 MULTI_TOKEN_TYPES = ["PER", "geoloc"]
 
