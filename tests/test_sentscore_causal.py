@@ -86,12 +86,15 @@ def test_gemma_style_sentinels_and_prompt(tokenizer):
 
 
 # "geoloc" is not in the tiny vocabulary: a tag of six word pieces beside one-token tags, as
-# WNUT-2016's "geo-loc" (3 pieces) or CoNLL-2003's "MISC" (2) are in Gemma's (the cache rows keep blocks of
-# different widths, right-aligned)
+# WNUT-2016's "geo-loc" (3 pieces) or CoNLL-2003's "MISC" (2) are in Gemma's (the cache rows keep
+# blocks of different widths, right-aligned)
 MULTI_TOKEN_TYPES = ["PER", "geoloc"]
+TAG_SETS = pytest.mark.parametrize(
+    "types", [["LOC", "PER"], MULTI_TOKEN_TYPES], ids=["one-token-tags", "multi-token-tags"]
+)
 
 
-@pytest.mark.parametrize("types", [["LOC", "PER"], MULTI_TOKEN_TYPES], ids=["one-token-tags", "multi-token-tags"])
+@TAG_SETS
 @pytest.mark.parametrize("make", [_llama, _gemma3], ids=["llama", "gemma3"])
 def test_greedy_causal_sentscore_equals_one_candidate_at_a_time(tokenizer, make, types):
     """Left-padded prompts of different lengths, a batch of 6: every sentence's tags and scores
@@ -130,7 +133,7 @@ def _causal_log_likelihood(model, fmt, words, tags):
     return sum(logp[j - 1, ids[0, j]].item() for j in range(start, ids.shape[1]))
 
 
-@pytest.mark.parametrize("types", [["LOC", "PER"], MULTI_TOKEN_TYPES], ids=["one-token-tags", "multi-token-tags"])
+@TAG_SETS
 def test_wide_causal_beam_is_exact_against_brute_force(tokenizer, types):
     model = _gemma3(len(tokenizer), sliding_window=64)  # three words with six-piece tags fit
     fmt = SentFormat(tokenizer, sbio_tags(types))
