@@ -1,5 +1,7 @@
-"""A trimmed vocabulary (seqdistill.vocabulary, issue 36): the cache exports the embedding rows of
-the subwords its corpora use, students keep them and an UNK row, verify checks the set."""
+"""The vocabulary a student keeps (seqdistill.vocabulary, issues 36 and 53): every row of a small
+matrix by default; a trimmed one exports the rows of the subwords its corpora use and frequent ones
+of their scripts, students keep them and an UNK row, verify checks the set, distill-eval and Tagger
+say what reads the UNK row."""
 
 from pathlib import Path
 
@@ -17,7 +19,19 @@ from seqdistill.inference import Tagger
 from seqdistill.students.archs import load_student
 from seqdistill.students.recipes import train as train_student
 from seqdistill.students.recipes.mgkd import MGKDConfig
-from seqdistill.vocabulary import RowIndex, kept_subwords, with_unk_row
+from seqdistill.vocabulary import (
+    RowIndex,
+    char_script,
+    choose_rows,
+    frequent_subwords,
+    kept_subwords,
+    letter_counts,
+    script_budgets,
+    unseen_span_share,
+    with_unk_row,
+)
+
+TRIMMED = dict(trim_vocabulary=True, frequent_subwords=0)  # the corpora's rows alone: the default before issue 53
 
 
 def test_kept_subwords_are_every_sentences_own_tokens_and_the_specials(tiny_encoder):
@@ -48,9 +62,103 @@ def test_row_index_maps_kept_ids_to_rows_and_the_rest_to_the_unk_row():
 
 @pytest.fixture(scope="module")
 def caches(tiny_encoder, tmp_path_factory):
-    trimmed = toy_cache(tiny_encoder, tmp_path_factory.mktemp("trimmed"))
+    trimmed = toy_cache(tiny_encoder, tmp_path_factory.mktemp("trimmed"), **TRIMMED)
     full = toy_cache(tiny_encoder, tmp_path_factory.mktemp("full"), full_vocabulary=True)
     return trimmed, full
+
+
+def test_a_small_matrix_is_kept_whole_by_default(caches, tiny_encoder, tmp_path):
+    """The default (issue 53): a matrix of at most FULL_MATRIX_ROWS rows is exported whole, the same
+    bytes as --full-vocabulary; a larger one is trimmed."""
+    default = CacheReader(toy_cache(tiny_encoder, tmp_path))
+    full = CacheReader(caches[1])
+    assert default.read_export("tiny", "embeddings.safetensors") == full.read_export("tiny", "embeddings.safetensors")
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_encoder)
+    sentences = [["peter", "visits", "paris"]]
+    assert choose_rows(tok, sentences, 88).ids is None
+    assert choose_rows(tok, sentences, 88, "trimmed", 0).ids.tolist() == kept_subwords(tok, sentences, 88).tolist()
+    big = choose_rows(tok, sentences, 70_000, "auto", 0)  # the same tokenizer, as if its matrix had 70,000 rows
+    assert big.policy == "trimmed" and big.ids.tolist() == kept_subwords(tok, sentences, 70_000).tolist()
+    with pytest.raises(Exception, match="contradict"):
+        toy_cache(tiny_encoder, tmp_path / "both", trim_vocabulary=True, full_vocabulary=True)
+
+
+def test_char_script_names_the_script_of_letters_only():
+    assert [char_script(c) for c in "aÉДαあアーｱＡ東々한ب"] == [
+        "LATIN",
+        "LATIN",
+        "CYRILLIC",
+        "GREEK",
+        "HIRAGANA",
+        "KATAKANA",
+        "KATAKANA",
+        "KATAKANA",
+        "LATIN",
+        "CJK",
+        "CJK",
+        "HANGUL",
+        "ARABIC",
+    ]
+    assert [char_script(c) for c in "0.,- \u0301€"] == [None] * 7  # digits, punctuation, a combining mark, symbols
+    assert letter_counts(["東京へ", "Tokyo", "2024"]) == {"CJK": 2, "HIRAGANA": 1, "LATIN": 5}
+
+
+def test_script_budgets_share_rows_by_letters_and_pass_on_what_a_script_cannot_use():
+    # by letters alone: 3:1
+    assert script_budgets({"CJK": 3, "LATIN": 1}, {"CJK": 100, "LATIN": 100}, 40) == {"CJK": 30, "LATIN": 10}
+    # kana has 2 subwords of its share of 20: it keeps both, and 38 go to the others 3:1 (28.5 -> 28, 9.5 -> 9)
+    got = script_budgets({"CJK": 3, "HIRAGANA": 4, "LATIN": 1}, {"CJK": 100, "HIRAGANA": 2, "LATIN": 100}, 40)
+    assert got == {"HIRAGANA": 2, "CJK": 28, "LATIN": 9}
+    # every script fits: each keeps all it has
+    assert script_budgets({"CJK": 1, "LATIN": 1}, {"CJK": 3, "LATIN": 4}, 40) == {"CJK": 3, "LATIN": 4}
+    assert script_budgets({"LATIN": 1}, {"LATIN": 5}, 0) == {}
+
+
+@pytest.fixture(scope="module")
+def mixed_tokenizer(tmp_path_factory):
+    """A WordPiece tokenizer over four scripts, ids in the order a frequency-ranked vocabulary has."""
+    from transformers import BertTokenizer, BertTokenizerFast
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "of", "東京", "大阪", "です", "ます", "тот"]
+    vocab += ["##s", "2024", "japan", "東", "京", "大", "a", "b", "あ", "т", "к"]
+    d = tmp_path_factory.mktemp("mixed-tok")
+    BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True).save_pretrained(d)
+    return BertTokenizerFast.from_pretrained(d), vocab
+
+
+def test_frequent_subwords_keep_the_corpora_scripts_single_characters_first_then_by_rank(mixed_tokenizer):
+    tok, vocab = mixed_tokenizer
+    ids = lambda *ws: sorted(vocab.index(w) for w in ws)  # noqa: E731
+    letters = letter_counts(["東京", "the"])  # CJK 2, LATIN 3
+    # every candidate of each script: Cyrillic (тот, т, к) and kana (です, ます, あ) are not the corpora's
+    assert frequent_subwords(tok, len(vocab), 100, letters).tolist() == ids(
+        "the", "of", "東京", "大阪", "##s", "japan", "東", "京", "大", "a", "b"
+    )
+    # 5 rows, 2 to CJK and 3 to Latin: single characters first ("##s" is one, a continuation), then the lowest ids
+    assert frequent_subwords(tok, len(vocab), 5, letters).tolist() == ids("東", "京", "##s", "a", "b")
+    assert frequent_subwords(tok, len(vocab), 0, letters).tolist() == []
+    # a brute-force reading of the same rule, over every budget
+    for n in range(0, 14):
+        budgets = script_budgets(letters, {"CJK": 5, "LATIN": 6}, n)
+        want = {"CJK": ["東", "京", "大", "東京", "大阪"], "LATIN": ["##s", "a", "b", "the", "of", "japan"]}
+        expected = [w for s, ws in want.items() for w in ws[: budgets.get(s, 0)]]
+        assert frequent_subwords(tok, len(vocab), n, letters).tolist() == ids(*expected)
+    kept = choose_rows(tok, [["東京", "the"]], len(vocab), "trimmed", 4)
+    # BERT's tokenizer cuts CJK text into characters: the corpus holds 5 specials, 東, 京 and "the"
+    assert kept.scripts == ("CJK", "LATIN") and kept.corpus == 8
+    assert kept.ids.tolist() == sorted(
+        set(kept_subwords(tok, [["東京", "the"]], len(vocab)).tolist()) | set(ids("東", "京", "##s", "a"))
+    )
+    assert kept.frequent == 2  # 東 and 京, CJK's two rows, are the corpus's already
+
+
+def test_unseen_span_share_counts_spans_with_an_unseen_word():
+    flags = [[False, True, False, False], [False, False]]
+    spans = [[(0, 1, "PER"), (1, 3, "LOC"), (3, 4, "ORG")], [(0, 2, "MISC")]]
+    assert unseen_span_share(flags, spans) == pytest.approx(1 / 4)
+    assert unseen_span_share(flags, [[], []]) is None
 
 
 def test_the_cache_exports_the_rows_its_corpora_use_and_full_vocabulary_all(caches, tiny_encoder):
@@ -62,7 +170,9 @@ def test_the_cache_exports_the_rows_its_corpora_use_and_full_vocabulary_all(cach
     assert "ids" not in full and full["weight"].shape == teacher.shape
     # the toy corpora's words are whole tokens of the tiny vocabulary: the 5 specials and 6 words
     assert len(trimmed["ids"]) == 11 and trimmed["weight"].shape == (11, 32)
-    np.testing.assert_array_equal(trimmed["weight"], teacher[trimmed["ids"]])
+    # stored in the cache's --dtype (fp16 by default), as its other large fields
+    assert trimmed["weight"].dtype == np.float16 and full["weight"].dtype == np.float32
+    np.testing.assert_array_equal(trimmed["weight"], teacher[trimmed["ids"]].astype(np.float16))
     r = CliRunner().invoke(cache_cli, ["verify", caches[0]])
     assert r.exit_code == 0, r.output
 
@@ -82,7 +192,7 @@ def test_vocabulary_text_widens_the_kept_rows_without_rows_in_the_cache(caches, 
 
     target = tmp_path / "target.txt"
     target.write_text("zagreb oslo\n")
-    wide = toy_cache(tiny_encoder, tmp_path / "wide", vocabulary_text=(str(target),))
+    wide = toy_cache(tiny_encoder, tmp_path / "wide", vocabulary_text=(str(target),), **TRIMMED)
     reader, base = CacheReader(wide), CacheReader(caches[0])
     same = [(c.name, c.split, c.sha256, c.examples) for c in base.manifest.corpora]
     assert [(c.name, c.split, c.sha256, c.examples) for c in reader.manifest.corpora] == same
@@ -105,11 +215,11 @@ def test_vocabulary_text_widens_the_kept_rows_without_rows_in_the_cache(caches, 
 
 
 def test_verify_names_subwords_the_export_does_not_keep(tiny_encoder, tmp_path, monkeypatch):
-    import seqdistill.cache_build.build as build
+    import seqdistill.vocabulary as vocabulary
 
-    real = build.kept_subwords
-    monkeypatch.setattr(build, "kept_subwords", lambda tok, sents, rows: real(tok, sents, rows)[:-2])  # drops two
-    cache = toy_cache(tiny_encoder, tmp_path)
+    real = vocabulary.kept_subwords
+    monkeypatch.setattr(vocabulary, "kept_subwords", lambda tok, sents, rows: real(tok, sents, rows)[:-2])  # drops two
+    cache = toy_cache(tiny_encoder, tmp_path, **TRIMMED)
     r = CliRunner().invoke(cache_cli, ["verify", cache])
     assert r.exit_code == 1
     assert "layer 'tiny' exports/embeddings.safetensors: 2 subwords of the cache's words are not kept" in r.output
@@ -147,4 +257,15 @@ def test_students_keep_the_rows_and_read_unseen_subwords_as_the_unk_row(caches, 
     (tmp_path / "test.txt").write_text("peter B-PER\nvisits O\nzagreb B-LOC\n\npeter B-PER\nvisits O\n\n")
     rows = evaluate_taggers([str(tmp_path / "mgkd"), str(out)], str(tmp_path / "test.txt"), with_latency=False)
     assert [r["unseen_words"] for r in rows] == [pytest.approx(1 / 5)] * 2
-    assert "20.0% of these words have a subword outside its trimmed vocabulary" in format_results(rows)
+    # one gold span of three holds "zagreb"; the predicted spans are the student's own
+    pred = tagger.predict_spans([["peter", "visits", "zagreb"], ["peter", "visits"]])
+    want_pred = unseen_span_share([[False, False, True], [False, False]], pred)
+    for r in rows:
+        assert r["unseen"]["gold_spans"] == pytest.approx(1 / 3)
+        assert r["unseen"]["predicted_spans"] == want_pred
+        assert r["embedding_rows"] == 12 and r["teacher_rows"] == 88 and r["bytes"] > 0
+    assert rows[1]["bytes"] == sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    text = format_results(rows)
+    assert "20.0% of these words, 33.3% of the gold spans" in text and "| 12 of 88 |" in text
+    assert tagger.unseen([["peter", "visits", "zagreb"]], [[(0, 1, "PER"), (2, 3, "LOC")]])["gold_spans"] == 0.5
+    assert Tagger.load(tmp_path / "mgkd-full").unseen(seen_unseen) is None

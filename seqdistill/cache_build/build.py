@@ -58,7 +58,7 @@ from ..teachers import (
     to_host,
 )
 from ..teachers.kind import PROJECTION_EXPORT
-from ..vocabulary import kept_subwords
+from ..vocabulary import FREQUENT_SUBWORDS, FULL_MATRIX_ROWS, KeptRows, choose_rows
 
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 
@@ -130,7 +130,19 @@ class BuildConfig:
     export_layers: int = option(0, "Also export the first N encoder blocks for transformer students.", metavar="N")
     full_vocabulary: bool = option(
         False,
-        "Export the teacher's whole embedding matrix (default: only the rows of the subwords the corpora use).",
+        "Export every row of the teacher's embedding matrix, however large (default: every row of a matrix of "
+        f"at most {FULL_MATRIX_ROWS:,}; of a larger one, the rows the corpora use and frequent ones of their scripts).",
+    )
+    trim_vocabulary: bool = option(
+        False,
+        f"Trim a matrix of at most {FULL_MATRIX_ROWS:,} rows too: the rows of the subwords the corpora use and "
+        "--frequent-subwords more (vocabulary.py).",
+    )
+    frequent_subwords: int = option(
+        FREQUENT_SUBWORDS,
+        "A trimmed vocabulary also keeps the tokenizer's N most frequent subwords written in the corpora's scripts "
+        "(0: the corpora's subwords alone).",
+        metavar="N",
     )
     vocabulary_text: tuple[str, ...] = option(
         (),
@@ -266,6 +278,10 @@ def build_cache(
         raise BuildError(
             "--vocabulary-text widens a trimmed vocabulary, and --full-vocabulary keeps every row: give one"
         )
+    if cfg.trim_vocabulary and cfg.full_vocabulary:
+        raise BuildError("--trim-vocabulary and --full-vocabulary contradict each other: give one")
+    if cfg.frequent_subwords < 0:
+        raise BuildError(f"--frequent-subwords {cfg.frequent_subwords}: a count of subwords, 0 or more")
     vocabulary_text = [read_corpus(p, "vocabulary", "unlabelled", labelled=False) for p in cfg.vocabulary_text]
 
     # One writer at a time (cache_schema/lock.py): rank 0 holds the lock for the whole build, so
@@ -317,15 +333,17 @@ def build_cache(
             sentences = itertools.chain(
                 (r["words"] for s in shards for r in s), (x.words for c in vocabulary_text for x in c.sentences)
             )
-            kept = None if cfg.full_vocabulary else kept_subwords(teacher.tokenizer, sentences, matrix_rows)
-            if kept is not None:
-                extra = f" and {len(vocabulary_text)} --vocabulary-text file(s)" if vocabulary_text else ""
-                log(f"exports: the embedding rows of the {len(kept):,} subwords the corpora{extra} use (vocabulary.py)")
+            mode = "full" if cfg.full_vocabulary else "trimmed" if cfg.trim_vocabulary else "auto"
+            chosen = choose_rows(teacher.tokenizer, sentences, matrix_rows, mode, cfg.frequent_subwords)
+            extra = f" and {len(vocabulary_text)} --vocabulary-text file(s)" if vocabulary_text else ""
+            log(f"exports: embedding rows: {chosen.reason}{extra} (vocabulary.py)")
+            if chosen.ids is None and vocabulary_text:
+                log("  --vocabulary-text: every row is kept, so the file(s) add nothing")
             sources = [
                 {"file": os.path.basename(c.path), "sha256": c.sha256, "sentences": len(c.sentences)}
                 for c in vocabulary_text
             ]
-            layer.write_exports(lambda d: _write_exports(teacher, d, cfg, fitted, kept, sources))
+            layer.write_exports(lambda d: _write_exports(teacher, d, cfg, fitted, chosen, sources))
         if cfg.hidden_project:
             distributed.barrier(world)  # rank 0 published the projection that every rank applies
         projection = _read_projection(writer, layer.name) if cfg.hidden_project and todo else None
@@ -397,9 +415,11 @@ def _pca_sample(rows: list[dict]) -> list[dict]:
 
 
 def _write_exports(
-    teacher: Teacher, directory: str, cfg: BuildConfig, projection: dict | None, kept, sources: list[dict]
+    teacher: Teacher, directory: str, cfg: BuildConfig, projection: dict | None, kept: KeptRows, sources: list[dict]
 ) -> None:
-    export_for_students(teacher, directory, cfg.export_layers, kept, sources)
+    how = kept.metadata() if kept.ids is not None else None
+    dtype = getattr(torch, DTYPES[cfg.dtype])
+    export_for_students(teacher, directory, cfg.export_layers, kept.ids, sources, how, dtype)
     if projection is not None:
         from safetensors.numpy import save_file
 

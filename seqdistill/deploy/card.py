@@ -108,6 +108,8 @@ def card_data(model_dir, row: dict, data: str, command: str) -> dict:
         },
         "parameters": {"all": row["params"], "without_embeddings": row["params_without_embeddings"]},
         "vocabulary": vocabulary,
+        "embedding_rows": row.get("embedding_rows"),
+        "bytes": row.get("bytes"),
         "words": export.get("words") or extra.get("words"),
         "latency_ms_per_sentence": {
             "batch1": row.get("ms_per_sentence_batch1"),
@@ -118,13 +120,16 @@ def card_data(model_dir, row: dict, data: str, command: str) -> dict:
     }
 
 
-def _vocabulary(v: dict | None) -> str | None:
-    if not v:
-        return None
-    return (
-        f"{v['kept']:,} of the teacher's {v['teacher']:,} subwords (the cache's corpora), "
-        f"unseen ones share one row ({v['unseen']}, seqdistill.vocabulary)"
-    )
+def _vocabulary(v: dict | None, rows: int | None) -> str | None:
+    """The card's vocabulary line: how many embedding rows the model holds, and of what."""
+    if v:
+        return (
+            f"{v['kept'] + 1:,} embedding rows: {v['kept']:,} of the teacher's {v['teacher']:,} subwords, and one row "
+            f"that every other subword reads ({v['unseen']}, seqdistill.vocabulary)"
+        )
+    if rows:
+        return f"{rows:,} embedding rows: every subword of the teacher's vocabulary"
+    return None
 
 
 def render(card: dict) -> str:
@@ -160,7 +165,8 @@ def render(card: dict) -> str:
             "parameters",
             f"{card['parameters']['all']:,} ({card['parameters']['without_embeddings']:,} without embeddings)",
         ),
-        ("vocabulary", _vocabulary(card.get("vocabulary"))),
+        ("vocabulary", _vocabulary(card.get("vocabulary"), card.get("embedding_rows"))),
+        ("size on disk", f"{card['bytes'] / 2**20:,.1f} MB, every file" if card.get("bytes") else None),
         ("words rule", card.get("words")),
         ("test data", test["data"]),
         ("test F1 (micro)", f"{100 * test['f1']:.2f} (P {100 * test['precision']:.2f}, R {100 * test['recall']:.2f})"),

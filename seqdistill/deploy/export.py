@@ -207,6 +207,7 @@ def export_model(model_dir, out_dir, *, quantize: str = "none", trust_remote_cod
             "model": backend.what,
             "words": backend.words,
             "vocabulary": backend.vocabulary,
+            "embedding_rows": backend.embedding_rows,
             "source": {"path": str(src), **_fingerprint(src, backend)},
             "inputs": inputs,
             "decoder": decoder.kind,

@@ -283,6 +283,7 @@ class OnnxModel(Backend):
         self.name, self.kind, self.what = d.name, meta["kind"], meta["model"]
         self.words = meta.get("words", "default")
         self.vocabulary = meta.get("vocabulary")
+        self.embedding_rows = meta.get("embedding_rows")  # absent from exports made before issue 53
         self.quantize = meta.get("quantize", "none")
         self.params = int(meta.get("params", 0))
         self.params_without_embeddings = int(meta.get("params_without_embeddings", 0))

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..decode import Decoded, Decoder
-from ..vocabulary import UNSEEN_RULE, unseen_share
+from ..vocabulary import UNSEEN_RULE, unseen_words
 
 
 def parameter_counts(model: torch.nn.Module) -> tuple[int, int]:
@@ -47,6 +47,7 @@ class Backend:
     params_without_embeddings: int
     words: str = "default"  # the words rule raw text is split by (corpora.words), from the model directory
     vocabulary: dict | None = None  # a trimmed vocabulary (seqdistill.vocabulary): rows kept, of how many
+    embedding_rows: int | None = None  # a student's embedding rows (a trimmed one's UNK row included); None: unknown
 
     @property
     def scheme(self) -> str:
@@ -61,11 +62,11 @@ class Backend:
         None where every row is kept."""
         return None
 
-    def unseen_share(self, words: list[list[str]]) -> float | None:
-        """The share of words with a subword outside the kept rows (``vocabulary.unseen_share``);
+    def unseen_words(self, words: list[list[str]]) -> list[list[bool]] | None:
+        """Per word, whether it has a subword outside the kept rows (``vocabulary.unseen_words``);
         None where every row is kept."""
         rows = self.row_of_id() if self.vocabulary else None
-        return None if rows is None else unseen_share(self.tokenizer, words, rows, int(self.vocabulary["kept"]))
+        return None if rows is None else unseen_words(self.tokenizer, words, rows, int(self.vocabulary["kept"]))
 
     def decode(self, words: list[list[str]], with_scores: bool = False, with_spans: bool = True) -> list[Decoded]:
         return self.decoder(self.scores(words), np.array([len(w) for w in words]), with_scores, with_spans)
@@ -88,6 +89,7 @@ class TorchStudent(Backend):
         self.name, self.what = directory.name, self.module.config.arch
         self.words = self.module.config.extra.get("words", "default")
         self.vocabulary = trimmed_vocabulary(self.module.config)
+        self.embedding_rows = int(self.module.config.vocab_size)
         self.decoder = self.module.decoder()
         self.params, self.params_without_embeddings = parameter_counts(self.module)
 

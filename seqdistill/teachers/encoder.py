@@ -250,16 +250,25 @@ def _encoder_max_length(encoder, tokenizer) -> int:
 
 
 def export_for_students(
-    teacher: Teacher, directory, encoder_layers: int = 0, kept=None, vocabulary_text: list[dict] | None = None
+    teacher: Teacher,
+    directory,
+    encoder_layers: int = 0,
+    kept=None,
+    vocabulary_text: list[dict] | None = None,
+    how: dict | None = None,
+    trimmed_dtype: torch.dtype = torch.float16,
 ) -> None:
     """Write what a student needs from the teacher, so that training never loads the teacher:
 
     * ``tokenizer/`` — the tokenizer files;
     * ``embeddings.safetensors`` — the input embedding matrix (``weight``, ``[vocab, hidden]``, fp32),
-      or, with ``kept`` (sorted subword ids, ``vocabulary.kept_subwords``), only those rows, with
+      or, with ``kept`` (sorted subword ids, ``vocabulary.choose_rows``), only those rows in
+      ``trimmed_dtype`` (the cache's ``--dtype``, fp16 by default, as its other large fields: a
+      trimmed vocabulary is the large-matrix case, where bytes matter), with
       ``ids`` beside them and the whole matrix's row count in the metadata (``rows``), and the
       files of ``build --vocabulary-text`` that widened the set (``vocabulary_text``: JSON, each
-      file's name, sha256 and sentence count);
+      file's name, sha256 and sentence count) and how the rows were chosen (``how``: JSON,
+      ``vocabulary.KeptRows.metadata``);
     * ``label_schema.json``; ``encoder_config.json`` — the teacher encoder's config;
     * what the teacher's kind adds (``export_head``): a CRF teacher's ``crf.safetensors``, its
       ``transitions``, ``start``, ``end`` as used (-inf where forbidden);
@@ -277,7 +286,10 @@ def export_for_students(
         meta = {"rows": str(emb.shape[0]), "unseen": UNSEEN_RULE}
         if vocabulary_text:
             meta["vocabulary_text"] = json.dumps(vocabulary_text)
-        save_file({"weight": emb[ids].contiguous(), "ids": ids}, str(d / EMBEDDINGS_EXPORT), metadata=meta)
+        if how:
+            meta["vocabulary"] = json.dumps(how)
+        weight = emb[ids].to(trimmed_dtype).contiguous()
+        save_file({"weight": weight, "ids": ids}, str(d / EMBEDDINGS_EXPORT), metadata=meta)
     (d / "label_schema.json").write_text(json.dumps(teacher.schema.to_json(), indent=1) + "\n")
     (d / "encoder_config.json").write_text(teacher.encoder.config.to_json_string())
     teacher.export_head(d)
