@@ -88,13 +88,20 @@ def test_build_writes_what_the_teacher_computes(teachers, corpus_paths, tmp_path
     )
     from safetensors.numpy import load
 
-    # the rows of the subwords the corpora use (vocabulary.py): every piece of every word, and the specials
+    # every row of a small matrix (vocabulary.py, the default); --trim-vocabulary --frequent-subwords 0:
+    # the rows of the subwords the corpora use, every piece of every word, and the specials
     export = load(reader.read_export("crf", "embeddings.safetensors"))
-    ids, full = export["ids"], teacher.encoder.get_input_embeddings().weight.detach().numpy()
+    full = teacher.encoder.get_input_embeddings().weight.detach().numpy()
+    assert "ids" not in export
+    np.testing.assert_array_equal(export["weight"], full)
+    trimmed = str(tmp_path / "trimmed")
+    build_cache(trimmed, crf_dir, corpus_paths, _cfg(trim_vocabulary=True, frequent_subwords=0), **QUIET)
+    export = load(CacheReader(trimmed).read_export("crf", "embeddings.safetensors"))
+    ids = export["ids"]
     used = {i for sentence in word_pieces(teacher.tokenizer, words) for piece in sentence for i in piece}
     assert used | set(teacher.tokenizer.all_special_ids) == set(ids.tolist())
     assert list(ids) == sorted(set(ids.tolist())) and len(ids) < full.shape[0]
-    np.testing.assert_array_equal(export["weight"], full[ids])
+    np.testing.assert_array_equal(export["weight"], full[ids].astype(np.float16))
 
 
 def test_second_teacher_adds_a_layer_and_the_same_one_is_a_no_op(teachers, corpus_paths, tmp_path):

@@ -299,8 +299,8 @@ def test_svd_width_beyond_the_teachers_embeddings_is_refused_before_training(cac
     )
     assert r.exit_code == 1
     assert "--embedding-dim 300: the teacher's embedding matrix is" in r.output
-    assert "(12, 32) (as the cache kept it" in r.output  # the 11 subwords of the tiny corpora and the UNK row
-    assert "an SVD reduction can keep 1 to 12 dimensions" in r.output
+    assert "(88, 32) (as the cache kept it" in r.output  # every row of the tiny teacher's matrix
+    assert "an SVD reduction can keep 1 to 32 dimensions" in r.output
     assert not (tmp_path / "s" / "metrics.jsonl").exists()
 
 

@@ -21,7 +21,8 @@ SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
 
 @pytest.fixture(scope="module")
 def two_teacher_cache(tiny_encoder, tmp_path_factory):
-    """Teacher "small" (2 layers, 32 wide, exports its first layer) and "wide" (3 layers, 48 wide)."""
+    """Teacher "small" (2 layers, 32 wide, exports its first layer, over a trimmed vocabulary: the
+    corpora's rows alone) and "wide" (3 layers, 48 wide, every row)."""
     from transformers import AutoConfig, BertConfig, BertModel
 
     d = tmp_path_factory.mktemp("mt")
@@ -51,7 +52,15 @@ def two_teacher_cache(tiny_encoder, tmp_path_factory):
         cache,
         str(d / "small"),
         specs,
-        BuildConfig(device="cpu", k=2, hidden_layers=(1, 2), export_layers=1, shard_size=16),
+        BuildConfig(
+            device="cpu",
+            k=2,
+            hidden_layers=(1, 2),
+            export_layers=1,
+            shard_size=16,
+            trim_vocabulary=True,
+            frequent_subwords=0,
+        ),
         teacher_id="small",
         log=lambda *a: None,
     )

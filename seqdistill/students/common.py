@@ -139,7 +139,7 @@ def check_embedding_dim(embedding: str, dim: int, weight) -> None:
     if embedding == "svd" and not 0 < dim <= min(weight.shape):
         raise ValueError(
             f"--embedding-dim {dim}: the teacher's embedding matrix is "
-            f"{tuple(weight.shape)} (as the cache kept it: the rows its corpora use, and the UNK row), so an SVD reduction can keep 1 to {min(weight.shape)} dimensions; "
+            f"{tuple(weight.shape)} (as the cache kept it: every row, or a trimmed vocabulary's rows and the UNK row), so an SVD reduction can keep 1 to {min(weight.shape)} dimensions; "
             f"choose one of those (or --embedding teacher for all {weight.shape[1]})"
         )
 
