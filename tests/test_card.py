@@ -49,6 +49,12 @@ def test_card_holds_the_measured_figures_and_the_provenance(student, tmp_path):
         }
         text = (d / "README.md").read_text()
         assert f"| test F1 (micro) | {100 * row['f1']:.2f}" in text and "| teacher layer | tiny |" in text
+        # the size honestly: every file (its embedding rows and tokenizer), and the rows it holds
+        shipped = [p for p in d.rglob("*") if p.is_file() and p.name != "README.md" and "checkpoint" not in p.parts]
+        assert card["bytes"] == row["bytes"] == sum(p.stat().st_size for p in shipped)
+        assert card["embedding_rows"] == row["embedding_rows"] == 88
+        assert "| vocabulary | 88 embedding rows: every subword of the teacher's vocabulary |" in text
+        assert f"| size on disk | {row['bytes'] / 2**20:,.1f} MB, every file |" in text
     assert read_card(onnx)["runtime"] == "onnx int8" and read_card(onnx)["quantize"] == "int8"
     # a Hub model card: YAML front matter the huggingface_hub parser reads
     from huggingface_hub import ModelCard

@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from ..cache_schema.labels import tags_to_spans
+from ..checkpoint import CHECKPOINT
 from ..corpora import CorpusError, read_corpus
 from ..inference import TaggedDocument, Tagger, latency
 from ..metrics import span_scores, span_set_scores
@@ -205,8 +206,15 @@ def evaluate_taggers(
 
 def directory_bytes(d) -> int:
     """The bytes of every file under a model directory: what shipping it costs, its embedding rows
-    and tokenizer included."""
-    return sum(p.stat().st_size for p in Path(d).rglob("*") if p.is_file())
+    and tokenizer included; not a student's ``checkpoint/`` (the trainer's resume state, optimizer
+    included, which no user of the model loads) nor the card (``README.md``, written from these
+    figures)."""
+    root = Path(d)
+    return sum(
+        p.stat().st_size
+        for p in root.rglob("*")
+        if p.is_file() and p.relative_to(root).parts[0] not in (CHECKPOINT, "README.md")
+    )
 
 
 def unseen_report(tagger: Tagger, corpus, words: list[list[str]], pred: list) -> dict | None:
