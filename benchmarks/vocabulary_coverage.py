@@ -3,7 +3,8 @@ for a teacher's tokenizer and input embedding matrix, the corpora a cache is bui
 and a labelled corpus it never saw (``--target``, the test set), each option of
 ``seqdistill.vocabulary.choose_rows`` — the corpora's subwords alone (the default before issue 53),
 those and the N most frequent subwords of their scripts for each ``--frequent`` N, every row — with
-the rows it keeps, the bytes those rows take in the cache (fp32) and in an int8 export, and the
+the rows it keeps, the bytes those rows take in the cache (a trimmed set in fp16 with its int64 ids,
+the build's default ``--dtype``; every row in fp32) and in an int8 export, and the
 share of the target's words and gold spans that read the UNK row. No training: coverage is what
 the options differ in; docs/RESULTS.md has the students trained over them.
 
@@ -68,7 +69,7 @@ def main() -> None:
         f"{len(words):,} sentences, {sum(map(len, words)):,} words, {sum(map(len, gold)):,} gold spans; "
         f"{time.strftime('%Y-%m-%d')}.",
         "",
-        "| rows kept | option | of the matrix | cache export (fp32) | int8 rows | unseen target words | gold spans with one |",
+        "| rows kept | option | of the matrix | cache export | int8 rows | unseen target words | gold spans with one |",
         "|---:|---|---:|---:|---:|---:|---:|",
     ]
     for label, mode, n in options:
@@ -79,8 +80,9 @@ def main() -> None:
         row_of_id[ids] = np.arange(len(ids))
         flags = unseen_words(tokenizer, words, row_of_id, len(ids))
         scripts = f" ({', '.join(kept.scripts)})" if kept.scripts and n else ""
+        cache_bytes = rows * dim * 4 if kept.ids is None else len(ids) * (dim * 2 + 8)
         lines.append(
-            f"| {len(ids):,} | {label}{scripts} | {100 * len(ids) / rows:.1f}% | {mb(len(ids) * dim * 4)} MB | "
+            f"| {len(ids):,} | {label}{scripts} | {100 * len(ids) / rows:.1f}% | {mb(cache_bytes)} MB | "
             f"{mb(len(ids) * dim)} MB | {100 * unseen_share(flags):.2f}% | {100 * unseen_span_share(flags, gold):.2f}% |"
         )
         print(lines[-1], f"[{time.time() - t:.1f} s]", flush=True)
