@@ -31,9 +31,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from seqdistill.cache_build.build import BuildConfig, CorpusSpec, batches_by_length, build_cache  # noqa: E402
 from seqdistill.cache_schema import LabelSchema  # noqa: E402
 from seqdistill.corpora import read_corpus  # noqa: E402
+from seqdistill.pipeline.build import BuildConfig, CorpusSpec, batches_by_length, build_cache  # noqa: E402
 from seqdistill.teachers import build_teacher, load_teacher  # noqa: E402
 
 

@@ -66,7 +66,7 @@ run() {
   fi
   export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1 TQDM_DISABLE=1 HF_HUB_DISABLE_PROGRESS_BARS=1
   step environment 60 bash -c "nvidia-smi -L 2>/dev/null; $PY -c 'import torch, transformers; print(torch.__version__, transformers.__version__, torch.cuda.is_available())'"
-  $PY -c "import seqdistill.cli.cache, seqdistill.cache_build.build" || { echo "seqdistill does not import" | tee -a "$LOG"; return 1; }
+  $PY -c "import seqdistill.cli.cache, seqdistill.pipeline.build" || { echo "seqdistill does not import" | tee -a "$LOG"; return 1; }
   for m in minilm-l6 gemma-3-270m embeddinggemma-300m; do
     [ -f $C/$m/model.safetensors ] || step "weights-$m" 120 $PY benchmarks/random_weights.py weights $C/$m
   done

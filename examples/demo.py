@@ -79,13 +79,13 @@ def step(title: str) -> float:
 
 
 def main() -> None:
-    from seqdistill.cache_build.build import BuildConfig, CorpusSpec, build_cache
     from seqdistill.cache_schema import CacheReader
     from seqdistill.cache_schema.info import cache_summary
     from seqdistill.corpora import derive_label_schema, read_corpus
     from seqdistill.deploy.card import write_card
     from seqdistill.deploy.evaluate import evaluate_taggers, format_results
     from seqdistill.deploy.export import export_model
+    from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
     from seqdistill.students.recipes import train as train_student
     from seqdistill.students.recipes.mgkd import MGKDConfig
     from seqdistill.teachers.finetune import FinetuneConfig, finetune

@@ -184,8 +184,8 @@ def toy_cache(encoder: str, d, **build) -> str:
     whose teacher directory is deleted afterwards: stage two must not need it."""
     import shutil
 
-    from seqdistill.cache_build.build import BuildConfig, CorpusSpec, build_cache
     from seqdistill.cache_schema import LabelSchema
+    from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
     from seqdistill.teachers import build_teacher
 
     build_teacher(encoder, LabelSchema("IOB2", ("LOC", "PER")), "crf").save(d / "teacher")

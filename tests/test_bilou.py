@@ -115,8 +115,8 @@ def test_layers_refuse_what_they_cannot_hold():
 def test_nested_jsonl_round_trips_through_layers_and_flattens_for_build(tmp_path):
     import json
 
-    from seqdistill.cache_build.build import CorpusSpec, read_corpora
     from seqdistill.corpora import CorpusError, read_corpus
+    from seqdistill.pipeline.build import CorpusSpec, read_corpora
 
     rows = [
         {"words": ["Bank", "of", "England", "said"], "entities": [[0, 3, "ORG"], [2, 3, "LOC"]]},

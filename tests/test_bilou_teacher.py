@@ -5,9 +5,9 @@ import torch
 from conftest import toy_corpus
 
 from seqdistill.bilou import BILOU_TAGS, layers_from_spans
-from seqdistill.cache_build.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.cache_schema import CacheReader, LabelSchema, verify_cache
 from seqdistill.corpora import read_corpus
+from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.teachers import build_teacher, load_teacher
 from seqdistill.teachers.finetune import FinetuneConfig, finetune
 

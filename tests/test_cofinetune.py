@@ -6,9 +6,9 @@ import pytest
 import torch
 from conftest import toy_corpus
 
-from seqdistill.cache_build.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.cache_schema import CacheReader, LabelSchema, verify_cache
 from seqdistill.corpora import read_corpus
+from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.teachers import load_teacher
 from seqdistill.teachers.cofinetune import co_groups, co_teachers, cofinetune, standalone, teacher_names
 from seqdistill.teachers.finetune import FinetuneConfig

@@ -7,10 +7,10 @@ import torch
 from conftest import toy_corpus
 from safetensors.numpy import load
 
-from seqdistill.cache_build.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.cache_schema import CacheReader, LabelSchema
 from seqdistill.deploy.export import export_model
 from seqdistill.inference import Tagger
+from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.students.archs import load_student
 from seqdistill.students.recipes import train as train_student
 from seqdistill.students.recipes.mt import MTConfig

@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from conftest import CONLL, RAW
 from test_build import QUIET, _assert_same, _cfg, _contents, teachers  # noqa: F401
 
-from seqdistill.cache_build.build import CorpusSpec, build_cache
 from seqdistill.cache_schema import CacheReader, verify_cache
 from seqdistill.cli.cache import main as cache_cli
 from seqdistill.cli.evaluate import eval_main
 from seqdistill.corpora import CorpusError, read_corpus
+from seqdistill.pipeline.build import CorpusSpec, build_cache
 
 # conll2003's ClassLabel order on the Hub: the ids are not the cache's tag ids
 NAMES = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]

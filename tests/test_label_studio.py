@@ -19,10 +19,10 @@ import urllib.request
 import pytest
 from conftest import toy_cache
 
-from seqdistill.cache_build.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.cache_schema import CacheReader, LabelSchema
 from seqdistill.cli.cache import main as cache_cli
 from seqdistill.corpora import read_corpus
+from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.teachers import build_teacher
 
 EXE = os.environ.get("LABEL_STUDIO")

@@ -8,9 +8,9 @@ from click.testing import CliRunner
 from conftest import toy_corpus
 from safetensors.torch import load, load_file
 
-from seqdistill.cache_build.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.cache_schema import CacheReader, LabelSchema
 from seqdistill.cli.train import main as train_cli
+from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.students.archs import load_student
 from seqdistill.students.recipes import train as train_mt_student
 from seqdistill.students.recipes.mt import MTConfig, teacher_layer_for

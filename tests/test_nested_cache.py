@@ -72,11 +72,11 @@ def test_nested_corpus_through_teacher_cache_student_and_eval(tiny_encoder, tmp_
     from click.testing import CliRunner
     from conftest import toy_corpus
 
-    from seqdistill.cache_build.build import BuildConfig, CorpusSpec, build_cache
     from seqdistill.cache_schema import CacheReader, verify_cache
     from seqdistill.cli.train import main as train_cli
     from seqdistill.corpora import derive_label_schema, read_corpus
     from seqdistill.deploy.evaluate import evaluate_taggers
+    from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
     from seqdistill.students.common import read_spans
     from seqdistill.teachers import load_teacher
     from seqdistill.teachers.finetune import FinetuneConfig, finetune

@@ -70,10 +70,10 @@ def _module_dir(tmp_path, name: str, source: str):
 def test_a_new_teacher_kind_is_one_module(tiny_encoder, tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from seqdistill.cache_build.build import BuildConfig, CorpusSpec, build_cache
     from seqdistill.cache_schema import CacheReader
     from seqdistill.deploy.export import export_model
     from seqdistill.inference import Tagger
+    from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
     from seqdistill.teachers import kinds, load_teacher
     from seqdistill.teachers.finetune import FinetuneConfig
 

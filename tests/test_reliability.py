@@ -28,12 +28,12 @@ from safetensors.torch import load_file
 from test_build import QUIET, _assert_same, _cfg, _cli_build, _contents, corpus_paths, teachers  # noqa: F401
 
 import seqdistill
-from seqdistill.cache_build.build import build_cache
 from seqdistill.cache_schema import BuildLock, CacheLockedError, CacheReader, verify_cache
 from seqdistill.cache_schema.lock import LOCK, LockHolder, _pid_namespace
 from seqdistill.cache_schema.manifest import seal
 from seqdistill.cache_schema.storage import FAILPOINT_ENV, FAILPOINT_TRACE_ENV, CacheStore
 from seqdistill.cli.train import main as train_cli
+from seqdistill.pipeline.build import build_cache
 from seqdistill.students.recipes import train as train_student
 from seqdistill.students.recipes.mgkd import MGKDConfig as TrainConfig
 

@@ -14,11 +14,11 @@ import pytest
 from click.testing import CliRunner
 from conftest import toy_corpus
 
-from seqdistill.cache_build.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.cache_schema import BuildLock, CacheLockedError, LabelSchema, verify_cache
 from seqdistill.cache_schema.storage import CacheStore
 from seqdistill.cli.cache import main as cache_cli
 from seqdistill.cli.train import main as train_cli
+from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.teachers import build_teacher
 
 BUCKET = "seqdistill-test"

@@ -11,11 +11,11 @@ from click.testing import CliRunner
 from conftest import toy_corpus
 from safetensors.numpy import load
 
-from seqdistill.cache_build.build import BuildConfig, CorpusSpec, build_cache
-from seqdistill.cache_build.select import diverse, select_rows
 from seqdistill.cache_schema import EXAMPLES_LAYER, CacheError, CacheReader, LabelSchema
 from seqdistill.cli.cache import main as cache_cli
 from seqdistill.corpora import read_corpus
+from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
+from seqdistill.pipeline.select import diverse, select_rows
 from seqdistill.teachers import build_teacher
 
 SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))

@@ -188,7 +188,7 @@ def test_vocabulary_text_widens_the_kept_rows_without_rows_in_the_cache(caches, 
     from safetensors import safe_open
     from transformers import AutoTokenizer
 
-    from seqdistill.cache_build.build import BuildError
+    from seqdistill.pipeline.build import BuildError
 
     target = tmp_path / "target.txt"
     target.write_text("zagreb oslo\n")

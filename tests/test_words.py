@@ -99,10 +99,10 @@ JAPANESE = [  # MeCab IPAdic morphemes, as the Japanese NER corpus of DATA.md ha
 
 def test_a_student_records_the_rule_its_corpus_implies_and_front_ends_apply_it(tiny_encoder, tmp_path):
     pytest.importorskip("fugashi")
-    from seqdistill.cache_build.build import BuildConfig, CorpusSpec, build_cache
     from seqdistill.cache_schema import LabelSchema
     from seqdistill.deploy.export import export_model
     from seqdistill.inference import Tagger
+    from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
     from seqdistill.students.recipes import train as train_student
     from seqdistill.students.recipes.mgkd import MGKDConfig
     from seqdistill.teachers import build_teacher

@@ -8,17 +8,17 @@ from pathlib import Path
 
 import click
 
-from ..cache_build.annotation_export import FORMATS as ANNOTATION_FORMATS
-from ..cache_build.annotation_export import write_annotation_tasks
-from ..cache_build.build import BuildConfig
-from ..cache_build.select import STRATEGIES, select_rows, write_selection
-from ..cache_build.vocabulary_check import vocabulary_problems
 from ..cache_schema import CacheError, CacheReader, verify_cache
 from ..cache_schema.info import cache_summary, format_summary
 from ..cache_schema.storage import parse_storage_options
 from ..config_fields import convert
 from ..corpora import FORMATS, CorpusError, derive_label_schema, read_corpus
 from ..corpora.options import tag_names_option
+from ..pipeline.annotation_export import FORMATS as ANNOTATION_FORMATS
+from ..pipeline.annotation_export import write_annotation_tasks
+from ..pipeline.build import BuildConfig
+from ..pipeline.select import STRATEGIES, select_rows, write_selection
+from ..pipeline.vocabulary_check import vocabulary_problems
 from ..teachers import KINDS, TeacherError
 from ..teachers.finetune import FinetuneConfig
 from ..teachers.pretrained import PretrainedError, gguf_source
@@ -124,7 +124,7 @@ def select(cache, strategy, n, out, teachers, corpora, diversity, seed, fmt, sto
     """Pick the N rows of CACHE most worth annotating next, from what the cache holds (no teacher
     is loaded): uncertainty (1 - the best path's probability), margin (1 - the gap between the two
     best paths), disagreement (words on which the teachers' best tags differ) or random.
-    seqdistill/cache_build/select.py names every rule."""
+    seqdistill/pipeline/select.py names every rule."""
     try:
         reader = CacheReader(cache, _storage_options(storage_options))
         picks = select_rows(
@@ -215,7 +215,7 @@ def build(out, teacher_dir, teacher_id, labelled, unlabelled, tag_names, storage
     cache: a second one fails naming the first (or waits, with --wait); a dead build's lock is
     broken automatically.
     """
-    from ..cache_build.build import BuildError, CorpusSpec, build_cache
+    from ..pipeline.build import BuildError, CorpusSpec, build_cache
 
     if not labelled and not unlabelled:
         raise click.UsageError("give at least one --labelled or --unlabelled corpus")

@@ -1,7 +1,7 @@
 """Corpora from annotation tools (issue 37): Label Studio's JSON export (``ls:FILE``) and span JSONL
 in the Prodigy/spaCy style (``spans:FILE``), read into words and IOB2 tags. The writers of the same
 formats (the rows ``distill-cache select`` picks, with a teacher's spans as pre-annotations) are in
-``cache_build/annotation_export.py``.
+``pipeline/annotation_export.py``.
 
 Decisions, named here:
 

@@ -16,14 +16,14 @@ declares
   (tests/test_teacher_kinds.py checks it for every kind);
 * the gold targets whose NLL its teachers compute (:meth:`~TeacherKind.gold_targets`).
 
-``cache_build/build.py`` calls these and never switches on a kind's name. The fields any kind may
+``pipeline/build.py`` calls these and never switches on a kind's name. The fields any kind may
 add on request (gold NLL, hidden layers, subword outputs) are handled here once; a subclass
 declares only its own (:meth:`~TeacherKind.own_fields`, :meth:`~TeacherKind.own_values`).
 docs/cache-format.md gives every field's meaning.
 
 Decisions: the cache side loads no weights, so that what a kind writes can be read and tested
 without a teacher. The build's settings come in as :class:`LayerOptions`, plain values, because the
-build config belongs to stage one (``cache_build``), which teachers never import.
+build config belongs to stage one (``pipeline``), which teachers never import.
 """
 
 from __future__ import annotations
