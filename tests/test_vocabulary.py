@@ -269,3 +269,16 @@ def test_students_keep_the_rows_and_read_unseen_subwords_as_the_unk_row(caches, 
     assert "20.0% of these words, 33.3% of the gold spans" in text and "| 12 of 88 |" in text
     assert tagger.unseen([["peter", "visits", "zagreb"]], [[(0, 1, "PER"), (2, 3, "LOC")]])["gold_spans"] == 0.5
     assert Tagger.load(tmp_path / "mgkd-full").unseen(seen_unseen) is None
+
+
+def test_the_warning_fires_on_spans_even_when_few_words_are_unseen():
+    """Issue 53's case: 0.5% of the words unseen, but inside gold spans; 1% of the words or 0.5% of
+    the gold or predicted spans names the student (deploy/evaluate.py's thresholds)."""
+    from seqdistill.deploy.evaluate import unseen_warning
+
+    row = lambda w, g, p: {"model": "m", "unseen": {"words": w, "gold_spans": g, "predicted_spans": p}}  # noqa: E731
+    assert unseen_warning(row(0.004, 0.004, 0.004)) is None
+    assert "0.6% of the gold spans" in unseen_warning(row(0.004, 0.006, 0.0))
+    assert "0.7% of its predicted spans" in unseen_warning(row(0.004, None, 0.007))
+    assert "1.0% of these words" in unseen_warning(row(0.01, 0.0, 0.0))
+    assert unseen_warning({"model": "m"}) is None  # a model that keeps every row
