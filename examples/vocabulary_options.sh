@@ -32,7 +32,7 @@ if [ "$SET" = conll ]; then
   RECIPES=${RECIPES:-"mgkd mt"}
   CORPORA=(--labelled "conll=$DEMO/train.txt@train" --labelled "conll=$DEMO/dev.txt@dev" --export-layers 2 --hidden-layers 3,6)
   TEST=$DEMO/test.txt
-  MGKD_OPTS=(--epochs "${MGKD_EPOCHS:-8}")
+  MGKD_ARGS="--epochs ${MGKD_EPOCHS:-8}"
 else
   S=.data/japanese/split
   TEACHER=${TEACHER:-.data/japanese/teacher}
@@ -42,7 +42,7 @@ else
   CORPORA=(--labelled "ja=$S/gold_train.txt@train" --labelled "ja=$S/gold_dev.txt@dev" --unlabelled "ja-silver=$S/silver.txt"
     --kbest 10 --hidden-layers 12)
   TEST=$S/gold_test.txt
-  MGKD_OPTS=(--epochs "${MGKD_EPOCHS:-30}" --patience 5 --losses hard,seq-ce,fuzzy --k 5)
+  MGKD_ARGS="--epochs ${MGKD_EPOCHS:-30} --patience 5 --losses hard,seq-ce,fuzzy --k 5"
 fi
 export TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
@@ -67,7 +67,7 @@ train() {  # recipe option seed
   local name=$1-$2-s$3
   [ -f "$OUT/$name/training.json" ] && return 0
   if [ "$1" = mgkd ]; then
-    $BIN/distill-train mgkd --cache "$OUT/cache-$2" --out "$OUT/$name" --seed "$3" $MGKD_OPTS \
+    $BIN/distill-train mgkd --cache "$OUT/cache-$2" --out "$OUT/$name" --seed "$3" $MGKD_ARGS \
       --device cpu > "$OUT/$name.log" 2>&1
   else
     $BIN/distill-train mt --cache "$OUT/cache-$2" --out "$OUT/$name" --seed "$3" --student-layers 2 \
@@ -75,8 +75,7 @@ train() {  # recipe option seed
   fi
 }
 export -f train
-export BIN OUT MT_EPOCHS
-export MGKD_OPTS="${MGKD_OPTS[*]}"
+export BIN OUT MT_EPOCHS MGKD_ARGS  # an array does not cross into xargs' shells: a string
 printf '%s\n' "${runs[@]}" | xargs -P "$JOBS" -L 1 bash -c 'OMP_NUM_THREADS=1 train $0 $1 $2'
 for r in "${runs[@]}"; do
   set -- $r
