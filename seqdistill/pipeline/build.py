@@ -217,6 +217,29 @@ def _teacher_meta(teacher_dir: str, trust_remote_code: bool) -> tuple[TeacherKin
     return teacher_kind(t.kind), t.schema, t.pooling
 
 
+@dataclass
+class _Plan:
+    """What a build does, decided and checked before anything is written (``_plan``)."""
+
+    cfg: BuildConfig  # with the kind's default K filled in
+    teacher_id: str
+    teacher_dir: str
+    kind: TeacherKind
+    schema: LabelSchema
+    pooling: str
+    options: LayerOptions
+    corpora: list[Corpus]
+    rows: list[dict]
+    shards: list[list[dict]]
+    fingerprints: dict
+    fields: list
+    vocabulary_text: list[Corpus]
+
+    @property
+    def words(self) -> int:
+        return sum(r["n_words"] for r in self.rows)
+
+
 def build_cache(
     out: str,
     teacher_dir: str,
@@ -227,8 +250,56 @@ def build_cache(
     storage_options: dict | None = None,
     log=print,
 ) -> BuildReport:
-    """Build (or extend, or resume) the cache at ``out`` with the outputs of one teacher."""
+    """Build (or extend, or resume) the cache at ``out`` with the outputs of one teacher: check
+    the options, plan the layer (corpora, shards, fields), then under the build lock write the
+    examples layer, the teacher's exports and its shards, and commit the manifest."""
     cfg = cfg or BuildConfig()
+    _check_config(cfg)
+    rank, world, cfg.device = distributed.init(cfg.device)
+    t0 = time.time()
+    plan = _plan(teacher_dir, corpora_specs, cfg, teacher_id)
+    cfg, shards = plan.cfg, plan.shards
+    # One writer at a time (cache_schema/lock.py): rank 0 holds the lock for the whole build, so
+    # that clearing the staging directory of a killed run never pulls files from a live one.
+    with _build_lock(out, storage_options, cfg, rank, world, log) as lock:
+        writer, examples, layer = _open_layers(out, storage_options, plan, rank, world, log)
+        if layer.complete and examples.complete:
+            log(
+                f"{out}: already holds teacher {plan.teacher_id!r} over these corpora with the same fingerprints; "
+                "nothing to do"
+            )
+            return BuildReport("up-to-date", len(plan.rows), plan.words)
+        status = _status(examples, layer, len(shards))
+        mine = [i for i in range(len(shards)) if i % world == rank]
+        todo = [i for i in mine if not layer.is_committed(i)]
+        needs_exports = rank == 0 and not layer.has_exports()
+        for i in mine:
+            if not examples.is_committed(i):
+                examples.write_shard(i, {k: [r[k] for r in shards[i]] for k in shards[i][0]})
+        teacher = None
+        if todo or needs_exports:
+            device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
+            teacher = load_teacher(teacher_dir, trust_remote_code=cfg.trust_remote_code, device=device)
+        if needs_exports:
+            _export_for_students(teacher, layer, plan, log)
+        if cfg.hidden_project:
+            distributed.barrier(world)  # rank 0 published the projection that every rank applies
+        projection = _read_projection(writer, layer.name) if cfg.hidden_project and todo else None
+        t_teacher = time.time()
+        if todo:
+            _run_teacher(teacher, plan.kind, plan.options, plan.schema, shards, todo, layer, cfg, rank, projection)
+        t_teacher = time.time() - t_teacher
+        distributed.barrier(world)
+        report = BuildReport(status, len(plan.rows), plan.words, time.time() - t0, len(todo), t_teacher)
+        if rank == 0:
+            lock.check()  # another build took the lock meanwhile: do not commit over it
+            _commit(writer, report, plan.teacher_id, out, log)
+    distributed.done(world)
+    return report
+
+
+def _check_config(cfg: BuildConfig) -> None:
+    """Refuse options that contradict each other or name nothing, before any file is read."""
     if cfg.dtype not in DTYPES:
         raise BuildError(f"dtype {cfg.dtype!r} is not one of {', '.join(DTYPES)}")
     if cfg.hidden_dtype not in (None, "int8"):
@@ -239,8 +310,19 @@ def build_cache(
         raise BuildError("--hidden-dtype and --hidden-project encode hidden layers: give --hidden-layers too")
     if cfg.hidden_project < 0 or cfg.word_topk < 0:
         raise BuildError("--hidden-project and --word-topk take a positive number (0: off)")
-    rank, world, cfg.device = distributed.init(cfg.device)
-    t0 = time.time()
+    if cfg.vocabulary_text and cfg.full_vocabulary:
+        raise BuildError(
+            "--vocabulary-text widens a trimmed vocabulary, and --full-vocabulary keeps every row: give one"
+        )
+    if cfg.trim_vocabulary and cfg.full_vocabulary:
+        raise BuildError("--trim-vocabulary and --full-vocabulary contradict each other: give one")
+    if cfg.frequent_subwords < 0:
+        raise BuildError(f"--frequent-subwords {cfg.frequent_subwords}: a count of subwords, 0 or more")
+
+
+def _plan(teacher_dir: str, corpora_specs: list[CorpusSpec], cfg: BuildConfig, teacher_id: str | None) -> _Plan:
+    """The teacher's kind and schema, the corpora read and checked against it, the shards, the
+    fields: everything the options decide, checked (on every rank) before anything is written."""
     teacher_id = check_id(teacher_id or os.path.basename(os.path.normpath(teacher_dir)), "teacher id")
     if not os.path.isdir(teacher_dir):
         raise BuildError(f"{teacher_dir}: no such teacher directory")
@@ -258,14 +340,13 @@ def build_cache(
     shards = [rows[i : i + cfg.shard_size] for i in range(0, len(rows), cfg.shard_size)]
     fingerprints = teacher_fingerprints(teacher_dir)
     hidden_size = _hidden_size(teacher_dir)
-    # everything the options decide is checked before anything is written
     if 0 < cfg.hidden_project and cfg.hidden_project >= hidden_size:
         raise BuildError(
             f"--hidden-project {cfg.hidden_project}: the teacher's states have {hidden_size} dimensions; "
             "project to fewer"
         )
     sample_words = sum(r["n_words"] for r in _pca_sample(shards[0])) if cfg.hidden_project else 0
-    if cfg.hidden_project and sample_words < cfg.hidden_project:  # checked on every rank, before any write
+    if cfg.hidden_project and sample_words < cfg.hidden_project:
         raise BuildError(
             f"--hidden-project {cfg.hidden_project}: the PCA is fitted on the first shard's words, and its "
             f"sample holds {sample_words} words; project to fewer dimensions or raise --shard-size"
@@ -274,101 +355,92 @@ def build_cache(
         fields = kind.fields(schema, hidden_size, options)
     except TeacherError as e:
         raise BuildError(str(e)) from None
-    if cfg.vocabulary_text and cfg.full_vocabulary:
-        raise BuildError(
-            "--vocabulary-text widens a trimmed vocabulary, and --full-vocabulary keeps every row: give one"
-        )
-    if cfg.trim_vocabulary and cfg.full_vocabulary:
-        raise BuildError("--trim-vocabulary and --full-vocabulary contradict each other: give one")
-    if cfg.frequent_subwords < 0:
-        raise BuildError(f"--frequent-subwords {cfg.frequent_subwords}: a count of subwords, 0 or more")
     vocabulary_text = [read_corpus(p, "vocabulary", "unlabelled", labelled=False) for p in cfg.vocabulary_text]
+    return _Plan(
+        cfg,
+        teacher_id,
+        teacher_dir,
+        kind,
+        schema,
+        pooling,
+        options,
+        corpora,
+        rows,
+        shards,
+        fingerprints,
+        fields,
+        vocabulary_text,
+    )
 
-    # One writer at a time (cache_schema/lock.py): rank 0 holds the lock for the whole build, so
-    # that clearing the staging directory of a killed run never pulls files from a live one.
-    with _build_lock(out, storage_options, cfg, rank, world, log) as lock:
-        writer = CacheWriter(out, storage_options, clean_staging=rank == 0)
-        if cfg.overwrite and rank == 0:
-            _overwrite(writer, corpora, teacher_id, log)
-        distributed.barrier(world)
-        writer = CacheWriter(out, storage_options, clean_staging=False)
-        examples = writer.examples_layer(schema, [c.info() for c in corpora], len(shards))
 
-        teacher: Teacher | None = None
-        device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        precision = cfg.precision if device.startswith("cuda") else "fp32"
-        info = TeacherInfo(
-            teacher_id,
-            kind.name,
-            fingerprints,
-            kind.decoding(options, schema.scheme, precision),
-            list(cfg.hidden_layers),
-            pooling,
-            str(teacher_dir),
-        )
-        layer = writer.teacher_layer(info, fields)
-        mine = [i for i in range(len(shards)) if i % world == rank]
-        todo_examples = [i for i in mine if not examples.is_committed(i)]
-        todo = [i for i in mine if not layer.is_committed(i)]
-        needs_exports = rank == 0 and not layer.has_exports()
-        if layer.complete and examples.complete:
-            log(
-                f"{out}: already holds teacher {teacher_id!r} over these corpora with the same fingerprints; "
-                "nothing to do"
-            )
-            return BuildReport("up-to-date", len(rows), sum(r["n_words"] for r in rows))
-        if any(layer.is_committed(i) for i in range(len(shards))) or (
-            not examples.complete and any(examples.is_committed(i) for i in range(len(shards)))
-        ):
-            status = "resumed"
-        else:
-            status = "added" if examples.complete else "built"
-        for i in todo_examples:
-            examples.write_shard(i, {k: [r[k] for r in shards[i]] for k in shards[i][0]})
-        if todo or needs_exports:
-            teacher = load_teacher(teacher_dir, trust_remote_code=cfg.trust_remote_code, device=device)
-        if needs_exports:
-            fitted = _fit_projection(teacher, cfg, shards[0], log) if cfg.hidden_project else None
-            matrix_rows = teacher.encoder.get_input_embeddings().weight.shape[0]
-            sentences = itertools.chain(
-                (r["words"] for s in shards for r in s), (x.words for c in vocabulary_text for x in c.sentences)
-            )
-            mode = "full" if cfg.full_vocabulary else "trimmed" if cfg.trim_vocabulary else "auto"
-            chosen = choose_rows(teacher.tokenizer, sentences, matrix_rows, mode, cfg.frequent_subwords)
-            extra = f" and {len(vocabulary_text)} --vocabulary-text file(s)" if vocabulary_text else ""
-            log(f"exports: embedding rows: {chosen.reason}{extra} (vocabulary.py)")
-            if chosen.ids is None and vocabulary_text:
-                log("  --vocabulary-text: every row is kept, so the file(s) add nothing")
-            sources = [
-                {"file": os.path.basename(c.path), "sha256": c.sha256, "sentences": len(c.sentences)}
-                for c in vocabulary_text
-            ]
-            layer.write_exports(lambda d: _write_exports(teacher, d, cfg, fitted, chosen, sources))
-        if cfg.hidden_project:
-            distributed.barrier(world)  # rank 0 published the projection that every rank applies
-        projection = _read_projection(writer, layer.name) if cfg.hidden_project and todo else None
-        t_teacher = time.time()
-        if todo:
-            _run_teacher(teacher, kind, options, schema, shards, todo, layer, cfg, rank, projection)
-        t_teacher = time.time() - t_teacher
-        distributed.barrier(world)
-        report = BuildReport(status, len(rows), sum(r["n_words"] for r in rows), time.time() - t0, len(todo), t_teacher)
-        if rank == 0:
-            lock.check()  # another build took the lock meanwhile: do not commit over it
-            manifest = writer.commit()
-            summary = cache_summary(manifest)
-            for lay in summary["layers"]:
-                if lay["name"] == teacher_id:
-                    report.bytes_per_word = {f["name"]: f["bytes_per_word"] for f in lay["fields"]}
-            log(
-                f"{out}: {report.status}: {report.examples:,} examples, {report.words:,} words in "
-                f"{report.seconds:.1f} s ({report.words / max(report.seconds, 1e-9):,.0f} words/s); "
-                f"{summary['bytes'] / 2**20:.1f} MiB"
-            )
-            for name, bpw in report.bytes_per_word.items():
-                log(f"  {name:<22} {bpw:>10.2f} bytes/word")
-    distributed.done(world)
-    return report
+def _open_layers(out: str, storage_options, plan: _Plan, rank: int, world: int, log):
+    """The writer, the examples layer and the teacher's layer (``--overwrite`` first removes what it
+    replaces)."""
+    cfg = plan.cfg
+    writer = CacheWriter(out, storage_options, clean_staging=rank == 0)
+    if cfg.overwrite and rank == 0:
+        _overwrite(writer, plan.corpora, plan.teacher_id, log)
+    distributed.barrier(world)
+    writer = CacheWriter(out, storage_options, clean_staging=False)
+    examples = writer.examples_layer(plan.schema, [c.info() for c in plan.corpora], len(plan.shards))
+    device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    precision = cfg.precision if device.startswith("cuda") else "fp32"
+    info = TeacherInfo(
+        plan.teacher_id,
+        plan.kind.name,
+        plan.fingerprints,
+        plan.kind.decoding(plan.options, plan.schema.scheme, precision),
+        list(cfg.hidden_layers),
+        plan.pooling,
+        str(plan.teacher_dir),
+    )
+    return writer, examples, writer.teacher_layer(info, plan.fields)
+
+
+def _status(examples, layer, n_shards: int) -> str:
+    """resumed (some shard of this build is there already), added (a teacher layer beside complete
+    examples) or built."""
+    if any(layer.is_committed(i) for i in range(n_shards)) or (
+        not examples.complete and any(examples.is_committed(i) for i in range(n_shards))
+    ):
+        return "resumed"
+    return "added" if examples.complete else "built"
+
+
+def _export_for_students(teacher: Teacher, layer, plan: _Plan, log) -> None:
+    """What students need from the teacher (``teachers.export_for_students``): the tokenizer, the
+    embedding rows ``vocabulary.choose_rows`` keeps, the first layers, the PCA of ``--hidden-project``."""
+    cfg, shards, vocabulary_text = plan.cfg, plan.shards, plan.vocabulary_text
+    fitted = _fit_projection(teacher, cfg, shards[0], log) if cfg.hidden_project else None
+    matrix_rows = teacher.encoder.get_input_embeddings().weight.shape[0]
+    sentences = itertools.chain(
+        (r["words"] for s in shards for r in s), (x.words for c in vocabulary_text for x in c.sentences)
+    )
+    mode = "full" if cfg.full_vocabulary else "trimmed" if cfg.trim_vocabulary else "auto"
+    chosen = choose_rows(teacher.tokenizer, sentences, matrix_rows, mode, cfg.frequent_subwords)
+    extra = f" and {len(vocabulary_text)} --vocabulary-text file(s)" if vocabulary_text else ""
+    log(f"exports: embedding rows: {chosen.reason}{extra} (vocabulary.py)")
+    if chosen.ids is None and vocabulary_text:
+        log("  --vocabulary-text: every row is kept, so the file(s) add nothing")
+    sources = [
+        {"file": os.path.basename(c.path), "sha256": c.sha256, "sentences": len(c.sentences)} for c in vocabulary_text
+    ]
+    layer.write_exports(lambda d: _write_exports(teacher, d, cfg, fitted, chosen, sources))
+
+
+def _commit(writer: CacheWriter, report: BuildReport, teacher_id: str, out: str, log) -> None:
+    """Write the manifest (the commit point) and log what the layer costs a word."""
+    summary = cache_summary(writer.commit())
+    for lay in summary["layers"]:
+        if lay["name"] == teacher_id:
+            report.bytes_per_word = {f["name"]: f["bytes_per_word"] for f in lay["fields"]}
+    log(
+        f"{out}: {report.status}: {report.examples:,} examples, {report.words:,} words in "
+        f"{report.seconds:.1f} s ({report.words / max(report.seconds, 1e-9):,.0f} words/s); "
+        f"{summary['bytes'] / 2**20:.1f} MiB"
+    )
+    for name, bpw in report.bytes_per_word.items():
+        log(f"  {name:<22} {bpw:>10.2f} bytes/word")
 
 
 def _fit_projection(teacher: Teacher, cfg: BuildConfig, rows: list[dict], log) -> dict[str, np.ndarray]:
@@ -547,39 +619,18 @@ def _run_teacher(
     thread = threading.Thread(target=write_loop, name="seqdistill-shard-writer", daemon=True)
     thread.start()
     total_words = sum(r["n_words"] for i in todo for r in shards[i])
-    bar = tqdm(
-        total=total_words,
-        unit="word",
-        unit_scale=True,
-        desc=f"teacher {layer.name}" + (f" [rank {rank}]" if rank else ""),
-        smoothing=0.1,
-    )
-    t0, sentences = time.time(), 0
+    desc = f"teacher {layer.name}" + (f" [rank {rank}]" if rank else "")
+    bar = tqdm(total=total_words, unit="word", unit_scale=True, desc=desc, smoothing=0.1)
+    progress = {"t0": time.time(), "sentences": 0}
     try:
         for index in todo:
             rows = shards[index]
             outputs = [None] * len(rows)
             for batch in batches_by_length([r["n_words"] for r in rows], cfg.max_words_per_batch):
-                words = [rows[i]["words"] for i in batch]
-                gold = kind.gold_targets([rows[i] for i in batch], schema)
-                out = teacher.outputs(
-                    words,
-                    gold,
-                    k=cfg.k,
-                    marginals=cfg.marginals,
-                    hidden_layers=cfg.hidden_layers,
-                    subwords=cfg.subwords,
-                    precision=cfg.precision,
-                )
-                host = to_host(out)
-                if projection is not None:
-                    _project_host(host, projection)
-                for j, i in enumerate(batch):
-                    outputs[i] = (host, j)
-                n = sum(rows[i]["n_words"] for i in batch)
-                sentences += len(batch)
-                bar.update(n)
-                bar.set_postfix(sent_s=f"{sentences / (time.time() - t0):,.0f}")
+                _teacher_batch(teacher, kind, schema, rows, batch, outputs, cfg, projection)
+                progress["sentences"] += len(batch)
+                bar.update(sum(rows[i]["n_words"] for i in batch))
+                bar.set_postfix(sent_s=f"{progress['sentences'] / (time.time() - progress['t0']):,.0f}")
                 if failure:
                     raise failure[0]
             jobs.put((index, rows, outputs))
@@ -589,3 +640,22 @@ def _run_teacher(
         bar.close()
     if failure:
         raise failure[0]
+
+
+def _teacher_batch(teacher, kind, schema, rows, batch: list[int], outputs: list, cfg: BuildConfig, projection) -> None:
+    """The teacher's outputs for the sentences ``batch`` of a shard's ``rows``, on the host (hidden
+    states projected by ``projection``), set as ``outputs[i] = (host, j)``: row i is item j."""
+    out = teacher.outputs(
+        [rows[i]["words"] for i in batch],
+        kind.gold_targets([rows[i] for i in batch], schema),
+        k=cfg.k,
+        marginals=cfg.marginals,
+        hidden_layers=cfg.hidden_layers,
+        subwords=cfg.subwords,
+        precision=cfg.precision,
+    )
+    host = to_host(out)
+    if projection is not None:
+        _project_host(host, projection)
+    for j, i in enumerate(batch):
+        outputs[i] = (host, j)
