@@ -1,6 +1,6 @@
 """Multi-Grained KD (paper 000): a BiLSTM-CRF student from a CRF (or softmax) teacher's cache.
 
-The loss is the uncertainty-weighted (eq. 9) or fixed-weight (eq. 8) sum of the chosen parts:
+The loss is the fixed-weight (eq. 8, the default) or uncertainty-weighted (eq. 9) sum of the chosen parts:
 ``hard`` (eq. 7), ``seq-ce`` (eq. 4), ``fuzzy`` (eq. 6), ``token-em`` and ``token-pos`` (eq. 10).
 Hard labels are the gold tags on labelled rows and the teacher's best path on unlabelled rows;
 the sequence losses use the teacher's k-best paths of both (§3.2). AdamW, one stage, early
@@ -267,5 +267,6 @@ RECIPE = Recipe(
     MGKDConfig,
     plan,
     "Multi-Grained KD (paper 000): a BiLSTM-CRF student on the teacher's k-best paths (seq-ce, "
-    "fuzzy), emissions and marginals (token-em, token-pos) and hard labels, uncertainty-weighted.",
+    "fuzzy), emissions and marginals (token-em, token-pos) and hard labels, with fixed loss weights (eq. 8) "
+    "by default or learned ones (--weighting uncertainty, eq. 9).",
 )
