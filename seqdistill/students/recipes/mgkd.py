@@ -11,6 +11,7 @@ student saved.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -27,7 +28,88 @@ from ..data import pad_stack, parse_selection
 from ..engine import Context, Plan, Stage
 from . import Recipe
 
-LOSSES = ("hard", "seq-ce", "fuzzy", "token-em", "token-pos")
+
+class Scores:
+    """The student's scores of one batch that the losses share: emissions, mask, CRF scores, log Z,
+    and the student's log-probabilities of the teacher's k-best paths (computed once, when a loss
+    first asks)."""
+
+    def __init__(self, model: BiLSTMCRF, batch: "Batch", device):
+        self.batch, self.device = batch, device
+        words = batch.words.to(device)
+        self.emissions, self.mask = model(words), words.mask
+        self.trans, self.start, self.end = model.crf.scores()
+        self.log_z = log_partition(self.emissions, self.mask, self.trans, self.start, self.end)
+        self._paths = None
+
+    def kbest(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(teacher's, student's) log-probabilities of the teacher's k-best paths."""
+        if self._paths is None:
+            t_lp = self.batch.kbest_log_probs.to(self.device)
+            paths = self.batch.kbest_paths.to(self.device)
+            s_lp = L.student_path_log_probs(
+                self.emissions, self.mask, paths, self.trans, self.start, self.end, self.log_z
+            )
+            self._paths = (t_lp, s_lp)
+        return self._paths
+
+
+def _hard(s: Scores, cfg) -> torch.Tensor | None:
+    tags = s.batch.tags.to(s.device)
+    has = tags[:, 0] >= 0
+    if not has.any():
+        return None  # no row of the batch has gold tags or teacher paths
+    return L.hard_loss(s.emissions[has], s.mask[has], tags[has], s.trans, s.start, s.end).mean()
+
+
+def _seq_ce(s: Scores, cfg) -> torch.Tensor:
+    t_lp, s_lp = s.kbest()
+    seq_ce = L.seq_ce_loss if cfg.residual else L.seq_ce_renormalised_loss
+    return seq_ce(L.tempered_kbest(t_lp, cfg.seq_temperature), s_lp).mean()
+
+
+def _fuzzy(s: Scores, cfg) -> torch.Tensor:
+    t_lp, s_lp = s.kbest()
+    return L.seq_fuzzy_loss(t_lp, s_lp).mean()
+
+
+def _token_em(s: Scores, cfg) -> torch.Tensor:
+    p_t = L.teacher_softmax(s.batch.teacher_emissions.to(s.device), cfg.temperature)
+    return L.token_kl_loss(s.emissions, p_t, s.mask, cfg.temperature).mean()
+
+
+def _token_pos(s: Scores, cfg) -> torch.Tensor:
+    return L.token_kl_loss(s.emissions, s.batch.teacher_marginals.to(s.device), s.mask, cfg.temperature).mean()
+
+
+@dataclass(frozen=True)
+class LossPart:
+    """One loss of the recipe, declared once: its name, what it reads from the cache (``kbest``:
+    the teacher's k-best paths; ``dense``: batch attribute -> cache field, by teacher kind), whether
+    only a CRF teacher has it, and how it is computed (a mean over the batch's sentences)."""
+
+    name: str
+    compute: Callable[[Scores, object], torch.Tensor | None]
+    kbest: bool = False
+    crf_only: bool = False
+    dense: Callable[[str], dict[str, str]] = lambda kind: {}
+
+
+LOSS_TABLE = (  # in the order the losses are computed
+    LossPart("hard", _hard),  # eq. 7: gold tags, or the teacher's best path on unlabelled rows
+    LossPart("seq-ce", _seq_ce, kbest=True, crf_only=True),  # eq. 4
+    LossPart("fuzzy", _fuzzy, kbest=True, crf_only=True),  # eq. 6
+    LossPart(  # eq. 10 over the teacher's emissions (a softmax teacher: its logits)
+        "token-em", _token_em, dense=lambda kind: {"teacher_emissions": "emissions" if kind == "crf" else "logits"}
+    ),
+    LossPart("token-pos", _token_pos, crf_only=True, dense=lambda kind: {"teacher_marginals": "marginals"}),  # eq. 10
+)
+LOSSES = tuple(part.name for part in LOSS_TABLE)
+
+
+def chosen(losses) -> list[LossPart]:
+    """The table's entries of the chosen losses, in the table's order."""
+    return [part for part in LOSS_TABLE if part.name in losses]
 
 
 @dataclass
@@ -106,11 +188,9 @@ class Collate:
                     paths[b, : len(p), : lengths[b]] = p
                     logp[b, : len(lp)] = lp
             batch.kbest_paths, batch.kbest_log_probs = torch.from_numpy(paths), torch.from_numpy(logp)
-        if t and "token-em" in self.cfg.losses:
-            field_name = "emissions" if self.kind == "crf" else "logits"
-            batch.teacher_emissions = pad_stack([x[field_name] for x in t], Lmax)
-        if t and "token-pos" in self.cfg.losses:
-            batch.teacher_marginals = pad_stack([x["marginals"] for x in t], Lmax)
+        for part in chosen(self.cfg.losses) if t else ():
+            for attr, field_name in part.dense(self.kind).items():
+                setattr(batch, attr, pad_stack([x[field_name] for x in t], Lmax))
         return batch
 
 
@@ -129,33 +209,13 @@ class Batch:
 
 
 def loss_parts(model: BiLSTMCRF, batch: Batch, cfg: MGKDConfig, device) -> dict[str, torch.Tensor]:
-    """The chosen losses of one batch, each averaged over its sentences."""
-    words = batch.words.to(device)
-    emissions = model(words)
-    mask = words.mask
-    trans, start, end = model.crf.scores()
-    log_z = log_partition(emissions, mask, trans, start, end)
+    """The chosen losses of one batch (``LOSS_TABLE``), each averaged over its sentences."""
+    scores = Scores(model, batch, device)
     parts = {}
-    if "hard" in cfg.losses:
-        tags = batch.tags.to(device)
-        has = tags[:, 0] >= 0
-        if has.any():
-            parts["hard"] = L.hard_loss(emissions[has], mask[has], tags[has], trans, start, end).mean()
-    if {"seq-ce", "fuzzy"} & set(cfg.losses):
-        t_lp = batch.kbest_log_probs.to(device)
-        s_lp = L.student_path_log_probs(emissions, mask, batch.kbest_paths.to(device), trans, start, end, log_z)
-        if "seq-ce" in cfg.losses:
-            seq_ce = L.seq_ce_loss if cfg.residual else L.seq_ce_renormalised_loss
-            parts["seq-ce"] = seq_ce(L.tempered_kbest(t_lp, cfg.seq_temperature), s_lp).mean()
-        if "fuzzy" in cfg.losses:
-            parts["fuzzy"] = L.seq_fuzzy_loss(t_lp, s_lp).mean()
-    if "token-em" in cfg.losses:
-        p_t = L.teacher_softmax(batch.teacher_emissions.to(device), cfg.temperature)
-        parts["token-em"] = L.token_kl_loss(emissions, p_t, mask, cfg.temperature).mean()
-    if "token-pos" in cfg.losses:
-        parts["token-pos"] = L.token_kl_loss(
-            emissions, batch.teacher_marginals.to(device), mask, cfg.temperature
-        ).mean()
+    for part in chosen(cfg.losses):
+        value = part.compute(scores, cfg)
+        if value is not None:
+            parts[part.name] = value
     return parts
 
 
@@ -171,12 +231,13 @@ def plan(ctx: Context) -> Plan:
     schema = reader.manifest.label_schema
     kind = reader.manifest.teachers[teacher].kind
     stored_k = reader.manifest.teachers[teacher].decoding.get("k")
-    if kind != "crf" and ({"seq-ce", "fuzzy", "token-pos"} & set(cfg.losses)):
+    parts = chosen(cfg.losses)
+    if kind != "crf" and any(part.crf_only for part in parts):
         raise CacheError(
             f"teacher {teacher!r} is a {kind} teacher: it has no k-best paths or marginals; "
             "use the losses hard and token-em"
         )
-    if {"seq-ce", "fuzzy"} & set(cfg.losses) and stored_k is not None and cfg.k > stored_k:
+    if any(part.kbest for part in parts) and stored_k is not None and cfg.k > stored_k:
         raise CacheError(f"--k {cfg.k} is more than the {stored_k} paths per sentence the cache holds")
     train_names, dev_names = default_splits(reader, cfg)
     selected = parse_selection(train_names, reader)
@@ -211,14 +272,11 @@ def plan(ctx: Context) -> Plan:
     model.to(ctx.device)
 
     # the teacher's k-best paths: for the sequence losses, and as hard labels of unlabelled rows (§3.2)
-    needs_kbest = bool({"seq-ce", "fuzzy"} & set(cfg.losses)) or unlabelled_rows
+    needs_kbest = any(part.kbest for part in parts) or unlabelled_rows
     fields = {EXAMPLES_LAYER: ["words", "tags"], teacher: []}
     if needs_kbest and kind == "crf":
         fields[teacher] += ["kbest_paths", "kbest_log_probs"]
-    if "token-em" in cfg.losses:
-        fields[teacher].append("emissions" if kind == "crf" else "logits")
-    if "token-pos" in cfg.losses:
-        fields[teacher].append("marginals")
+    fields[teacher] += [name for part in parts for name in part.dense(kind).values()]
     stream = ctx.stream(fields, selected, Collate(tokenizer, schema, teacher, cfg, kind))
     dev_words, dev_tags = read_split(reader, dev_names) if dev_names else ([], [])
     weighting = L.UncertaintyWeighting(len(cfg.losses)).to(ctx.device) if cfg.weighting == "uncertainty" else None
