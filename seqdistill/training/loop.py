@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -115,6 +115,54 @@ def run(plan: Plan, out_dir, cfg, identity: dict, *, rank: int = 0, world: int =
     return _Run(out, cfg, identity, rank, world, device, log if rank == 0 else (lambda *a: None)).go(plan)
 
 
+@dataclass
+class Position:
+    """Where a run is: what a checkpoint holds (as JSON, these fields in this order) and what a
+    resumed run continues from."""
+
+    stage: int = 0  # the stage running
+    epoch: int = 0  # epochs of the stage done
+    step: int = 0  # optimiser updates of the whole run
+    stage_step: int = 0  # of this stage (its learning-rate schedule's clock)
+    consumed: dict = field(default_factory=dict)  # batch source -> batches taken this epoch (mid-epoch resume)
+    sums: dict = field(default_factory=dict)  # this epoch's running loss sums ...
+    n: int = 0  # ... over n batches
+    best: float | None = None  # the stage's best metric, its epoch and record
+    best_epoch: int = 0
+    best_record: dict | None = None
+    plateau: dict | None = None  # ReduceLROnPlateau's state
+    fresh_stage: bool = True  # the stage starts afresh (a new optimiser)
+    history: list = field(default_factory=list)  # every epoch's record
+    stages: list = field(default_factory=list)  # every finished stage's best record
+    finished: bool = False
+    seconds: float = 0.0
+
+    def update(self, **changes) -> None:
+        for name, value in changes.items():
+            if name not in _POSITION_FIELDS:
+                raise KeyError(f"a run's position has no {name!r}")
+            setattr(self, name, value)
+
+    def start_stage(self, stage: int) -> None:
+        """The one reset of a stage's fields, when stage ``stage`` starts afresh."""
+        self.update(
+            stage=stage,
+            epoch=0,
+            stage_step=0,
+            consumed={},
+            sums={},
+            n=0,
+            best=None,
+            best_epoch=0,
+            best_record=None,
+            plateau=None,
+            fresh_stage=False,
+        )
+
+
+_POSITION_FIELDS = {f.name for f in fields(Position)}
+
+
 class _Run:
     """One call of :func:`run`: its position (what a checkpoint holds) and the loop."""
 
@@ -126,24 +174,7 @@ class _Run:
         self.max_steps = getattr(cfg, "max_steps", None)
         self.checkpoint_every = getattr(cfg, "checkpoint_every", 0)
         self.best_weights = _Weights({})
-        self.pos = {
-            "stage": 0,
-            "epoch": 0,
-            "step": 0,
-            "stage_step": 0,
-            "consumed": {},
-            "sums": {},
-            "n": 0,
-            "best": None,
-            "best_epoch": 0,
-            "best_record": None,
-            "plateau": None,
-            "fresh_stage": True,
-            "history": [],
-            "stages": [],
-            "finished": False,
-            "seconds": 0.0,
-        }
+        self.pos = Position()
 
     # -- checkpoints --------------------------------------------------------------------------------
     def resume(self, modules: dict) -> dict | None:
@@ -162,28 +193,28 @@ class _Run:
             )
         check_identity(self.out_dir, state["identity"], self.identity, config_defaults(self.cfg))  # before any tensor
         saved = load_checkpoint(self.out_dir, {**modules, "best": self.best_weights}, None)
-        self.pos.update(saved["position"])
+        self.pos.update(**saved["position"])
         if self.world > 1:  # the checkpoint holds rank 0's RNG: each rank its own dropout masks again
-            torch.manual_seed(self.cfg.seed * 1000 + self.rank + self.pos["step"])
+            torch.manual_seed(self.cfg.seed * 1000 + self.rank + self.pos.step)
         return saved["optimizer_state"]
 
     def checkpoint(self, modules: dict, optim, **position) -> None:
         """Write the position (``self.pos`` updated by ``position``); under torchrun the batch
         sources' counts are summed over the ranks first (a collective: every rank calls it)."""
-        self.pos.update(position)
+        self.pos.update(**position)
         if self.world > 1:
             parts = self.world * self.workers
             counts = distributed.sum_across(
-                [self.pos["consumed"].get(str(p), 0) for p in range(parts)], self.world, self.device
+                [self.pos.consumed.get(str(p), 0) for p in range(parts)], self.world, self.device
             )
-            self.pos["consumed"] = {str(p): int(c) for p, c in enumerate(counts.tolist()) if c}
+            self.pos.consumed = {str(p): int(c) for p, c in enumerate(counts.tolist()) if c}
         if self.lead:
-            self.pos["seconds"] = round(time.time() - self.t_start, 1)
+            self.pos.seconds = round(time.time() - self.t_start, 1)
             save_checkpoint(
                 self.out_dir,
                 {**modules, "best": self.best_weights},
                 optim,
-                {"identity": self.identity, "position": self.pos, "step": self.pos["step"]},
+                {"identity": self.identity, "position": asdict(self.pos), "step": self.pos.step},
             )
 
     def checkpoint_position(self, modules: dict, optim, plateau, epoch: int, consumed: dict, sums: dict, n: int):
@@ -206,37 +237,25 @@ class _Run:
         if self.world > 1:  # the same initial weights on every rank (seeded before), then each its own dropout masks
             torch.manual_seed(cfg.seed * 1000 + self.rank)
         optimizer_state = self.resume(modules)
-        if pos["finished"]:
+        if pos.finished:
             self.log(f"{self.out_dir} holds this finished run: nothing to train (--restart trains it again)")
             return json.loads((self.out_dir / "training.json").read_text())
         if optimizer_state is not None:
             self.log(
-                f"resuming from {self.out_dir / CHECKPOINT}: {plan.stages[pos['stage']].name} epoch "
-                f"{pos['epoch'] + 1}, step {pos['step']}"
+                f"resuming from {self.out_dir / CHECKPOINT}: {plan.stages[pos.stage].name} epoch "
+                f"{pos.epoch + 1}, step {pos.step}"
             )
         self.log(plan.describe)
         self.records = reporters(tuple(getattr(cfg, "report_to", ()) or ())) if self.lead else []
         for r in self.records:
-            r.open(self.out_dir, pos["history"])
-        self.t_start = time.time() - pos["seconds"]
+            r.open(self.out_dir, pos.history)
+        self.t_start = time.time() - pos.seconds
         capped = False
         try:
-            for si in range(pos["stage"], len(plan.stages)):
-                if si != pos["stage"] or pos["fresh_stage"]:
+            for si in range(pos.stage, len(plan.stages)):
+                if si != pos.stage or pos.fresh_stage:
                     optimizer_state = None
-                    pos.update(
-                        stage=si,
-                        epoch=0,
-                        stage_step=0,
-                        consumed={},
-                        sums={},
-                        n=0,
-                        best=None,
-                        best_epoch=0,
-                        best_record=None,
-                        plateau=None,
-                        fresh_stage=False,
-                    )
+                    pos.start_stage(si)
                 capped = self.run_stage(plan, si, modules, optimizer_state)
                 if capped:
                     break
@@ -244,16 +263,16 @@ class _Run:
             for r in self.records:
                 r.close()
         last = plan.stages[-1]
-        kept = pos["stages"][-1] if pos["stages"] and not capped else pos["best_record"]
+        kept = pos.stages[-1] if pos.stages and not capped else pos.best_record
         summary = {
             **plan.header,
             "config": asdict(cfg),
             "best_epoch": kept.get("best_epoch", kept["epoch"]) if kept else None,
             "best_dev_f1": kept.get("dev_f1") if kept else None,
             f"best_{last.metric}": kept.get(last.metric) if kept else None,
-            "history": pos["history"],
-            "stages": pos["stages"],
-            "steps": pos["step"],
+            "history": pos.history,
+            "stages": pos.stages,
+            "steps": pos.step,
             "processes": self.world,
             "finished": not capped,
             **plan.summary,
@@ -273,6 +292,38 @@ class _Run:
         """Stage ``si`` from the position; True when ``--max-steps`` cut the run."""
         pos, stage, model = self.pos, plan.stages[si], plan.model
         params = [p for p in stage.params() if p.requires_grad]
+        optim, plateau = self.optimizer(stage, params, optimizer_state)
+        if pos.best is None and stage.keep == "restore":  # the starting weights are epoch 0
+            start = {"stage": stage.name, "epoch": 0, "step": pos.step, **stage.evaluate(), **stage.info}
+            self.best_weights.load_state_dict(model.state_dict())
+            pos.update(best=start[stage.metric], best_epoch=0, best_record=start)
+        for epoch in range(pos.epoch, stage.epochs):
+            consumed, sums, n, capped = self.train_epoch(plan, stage, epoch, params, modules, plateau)
+            record = self.end_epoch(plan, stage, epoch, sums, n, optim, capped)
+            if plateau is not None and not capped:
+                plateau.step(record[stage.metric])
+            stop = epoch + 1 - pos.best_epoch >= stage.patience and (
+                stage.patience_above is None or pos.best > stage.patience_above
+            )
+            if capped:  # resumable mid-epoch: the same command without --max-steps goes on from here
+                self.checkpoint_position(modules, optim, plateau, epoch, consumed, sums, n)
+                return True
+            if stop or epoch + 1 == stage.epochs:
+                if stage.keep == "restore":
+                    model.load_state_dict(self.best_weights.state_dict())
+                pos.stages.append({**pos.best_record, "best_epoch": pos.best_epoch, "epochs": epoch + 1})
+                if stop:
+                    self.log(f"{stage.name}: no better {stage.metric} for {stage.patience} epochs: stopping")
+                self.checkpoint(
+                    modules, optim, stage=si + 1, epoch=0, consumed={}, sums={}, n=0, fresh_stage=True, plateau=None
+                )
+                return False
+            plateau_state = plateau.state_dict() if plateau else None
+            self.checkpoint(modules, optim, epoch=epoch + 1, consumed={}, sums={}, n=0, plateau=plateau_state)
+        return False
+
+    def optimizer(self, stage: Stage, params: list, optimizer_state: dict | None):
+        """The stage's optimiser (``self.optim``) and its plateau schedule, restored from a checkpoint."""
         self.optim = optim = stage.optimizer(params)
         if stage.lr_factor is not None:
             for g in optim.param_groups:  # what lr_factor scales (a checkpoint restores it)
@@ -284,87 +335,65 @@ class _Run:
         )
         if optimizer_state is not None:
             optim.load_state_dict(optimizer_state)
-            if plateau and pos["plateau"]:
-                plateau.load_state_dict(pos["plateau"])
-        if pos["best"] is None and stage.keep == "restore":  # the starting weights are epoch 0
-            start = {"stage": stage.name, "epoch": 0, "step": pos["step"], **stage.evaluate(), **stage.info}
-            self.best_weights.load_state_dict(model.state_dict())
-            pos.update(best=start[stage.metric], best_epoch=0, best_record=start)
+            if plateau and self.pos.plateau:
+                plateau.load_state_dict(self.pos.plateau)
+        return optim, plateau
 
-        for epoch in range(pos["epoch"], stage.epochs):
-            stage.batches.set_epoch(epoch)
-            consumed = {int(k): v for k, v in pos["consumed"].items() if int(k) // self.workers == self.rank}
-            stage.batches.skip(consumed)  # this rank's parts, mid-epoch after a resume
-            sums, n = dict(pos["sums"]), pos["n"]
-            for m in modules.values():
-                m.train()
-            source = plan.iterate(stage.batches) if plan.iterate else stage.batches
-            bar = tqdm(source, desc=f"{stage.name} {epoch + 1}", unit="batch", leave=False, disable=not self.lead)
-            capped = False
-            batches_left = iter(bar)
-            while True:
-                batch = next(batches_left, None)
-                # under torchrun a step goes on while any rank has a batch (the parts differ in length)
-                active = distributed.count_across(batch is not None, self.world, self.device)
-                if not active:
-                    break
-                if stage.lr_at is not None:
-                    for g in optim.param_groups:
-                        g["lr"] = stage.lr_at(pos["stage_step"])
-                if stage.lr_factor is not None:
-                    for g in optim.param_groups:
-                        g["lr"] = g["initial_lr"] * stage.lr_factor(pos["stage_step"])
-                optim.zero_grad(set_to_none=True)
-                parts = {}
-                if batch is not None:
-                    consumed[batch.origin[0]] = batch.origin[1] + 1
-                    parts = stage.loss(batch)
-                    loss = stage.combine(parts) if stage.combine else sum(parts.values())
-                    loss.backward()
-                    parts = {**parts, "loss": loss}
-                distributed.average_gradients(params, active, self.world)
-                if stage.clip:
-                    torch.nn.utils.clip_grad_norm_(params, stage.clip)
-                optim.step()
-                pos["step"], pos["stage_step"], n = pos["step"] + 1, pos["stage_step"] + 1, n + (batch is not None)
-                failpoint(f"train-step:{pos['step']}")
-                for name, v in parts.items():
-                    sums[name] = sums.get(name, 0.0) + v.item()
-                bar.set_postfix({k: f"{v / max(n, 1):.3f}" for k, v in sums.items()})
-                capped = bool(self.max_steps and pos["step"] >= self.max_steps)
-                if capped:
-                    break
-                if self.checkpoint_every and pos["step"] % self.checkpoint_every == 0:
-                    self.checkpoint_position(modules, optim, plateau, epoch, consumed, sums, n)
-            record = self.end_epoch(plan, stage, epoch, sums, n, optim, capped)
-            if plateau is not None and not capped:
-                plateau.step(record[stage.metric])
-            stop = epoch + 1 - pos["best_epoch"] >= stage.patience and (
-                stage.patience_above is None or pos["best"] > stage.patience_above
-            )
-            if capped:  # resumable mid-epoch: the same command without --max-steps goes on from here
+    def train_epoch(self, plan: Plan, stage: Stage, epoch: int, params: list, modules: dict, plateau):
+        """One epoch of the stage (from mid-epoch after a resume): ``(consumed, sums, n, capped)``,
+        the batch sources' counts, the loss sums over ``n`` batches, and whether ``--max-steps`` cut it."""
+        pos, optim = self.pos, self.optim
+        stage.batches.set_epoch(epoch)
+        consumed = {int(k): v for k, v in pos.consumed.items() if int(k) // self.workers == self.rank}
+        stage.batches.skip(consumed)  # this rank's parts, mid-epoch after a resume
+        sums, n = dict(pos.sums), pos.n
+        for m in modules.values():
+            m.train()
+        source = plan.iterate(stage.batches) if plan.iterate else stage.batches
+        bar = tqdm(source, desc=f"{stage.name} {epoch + 1}", unit="batch", leave=False, disable=not self.lead)
+        batches_left = iter(bar)
+        while True:
+            batch = next(batches_left, None)
+            # under torchrun a step goes on while any rank has a batch (the parts differ in length)
+            active = distributed.count_across(batch is not None, self.world, self.device)
+            if not active:
+                return consumed, sums, n, False
+            parts = self.step(stage, params, batch, active, consumed)
+            n += batch is not None
+            for name, v in parts.items():
+                sums[name] = sums.get(name, 0.0) + v.item()
+            bar.set_postfix({k: f"{v / max(n, 1):.3f}" for k, v in sums.items()})
+            if self.max_steps and pos.step >= self.max_steps:
+                return consumed, sums, n, True
+            if self.checkpoint_every and pos.step % self.checkpoint_every == 0:
                 self.checkpoint_position(modules, optim, plateau, epoch, consumed, sums, n)
-                return True
-            if stop or epoch + 1 == stage.epochs:
-                if stage.keep == "restore":
-                    model.load_state_dict(self.best_weights.state_dict())
-                pos["stages"].append({**pos["best_record"], "best_epoch": pos["best_epoch"], "epochs": epoch + 1})
-                if stop:
-                    self.log(f"{stage.name}: no better {stage.metric} for {stage.patience} epochs: stopping")
-                self.checkpoint(
-                    modules, optim, stage=si + 1, epoch=0, consumed={}, sums={}, n=0, fresh_stage=True, plateau=None
-                )
-                return False
-            self.checkpoint(
-                modules,
-                optim,
-                epoch=epoch + 1,
-                consumed={},
-                sums={},
-                n=0,
-                plateau=plateau.state_dict() if plateau else None,
-            )
-        return False
+
+    def step(self, stage: Stage, params: list, batch, active: int, consumed: dict) -> dict:
+        """One optimiser update (this rank's batch, or none when its part is spent): the learning
+        rate of the stage's schedule, the loss parts and their combination, gradients averaged
+        over the ranks, clipping. Returns the parts with ``loss``."""
+        pos, optim = self.pos, self.optim
+        if stage.lr_at is not None:
+            for g in optim.param_groups:
+                g["lr"] = stage.lr_at(pos.stage_step)
+        if stage.lr_factor is not None:
+            for g in optim.param_groups:
+                g["lr"] = g["initial_lr"] * stage.lr_factor(pos.stage_step)
+        optim.zero_grad(set_to_none=True)
+        parts = {}
+        if batch is not None:
+            consumed[batch.origin[0]] = batch.origin[1] + 1
+            parts = stage.loss(batch)
+            loss = stage.combine(parts) if stage.combine else sum(parts.values())
+            loss.backward()
+            parts = {**parts, "loss": loss}
+        distributed.average_gradients(params, active, self.world)
+        if stage.clip:
+            torch.nn.utils.clip_grad_norm_(params, stage.clip)
+        optim.step()
+        pos.step, pos.stage_step = pos.step + 1, pos.stage_step + 1
+        failpoint(f"train-step:{pos.step}")
+        return parts
 
     def end_epoch(self, plan: Plan, stage: Stage, epoch: int, sums: dict, n: int, optim, capped: bool) -> dict:
         """The epoch's record (losses over every rank, the stage's evaluation), the best kept."""
@@ -376,7 +405,7 @@ class _Run:
         record = {
             "stage": stage.name,
             "epoch": epoch + 1,
-            "step": pos["step"],
+            "step": pos.step,
             **{("loss" if k == "loss" else f"loss_{k}"): v / max(n, 1) for k, v in sums.items()},
             **stage.evaluate(),
             **stage.info,
@@ -385,14 +414,14 @@ class _Run:
             **({"capped": True} if capped else {}),
         }
         value = record[stage.metric]
-        improved = pos["best"] is None or stage.better(value, pos["best"])
+        improved = pos.best is None or stage.better(value, pos.best)
         if improved:
             pos.update(best=value, best_epoch=epoch + 1, best_record=record)
             if stage.keep == "save" and self.lead:
                 plan.save(self.out_dir)
             elif stage.keep == "restore":
                 self.best_weights.load_state_dict(plan.model.state_dict())
-        pos["history"].append(record)
+        pos.history.append(record)
         for r in self.records:
             r.write(record)
         self.log(
