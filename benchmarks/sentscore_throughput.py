@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from seqdistill.cache_schema import LabelSchema  # noqa: E402
 from seqdistill.corpora import read_corpus  # noqa: E402
-from seqdistill.teachers.sentscore import (  # noqa: E402
+from seqdistill.teachers.sentscore_search import (  # noqa: E402
     SentFormat,
     context_limit,
     sentscore,

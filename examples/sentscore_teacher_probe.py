@@ -33,7 +33,7 @@ from seqdistill.corpora import derive_label_schema, read_corpus
 from seqdistill.teachers import teacher_kind
 from seqdistill.teachers.finetune import evaluate, warmup_linear_decay
 from seqdistill.teachers.kinds.sentscore import build_sentscore_teacher
-from seqdistill.teachers.sentscore import encode_batch
+from seqdistill.teachers.sentscore_search import encode_batch
 
 
 def step(params, optim, sched, loss) -> float:

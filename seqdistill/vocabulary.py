@@ -18,7 +18,7 @@ matrix a cache exports, and how a student built from them reads any text.
 
   - the subwords the cache's corpora use (``kept_subwords``: every subword id the teacher's
     tokenizer gives any word of any sentence the build reads, with the same encoding students
-    use, ``encoding.word_pieces``, plus the tokenizer's special tokens), and those of
+    use, ``tokenization.word_pieces``, plus the tokenizer's special tokens), and those of
     ``--vocabulary-text`` files;
   - about ``FREQUENT_SUBWORDS`` (32,768) frequent subwords **written in the scripts the corpora
     use** (``frequent_subwords``): the words users tag and the cache did not see are mostly words
@@ -71,7 +71,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .encoding import word_pieces
+from .tokenization import word_pieces
 
 EMBEDDINGS_EXPORT = "embeddings.safetensors"  # in a teacher layer's exports
 UNSEEN_RULE = "unk-row"  # unseen subwords share one row, the mean of the kept rows (module docstring)

@@ -13,9 +13,9 @@ from conftest import CONLL, RAW
 
 from seqdistill.cache_schema import CacheReader, LabelSchema, verify_cache
 from seqdistill.cli.cache import main as cache_cli
-from seqdistill.encoding import word_pieces
 from seqdistill.pipeline.build import BuildConfig, CorpusSpec, batches_by_length, build_cache
 from seqdistill.teachers import build_teacher, load_teacher
+from seqdistill.tokenization import word_pieces
 
 SCHEMA = LabelSchema("IOB2", ("LOC", "MISC", "ORG", "PER"))
 QUIET = dict(log=lambda *a: None)

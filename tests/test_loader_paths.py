@@ -5,7 +5,7 @@ from conftest import toy_cache
 from transformers import AutoTokenizer
 
 from seqdistill.cache_schema import CacheReader
-from seqdistill.encoding import PieceMemo, word_pieces
+from seqdistill.tokenization import PieceMemo, word_pieces
 
 
 def test_memoised_word_pieces_equal_a_fresh_tokenization(tiny_encoder):

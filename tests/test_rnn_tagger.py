@@ -5,9 +5,9 @@ import torch
 
 from seqdistill.bilou import is_valid
 from seqdistill.cache_schema import LabelSchema
-from seqdistill.encoding import SubwordBatch
 from seqdistill.students.archs.rnn_tagger import RNNTagger
 from seqdistill.students.base import StudentConfig
+from seqdistill.tokenization import SubwordBatch
 
 TYPES = ["LOC", "ORG", "PER"]
 

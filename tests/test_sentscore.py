@@ -9,7 +9,7 @@ import random
 import pytest
 import torch
 
-from seqdistill.teachers.sentscore import SentFormat, sbio_tags, sentscore, sentscore_one_at_a_time
+from seqdistill.teachers.sentscore_search import SentFormat, sbio_tags, sentscore, sentscore_one_at_a_time
 
 WORDS = ["the", "eu", "peter", "paris", "rome", "anna", "visits"]
 
@@ -136,7 +136,7 @@ def test_sentscore_teacher_precision(tokenizer):
 
 def _sequence_log_likelihood(model, fmt, words, tags):
     """log L(s_0 t_1 s_1 ... t_L s_L ; S_in) by one teacher-forced decoder pass."""
-    from seqdistill.teachers.sentscore import _decoder_start, encode_batch
+    from seqdistill.teachers.sentscore_search import _decoder_start, encode_batch
 
     enc_ids, enc_mask = encode_batch(fmt, [words], "cpu")
     target = fmt.encode_target(tags)[:-1]  # without the end-of-sequence token

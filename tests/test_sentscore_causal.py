@@ -9,7 +9,7 @@ import pytest
 import torch
 from test_sentscore import CONLL, WORDS, _sentences
 
-from seqdistill.teachers.sentscore import SentFormat, sbio_tags, sentscore, sentscore_one_at_a_time
+from seqdistill.teachers.sentscore_search import SentFormat, sbio_tags, sentscore, sentscore_one_at_a_time
 
 TAGS = ["O", "I", "LOC", "PER"]
 # what the tiny Llama and Gemma 3 share
@@ -371,7 +371,7 @@ def test_causal_loss_is_transformers_loss_on_the_target_tokens(tokenizer):
     prompt's labels ignored (right-padded batch of different lengths)."""
     from seqdistill.cache_schema import LabelSchema
     from seqdistill.teachers.kinds.sentscore import SentScoreTeacher
-    from seqdistill.teachers.sentscore import encode_sequences
+    from seqdistill.teachers.sentscore_search import encode_sequences
 
     teacher = SentScoreTeacher(_gemma3(len(tokenizer)), tokenizer, LabelSchema("sBIO", ("LOC", "PER")))
     words = [["anna", "visits", "rome"], ["peter"], ["the", "eu", "visits", "paris", "anna"]]

@@ -290,9 +290,9 @@ def test_mgkd_resumes_bit_identical_and_trains_under_torchrun(cache, tmp_path):
 def test_char_feature_sees_case_and_ignores_padding():
     """Issue 22: the char CNN (Ma & Hovy) over each word's bytes: max-pooled over the real bytes
     only, so a word's feature does not depend on the longest word of its batch; case changes it."""
-    from seqdistill.encoding import word_bytes
     from seqdistill.students.archs.bilstm_crf import BiLSTMCRF
     from seqdistill.students.base import StudentConfig
+    from seqdistill.tokenization import word_bytes
 
     ids = word_bytes([["Paris", "é"], ["a"]])
     assert ids.shape == (2, 2, 5)

@@ -10,7 +10,6 @@ from click.testing import CliRunner
 from conftest import toy_cache
 
 from seqdistill.cache_schema import LabelSchema
-from seqdistill.encoding import words_to_subwords
 from seqdistill.students import losses as L
 from seqdistill.students.archs import load_student
 from seqdistill.students.archs.bilstm_tagger import GROUPS, BiLSTMTagger
@@ -18,6 +17,7 @@ from seqdistill.students.base import StudentConfig
 from seqdistill.students.common import predict_tags
 from seqdistill.students.recipes import train
 from seqdistill.students.recipes import xtremedistil as XD
+from seqdistill.tokenization import words_to_subwords
 
 SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
 

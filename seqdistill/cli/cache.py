@@ -13,7 +13,6 @@ from ..cache_schema.info import cache_summary, format_summary
 from ..cache_schema.storage import parse_storage_options
 from ..config_fields import convert
 from ..corpora import FORMATS, CorpusError, derive_label_schema, read_corpus
-from ..corpora.options import tag_names_option
 from ..pipeline.annotation_export import FORMATS as ANNOTATION_FORMATS
 from ..pipeline.annotation_export import write_annotation_tasks
 from ..pipeline.build import BuildConfig
@@ -23,7 +22,7 @@ from ..teachers import KINDS, TeacherError
 from ..teachers.finetune import FinetuneConfig
 from ..teachers.pretrained import PretrainedError, gguf_source
 from ..version import __version__
-from .options import config_from, config_options, given_values
+from .options import config_from, config_options, given_values, tag_names_option
 
 
 def _storage_options(values: tuple[str, ...]) -> dict:

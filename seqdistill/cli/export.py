@@ -7,9 +7,9 @@ import json
 import click
 
 from ..corpora import CorpusError
-from ..corpora.options import tag_names_option
 from ..deploy.export import QUANTIZE, check_export, export_model
 from ..inference.onnx_runtime import EXPORT_JSON, ONNX_FILE, ExportError
+from .options import tag_names_option
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -44,7 +44,6 @@ non-blank lines: a ``-DOCSTART-`` line, or lines that all have the same number o
 with blank lines between sentences, mean ``conll``; else ``text``.
 """
 
-from .options import tag_names_option
 from .read import parse_tag_names, read_corpus
 from .schemes import derive_label_schema
 from .sentences import DOCSTART, FORMATS, HF_PREFIX, Corpus, CorpusError, Sentence
@@ -66,6 +65,5 @@ __all__ = [
     "parse_tag_names",
     "read_corpus",
     "split_words",
-    "tag_names_option",
     "WORDS_RULES",
 ]

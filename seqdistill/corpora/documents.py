@@ -25,7 +25,7 @@ docs/RESULTS.md). Text hard-wrapped inside its sentences (an e-mail wrapped at 7
 therefore cut at each wrap: unwrap it first, or pass ``none`` and pre-split sentences.
 
 A sentence longer than a model's window is the model's to window: teachers and transformer
-students cut overlapping windows of their maximum length (``encoding.py``, the owner rule: each word
+students cut overlapping windows of their maximum length (``tokenization.py``, the owner rule: each word
 from the window where it has the most context); BiLSTM students read any length.
 """
 

@@ -15,7 +15,7 @@ sha256 of the graph (``onnx_sha256``) and of every other file (``files``), and t
 size; a load refuses, naming the file, a file that is missing, damaged, outside the directory or
 without a checksum (an export of format 1, before the files were checksummed, is exported again).
 
-Three kinds of graph inputs (``inputs`` in export.json), all prepared by ``seqdistill.encoding``
+Three kinds of graph inputs (``inputs`` in export.json), all prepared by ``seqdistill.tokenization``
 exactly as for the torch model:
 
 * ``bags`` (the BiLSTM-CRF): ``piece_ids [B, L, P]`` each word's subword ids, ``piece_mask
@@ -24,7 +24,7 @@ exactly as for the torch model:
   subwords, ``pool [B, L, S]`` the subword -> word pooling weights -> word scores;
 * ``segments`` (teachers, transformer students): ``input_ids [N, Lt]``, ``attention_mask`` of
   framed segments -> token scores ``[N, Lt, T]``, pooled to words here. A teacher's segments are
-  its own overlapping windows (``encoding.WordTokenizer``); a transformer student's are its
+  its own overlapping windows (``tokenization.WordTokenizer``); a transformer student's are its
   windows of ``window`` subwords framed by [CLS] and [SEP] (as ``TransformerTagger.encode``).
 """
 
@@ -176,9 +176,9 @@ def pool_tokens(token_scores: np.ndarray, slot: np.ndarray, weight: np.ndarray, 
 
 
 def bag_inputs(tokenizer, words: list[list[str]], chars: bool = False) -> dict:
-    """``bags`` inputs: each word's subword ids (``encoding.word_pieces``) padded to ``[B, L, P]``;
+    """``bags`` inputs: each word's subword ids (``tokenization.word_pieces``) padded to ``[B, L, P]``;
     with ``chars``, each word's bytes ``char_ids [B, L, C]`` (``encoding.word_bytes``)."""
-    from ..encoding import word_bytes, word_pieces
+    from ..tokenization import word_bytes, word_pieces
 
     pieces = word_pieces(tokenizer, words)
     L = max(len(w) for w in words)
@@ -198,9 +198,9 @@ def bag_inputs(tokenizer, words: list[list[str]], chars: bool = False) -> dict:
 
 
 def subword_inputs(tokenizer, words: list[list[str]], pooling: str = "first") -> dict:
-    """``subwords`` inputs (``encoding.words_to_subwords``) with the pooling weights ``[B, L, S]``:
+    """``subwords`` inputs (``tokenization.words_to_subwords``) with the pooling weights ``[B, L, S]``:
     1 on each word's first subword, or 1/n on each of its n subwords (``mean``)."""
-    from ..encoding import words_to_subwords
+    from ..tokenization import words_to_subwords
 
     x = words_to_subwords(tokenizer, words)
     ids, word_ids, first = x.ids.numpy(), x.word_ids.numpy(), x.first.numpy()
@@ -222,7 +222,7 @@ def window_inputs(tokenizer, words: list[list[str]], window: int, cls: int, sep:
     windows of ``window`` subwords (``encoding.subword_windows``), each framed by [CLS] and [SEP];
     and the word slot ``b * L + w`` of each token that is word w's first subword in the window that
     owns it (-1 elsewhere), flat."""
-    from ..encoding import subword_windows, word_pieces
+    from ..tokenization import subword_windows, word_pieces
 
     pieces = word_pieces(tokenizer, words)
     w = min(window, max(sum(len(p) for p in sent) for sent in pieces))
@@ -258,7 +258,7 @@ def graph_feed(inputs: str, fields: dict, tokenizer, words: list[list[str]], seg
         return subword_inputs(tokenizer, words, fields.get("pooling", "first")), None, None
     if fields.get("framing") == "teacher":
         if segmenter is None:
-            from ..encoding import WordTokenizer
+            from ..tokenization import WordTokenizer
 
             segmenter = WordTokenizer(tokenizer, int(fields["max_length"]), fields.get("pooling", "first"))
         seg = segmenter(words)
@@ -317,7 +317,7 @@ class OnnxModel(Backend):
                 f"{meta.get('tokenizer_size')}; export the model again"
             )
         if self.inputs == "segments" and meta.get("framing") == "teacher":
-            from ..encoding import WordTokenizer
+            from ..tokenization import WordTokenizer
 
             self.segmenter = WordTokenizer(self.tokenizer, int(meta["max_length"]), meta.get("pooling", "first"))
 

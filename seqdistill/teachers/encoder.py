@@ -23,8 +23,8 @@ from torch import Tensor, nn
 
 from ..cache_schema import LabelSchema
 from ..decode import Decoder, argmax_decoder
-from ..encoding import SegmentBatch, WordTokenizer
 from ..onnx_graphs import SegmentsGraph
+from ..tokenization import SegmentBatch, WordTokenizer
 from ..vocabulary import EMBEDDINGS_EXPORT, UNSEEN_RULE, save_tokenizer, with_unk_row
 from .base import (
     HEAD_FILE,

@@ -15,8 +15,8 @@ from torch import Tensor, nn
 
 from ...crf import CRF
 from ...decode import Decoder, crf_decoder
-from ...encoding import WordBatch, words_to_bags
 from ...onnx_graphs import PaddedBiLSTM
+from ...tokenization import WordBatch, words_to_bags
 from ...vocabulary import RowIndex
 from ..base import StudentConfig
 

@@ -28,8 +28,8 @@ import torch
 from torch import Tensor, nn
 
 from ...decode import Decoder, argmax_decoder
-from ...encoding import SubwordBatch, words_to_subwords
 from ...onnx_graphs import PaddedBiLSTM
+from ...tokenization import SubwordBatch, words_to_subwords
 from ...vocabulary import RowIndex
 from ..base import StudentConfig
 

@@ -19,8 +19,8 @@ from torch import Tensor, nn
 
 from ...bilou import decode_layers, flatten_layers
 from ...decode import Decoder, bilou_decoder
-from ...encoding import SubwordBatch, words_to_subwords
 from ...onnx_graphs import PaddedBiLSTM
+from ...tokenization import SubwordBatch, words_to_subwords
 from ...vocabulary import RowIndex
 from ..base import StudentConfig
 from ..sru import ExportSRU, recurrent_stack, replace_sru_scans

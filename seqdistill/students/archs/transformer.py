@@ -30,8 +30,8 @@ from torch import Tensor, nn
 
 from ...crf import CRF
 from ...decode import Decoder, argmax_decoder, crf_decoder
-from ...encoding import SubwordBatch, subword_windows, words_to_subwords
 from ...onnx_graphs import SegmentsGraph
+from ...tokenization import SubwordBatch, subword_windows, words_to_subwords
 from ...vocabulary import EMBEDDINGS_EXPORT, RowIndex, read_kept
 from ..base import StudentConfig
 

@@ -18,7 +18,7 @@ import torch
 
 from ...cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ...crf import log_partition
-from ...encoding import PieceMemo, WordBatch, words_to_bags
+from ...tokenization import PieceMemo, WordBatch, words_to_bags
 from .. import losses as L
 from ..archs.bilstm_crf import BiLSTMCRF
 from ..base import EMBEDDINGS, StudentConfig, init_embeddings

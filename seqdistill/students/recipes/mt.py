@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from transformers import AutoTokenizer
 
 from ...cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
-from ...encoding import words_to_subwords
+from ...tokenization import words_to_subwords
 from ..archs.transformer import TransformerTagger, init_from_teacher, transformer_config
 from ..common import dev_f1, read_split, splits_with_dev
 from ..config import RunConfig, option

@@ -32,8 +32,8 @@ import torch
 
 from ...bilou import layers_from_spans, predicted_spans
 from ...cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
-from ...encoding import words_to_subwords
 from ...metrics import span_set_scores
+from ...tokenization import words_to_subwords
 from .. import losses as L
 from ..archs.rnn_tagger import RNNTagger
 from ..base import StudentConfig, init_embeddings

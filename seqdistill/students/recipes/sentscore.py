@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from ...cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
-from ...encoding import words_to_subwords
+from ...tokenization import words_to_subwords
 from .. import losses as L
 from ..base import EMBEDDINGS
 from ..common import dev_f1, new_tagger, open_cache, read_split, splits_with_dev

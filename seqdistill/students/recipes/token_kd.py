@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from ...cache_schema import EXAMPLES_LAYER, CacheError
-from ...encoding import words_to_subwords
+from ...tokenization import words_to_subwords
 from .. import losses as L
 from ..base import EMBEDDINGS
 from ..common import default_splits, dev_f1, new_tagger, open_cache, read_split

@@ -49,7 +49,7 @@ import torch
 
 from ...cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ...cache_schema.encodings import reconstruct
-from ...encoding import SubwordBatch, words_to_subwords
+from ...tokenization import SubwordBatch, words_to_subwords
 from .. import losses as L
 from ..archs.bilstm_tagger import GROUPS, BiLSTMTagger
 from ..base import EMBEDDINGS

@@ -1,5 +1,5 @@
 """The ``sentscore`` teacher kind (paper 004): a generative model read with SenTScore (the
-tag-wise beam search of ``teachers/sentscore.py``).
+tag-wise beam search of ``teachers/sentscore_search.py``).
 
 :class:`SentScoreTeacher` has the teacher interface of ``encoder.Teacher`` (kind ``sentscore``, label
 schema, fingerprints, ``predict``, ``outputs``, ``save``), over one of:
@@ -43,7 +43,7 @@ from ...cache_schema import FieldSpec, LabelSchema
 from ..base import TeacherError, TeacherOutput, inference_autocast, teacher_fingerprints, write_teacher_json
 from ..kind import TeacherKind
 from ..pretrained import base_record, from_pretrained, save_model
-from ..sentscore import (
+from ..sentscore_search import (
     SentFormat,
     context_limit,
     encode_batch,
