@@ -13,7 +13,9 @@ import httpx
 import pytest
 from test_export import make_student
 
-from seqdistill.deploy.serve import Limits, create_app, front_matter, sentence_json, serve_in_thread
+from seqdistill.deploy.admission import Limits
+from seqdistill.deploy.batching import sentence_json
+from seqdistill.deploy.serve import create_app, front_matter, serve_in_thread
 from seqdistill.inference import Tagger
 
 LIMITS = Limits(max_body_bytes=4096, max_texts=8, max_text_chars=300)
@@ -339,7 +341,7 @@ class EchoTagger:
 def test_the_wait_adapts_to_the_company_requests_keep():
     """A lone client never waits for company; N steady clients form batches of N without waiting
     for the deadline; after a burst a lone request waits the deadline once."""
-    from seqdistill.deploy.serve import MicroBatcher
+    from seqdistill.deploy.batching import MicroBatcher
 
     async def main():
         tagger = EchoTagger()
@@ -378,7 +380,7 @@ def test_a_large_request_goes_in_pieces_between_which_the_others_get_their_turn(
     each model call holds at most --max-batch sentences and --max-call-chars characters, the rest
     of a large request waits behind the requests queued after it, and every request gets its own
     results, whole and in order."""
-    from seqdistill.deploy.serve import MicroBatcher
+    from seqdistill.deploy.batching import MicroBatcher
 
     async def main():
         tagger = EchoTagger()
@@ -440,7 +442,7 @@ BAD = [
 
 def test_an_integer_of_more_digits_than_python_converts_is_a_400_not_a_500():
     """Issue 34: json.loads raises a plain ValueError past 4,300 digits (under the default body limit)."""
-    from seqdistill.deploy.serve import RequestError, parse_request
+    from seqdistill.deploy.admission import RequestError, parse_request
 
     with pytest.raises(RequestError) as e:
         parse_request(b'{"texts": [' + b"9" * 5000 + b"]}", Limits())

@@ -9,8 +9,9 @@ import sys
 import click
 
 from ..corpora.documents import SPLITTERS
+from ..deploy.admission import Limits
 from ..deploy.evaluate import DEFAULT_THREADS
-from ..deploy.serve import GIL_SWITCH_S, Limits, create_app
+from ..deploy.serve import GIL_SWITCH_S, create_app
 from ..inference import Tagger
 from .options import min_score_option, words_option
 
