@@ -254,14 +254,14 @@ def plan(ctx: Context) -> Plan:
     dim = weight.shape[1] if cfg.embedding == "teacher" else (cfg.embedding_dim or 100)
     check_embedding_dim(cfg.embedding, dim, weight)
     scfg = StudentConfig(
-        schema.to_json(),
-        weight.shape[0],
-        dim,
-        cfg.embedding,
-        not cfg.train_embeddings,
-        cfg.hidden_size,
-        1,
-        cfg.dropout,
+        label_schema=schema.to_json(),
+        vocab_size=weight.shape[0],
+        embedding_dim=dim,
+        embedding=cfg.embedding,
+        freeze_embeddings=not cfg.train_embeddings,
+        hidden_size=cfg.hidden_size,
+        num_layers=1,
+        dropout=cfg.dropout,
         extra={"teacher": teacher, "cache": reader.store.url, "recipe": "mgkd"},
         char_dim=30 if cfg.chars else 0,
         char_filters=30 if cfg.chars else 0,
