@@ -13,7 +13,7 @@
 #   MGKD_EPOCHS=30, patience 5).
 # Options (seqdistill/vocabulary.py):
 #   default   the build's default: every row of a matrix of at most 65,536 (MiniLM's 30,522); of a larger
-#             one (EmbeddingGemma's 262,144) the corpora's subwords and 32,768 frequent ones of their scripts
+#             one (EmbeddingGemma's 262,144) the corpora's subwords and 28,672 frequent ones of their scripts
 #   corpus    --trim-vocabulary --frequent-subwords 0: the corpora's subwords alone, the default before issue 53
 #   freq8k    --trim-vocabulary --frequent-subwords 8192: those and 8,192 frequent subwords of their scripts
 #   full      --full-vocabulary: every row

@@ -20,7 +20,7 @@ matrix a cache exports, and how a student built from them reads any text.
     tokenizer gives any word of any sentence the build reads, with the same encoding students
     use, ``tokenization.word_pieces``, plus the tokenizer's special tokens), and those of
     ``--vocabulary-text`` files;
-  - about ``FREQUENT_SUBWORDS`` (32,768) frequent subwords **written in the scripts the corpora
+  - about ``FREQUENT_SUBWORDS`` (28,672) frequent subwords **written in the scripts the corpora
     use** (``frequent_subwords``): the words users tag and the cache did not see are mostly words
     of the same language (names, dates, numbers), and a Japanese cache has no use for Devanagari
     rows. The count is shared among the scripts by their share of the corpora's letters, a script
@@ -33,10 +33,11 @@ matrix a cache exports, and how a student built from them reads any text.
     script is that of its letters (``char_script``); digits, punctuation and symbols belong to
     every script. The trimmed rows are stored in the cache's ``--dtype`` (fp16 by default, as its
     other large fields).
-    32,768 was chosen by measurement (docs/RESULTS.md, issue 53, ``benchmarks/vocabulary_coverage.py``):
+    28,672 was chosen by measurement (docs/RESULTS.md, issue 53, ``benchmarks/vocabulary_coverage.py``):
     on the Japanese corpus with EmbeddingGemma's vocabulary the share of test words read through
-    the UNK row falls from 8.75% (the corpus's subwords alone) to 4.00% at 8,192, 2.80% at 16,384
-    and 0.37% at 32,768 (32,883 rows, 48 MB in fp16: the cache stays within 1/10 of the untrimmed one).
+    the UNK row falls from 8.75% (the corpus's subwords alone) to 4.00% at 8,192, 2.80% at 16,384,
+    0.62% at 24,576 and 0.37% at 28,672, where it stops (32,768 keeps 4,086 rows more for the same
+    0.37%); 28,797 rows are 42 MB in fp16, and the cache stays within 1/10 of the untrimmed one.
 
   ``--full-vocabulary`` keeps every row of any matrix; ``--trim-vocabulary`` trims a small one too
   (``--frequent-subwords 0``: the corpora's subwords alone, the default before issue 53).
@@ -76,7 +77,7 @@ from .tokenization import word_pieces
 EMBEDDINGS_EXPORT = "embeddings.safetensors"  # in a teacher layer's exports
 UNSEEN_RULE = "unk-row"  # unseen subwords share one row, the mean of the kept rows (module docstring)
 FULL_MATRIX_ROWS = 65_536  # decision: every row of a matrix this small is kept by default (module docstring)
-FREQUENT_SUBWORDS = 32_768  # decision: a trimmed vocabulary keeps this many frequent subwords of the corpora's scripts
+FREQUENT_SUBWORDS = 28_672  # decision: a trimmed vocabulary keeps this many frequent subwords of the corpora's scripts
 _MARKERS = ("\u2581", "\u0120", "##")  # SentencePiece's and byte-level BPE's word starts, WordPiece's continuation
 
 
