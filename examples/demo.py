@@ -14,7 +14,8 @@
    (`distill-eval`).
 
 Sizes are set by environment variables (DEMO_TRAIN, DEMO_DEV, DEMO_WIKI, DEMO_TEACHER_EPOCHS,
-DEMO_STUDENT_EPOCHS) so the whole run stays within about 10 minutes on 2 CPU cores.
+DEMO_STUDENT_EPOCHS); with the defaults it took 8:33 on an idle 2-core machine (11:40 from a fresh
+clone with the install; docs/RESULTS.md, "`make demo` with every row").
 """
 
 from __future__ import annotations
