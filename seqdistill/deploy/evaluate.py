@@ -248,9 +248,8 @@ def unseen_warning(row: dict) -> str | None:
     return (
         f"{row['model']}: {100 * u['words']:.1f}% of these words, {100 * spans[0]:.1f}% of the gold spans and "
         f"{100 * spans[1]:.1f}% of its predicted spans have a subword outside its trimmed vocabulary and read its "
-        "UNK row; its cache was built over text unlike this: rebuild it with the default vocabulary (every row of a "
-        "teacher's matrix of at most 65,536 rows) or --full-vocabulary, or name text like this with "
-        "--vocabulary-text (seqdistill/vocabulary.py; docs/RESULTS.md: 14.1% of the words cost 13 F1)"
+        "UNK row; a cache built with --full-vocabulary, or with --vocabulary-text naming text like this, keeps a row "
+        "for each of them (seqdistill/vocabulary.py; docs/RESULTS.md: 14.1% of the words cost 13 F1)"
     )
 
 
