@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.seqdistill-installed
 
-.PHONY: test lint demo install clean test-label-studio
+.PHONY: test test-unit lint demo install clean test-label-studio
 
 install: $(STAMP)
 
@@ -22,9 +22,15 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# every test, unit and end to end (pytest -m unit / -m e2e runs one kind)
+# every test, unit and end to end, spread over the cores by pytest-xdist (TEST_WORKERS=0: in one
+# process); CI runs this. While coding, `make test-unit` runs the fast ones only (-m unit: no tiny
+# model through a stage; tests/conftest.py names the rule), `-m e2e` the others
+TEST_WORKERS ?= auto
 test: lint
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) tests
+
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m unit tests
 
 # the Label Studio round trip against a real server (tests/test_label_studio.py): Label Studio pins
 # its own Django stack, so it gets a virtual environment of its own
