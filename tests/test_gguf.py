@@ -147,3 +147,19 @@ def test_gguf_errors_name_the_file_and_the_fix(gguf_path, tmp_path, monkeypatch)
     monkeypatch.undo()
     r = _finetune(["--encoder", str(gguf_path.parent), "--gguf-file", "../x.bin"], tmp_path)
     assert r.exit_code != 0 and "--gguf-file" in r.output
+
+
+def test_model_paths_may_be_path_objects(gguf_path, tiny_encoder):
+    """Issue 54: every function that takes a model path takes ``str | os.PathLike`` (the build
+    benchmark passes a ``pathlib.Path``): the same answers as for the string."""
+    from pathlib import Path
+
+    from seqdistill.cache_schema import LabelSchema
+    from seqdistill.teachers.loading import build_teacher
+    from seqdistill.teachers.pretrained import base_record, split
+
+    assert split(gguf_path) == split(str(gguf_path)) == (str(gguf_path.parent), {"gguf_file": gguf_path.name})
+    assert split(Path(tiny_encoder)) == (str(Path(tiny_encoder)), {})
+    assert base_record(gguf_path) == base_record(str(gguf_path)) is not None
+    teacher = build_teacher(Path(tiny_encoder), LabelSchema("IOB2", ("LOC", "PER")), "crf")
+    assert teacher.num_layers == 2

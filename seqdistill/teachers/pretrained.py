@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 from pathlib import Path
 
 GGUF_SUFFIX = ".gguf"
@@ -39,8 +40,10 @@ def gguf_source(encoder: str, gguf_file: str | None = None) -> str:
     return f"{encoder.rstrip('/')}/{gguf_file}"
 
 
-def split(source: str) -> tuple[str, dict]:
-    """``(directory or hub name, extra from_pretrained arguments)`` of a source."""
+def split(source: str | os.PathLike) -> tuple[str, dict]:
+    """``(directory or hub name, extra from_pretrained arguments)`` of a source (a string or any
+    path-like object: ``benchmarks/build_throughput.py`` passes a ``pathlib.Path``)."""
+    source = os.fspath(source)
     if not source.endswith(GGUF_SUFFIX):
         return source, {}
     missing = [m for m in ("gguf", "accelerate") if importlib.util.find_spec(m) is None]
@@ -55,7 +58,7 @@ def split(source: str) -> tuple[str, dict]:
     return str(p.parent), {"gguf_file": p.name}
 
 
-def from_pretrained(auto_class, source: str, *, trust_remote_code: bool = False, **kwargs):
+def from_pretrained(auto_class, source: str | os.PathLike, *, trust_remote_code: bool = False, **kwargs):
     """``auto_class.from_pretrained`` over a source (directory, hub name or GGUF file)."""
     path, extra = split(source)
     if extra and not auto_class.__name__.endswith(("Tokenizer", "Config")):
@@ -65,8 +68,9 @@ def from_pretrained(auto_class, source: str, *, trust_remote_code: bool = False,
     return auto_class.from_pretrained(path, trust_remote_code=trust_remote_code, **extra, **kwargs)
 
 
-def base_record(source: str) -> dict | None:
+def base_record(source: str | os.PathLike) -> dict | None:
     """What ``teacher.json`` records of a GGUF source (its file name and sha256); None otherwise."""
+    source = os.fspath(source)
     if not source.endswith(GGUF_SUFFIX) or not Path(source).is_file():
         return None  # a hub GGUF file is named by its repository and name only
     h = hashlib.sha256()
