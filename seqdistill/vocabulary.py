@@ -86,11 +86,14 @@ class KeptRows:
     """What ``choose_rows`` keeps: ``ids`` (sorted teacher subword ids) or None for every row."""
 
     ids: np.ndarray | None
-    policy: str  # full | trimmed
     reason: str  # why, in words, for the build's log
     corpus: int = 0  # subwords of the corpora (and --vocabulary-text files)
     frequent: int = 0  # frequent subwords of their scripts added to those
     scripts: tuple[str, ...] = ()
+
+    @property
+    def policy(self) -> str:
+        return "full" if self.ids is None else "trimmed"
 
     def metadata(self) -> dict:
         """The exports' ``vocabulary`` metadata: how the rows were chosen."""
@@ -202,20 +205,20 @@ def choose_rows(
     if mode not in ("auto", "full", "trimmed"):
         raise ValueError(f"vocabulary mode {mode!r}: auto, full or trimmed")
     if mode == "full":
-        return KeptRows(None, "full", f"every one of the teacher's {rows:,} rows (--full-vocabulary)")
+        return KeptRows(None, f"every one of the teacher's {rows:,} rows (--full-vocabulary)")
     if mode == "auto" and rows <= FULL_MATRIX_ROWS:
-        return KeptRows(None, "full", f"every one of the teacher's {rows:,} rows (at most {FULL_MATRIX_ROWS:,})")
+        return KeptRows(None, f"every one of the teacher's {rows:,} rows (at most {FULL_MATRIX_ROWS:,})")
     sentences = [list(words) for words in sentences]
     corpus = kept_subwords(tokenizer, sentences, rows)
     letters = letter_counts(w for words in sentences for w in words)
-    scripts = set(letters)
+    scripts = tuple(sorted(letters))
     extra = np.setdiff1d(frequent_subwords(tokenizer, rows, frequent, letters), corpus)
     ids = np.union1d(corpus, extra).astype(np.int64)
     reason = (
         f"{len(ids):,} of the teacher's {rows:,} rows: the {len(corpus):,} subwords the corpora use and "
-        f"{len(extra):,} more of the {frequent:,} most frequent of their scripts ({', '.join(sorted(scripts)) or 'none'})"
+        f"{len(extra):,} more of the {frequent:,} most frequent of their scripts ({', '.join(scripts) or 'none'})"
     )
-    return KeptRows(ids, "trimmed", reason, len(corpus), len(extra), tuple(sorted(scripts)))
+    return KeptRows(ids, reason, len(corpus), len(extra), scripts)
 
 
 def kept_subwords(tokenizer, sentences, rows: int, batch_size: int = 1024) -> np.ndarray:

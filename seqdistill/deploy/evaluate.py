@@ -19,7 +19,6 @@ from ..checkpoint import CHECKPOINT
 from ..corpora import CorpusError, read_corpus
 from ..inference import TaggedDocument, Tagger, latency
 from ..metrics import span_scores, span_set_scores
-from ..vocabulary import unseen_share, unseen_span_share
 
 # decision: name a student whose trimmed vocabulary (seqdistill.vocabulary) reads 1% of the test words,
 # or 0.5% of the gold or predicted spans, through its UNK row. The spans are the share that matters: a
@@ -219,21 +218,13 @@ def directory_bytes(d) -> int:
 
 def unseen_report(tagger: Tagger, corpus, words: list[list[str]], pred: list) -> dict | None:
     """``Tagger.unseen`` on a labelled corpus from predictions already made (``pred``: tags, or
-    spans of a nested corpus): the shares of the words, gold spans and predicted spans that a
-    trimmed student reads through its UNK row; None for models that keep every row."""
-    flags = tagger.backend.unseen_words(words)
-    if flags is None:
-        return None
+    spans of a nested corpus); None for models that keep every row."""
     if corpus.nested:
         gold, predicted = [s.entities for s in corpus.sentences], pred
     else:
         gold = [tags_to_spans(s.tags, tagger.scheme) for s in corpus.to_scheme(tagger.scheme).sentences]
         predicted = [tags_to_spans(t, tagger.scheme) for t in pred]
-    return {
-        "words": unseen_share(flags),
-        "gold_spans": unseen_span_share(flags, gold),
-        "predicted_spans": unseen_span_share(flags, predicted),
-    }
+    return tagger.unseen(words, gold, predicted_spans=predicted)
 
 
 def unseen_warning(row: dict) -> str | None:

@@ -267,26 +267,28 @@ class Tagger:
         sentences: list[list[str]],
         gold_spans: list[list[tuple[int, int, str]]] | None = None,
         batch_size: int = 64,
+        predicted_spans: list[list[tuple[int, int, str]]] | None = None,
     ) -> dict | None:
         """What a student over a trimmed vocabulary (``seqdistill.vocabulary``) reads through its UNK
         row in ``sentences``: ``words``, the share of their words with a subword outside its kept
-        rows; ``predicted_spans``, the share of the spans it predicts there that hold such a word;
-        with ``gold_spans`` (``(start, end exclusive, type)`` per sentence) ``gold_spans``, the share
-        of those. The span shares are the ones that matter: the words a tagger exists to find (new
-        names, numbers, codes) are the ones a cache is least likely to have seen (issue 53: 0.5% of a
-        corpus's test words, three quarters of them inside gold spans). A share is None where there
-        are no spans. None for models that keep every row."""
+        rows; with ``gold_spans`` (``(start, end exclusive, type)`` per sentence) ``gold_spans``, the
+        share of those that hold such a word; ``predicted_spans``, the same of the spans it predicts
+        there (those given, when already made, as ``distill-eval`` has them). The span shares are the
+        ones that matter: the words a tagger exists to find (new names, numbers, codes) are the ones a
+        cache is least likely to have seen (issue 53: 0.5% of a corpus's test words, three quarters of
+        them inside gold spans). A share is None where there are no spans. None for models that keep
+        every row."""
         from ..vocabulary import unseen_share, unseen_span_share
 
         flags = self.backend.unseen_words(sentences)
         if flags is None:
             return None
-        out = {
-            "words": unseen_share(flags),
-            "predicted_spans": unseen_span_share(flags, self.predict_spans(sentences, batch_size)),
-        }
+        out = {"words": unseen_share(flags)}
         if gold_spans is not None:
             out["gold_spans"] = unseen_span_share(flags, gold_spans)
+        if predicted_spans is None:
+            predicted_spans = self.predict_spans(sentences, batch_size)
+        out["predicted_spans"] = unseen_span_share(flags, predicted_spans)
         return out
 
     def unseen_share(self, sentences: list[list[str]]) -> float | None:

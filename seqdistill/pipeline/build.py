@@ -222,6 +222,7 @@ class _Plan:
     """What a build does, decided and checked before anything is written (``_plan``)."""
 
     cfg: BuildConfig  # with the kind's default K filled in
+    device: str  # cfg.device, or cuda where there is one
     teacher_id: str
     teacher_dir: str
     kind: TeacherKind
@@ -278,8 +279,7 @@ def build_cache(
                 examples.write_shard(i, {k: [r[k] for r in shards[i]] for k in shards[i][0]})
         teacher = None
         if todo or needs_exports:
-            device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
-            teacher = load_teacher(teacher_dir, trust_remote_code=cfg.trust_remote_code, device=device)
+            teacher = load_teacher(teacher_dir, trust_remote_code=cfg.trust_remote_code, device=plan.device)
         if needs_exports:
             _export_for_students(teacher, layer, plan, log)
         if cfg.hidden_project:
@@ -358,6 +358,7 @@ def _plan(teacher_dir: str, corpora_specs: list[CorpusSpec], cfg: BuildConfig, t
     vocabulary_text = [read_corpus(p, "vocabulary", "unlabelled", labelled=False) for p in cfg.vocabulary_text]
     return _Plan(
         cfg,
+        cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"),
         teacher_id,
         teacher_dir,
         kind,
@@ -383,8 +384,7 @@ def _open_layers(out: str, storage_options, plan: _Plan, rank: int, world: int, 
     distributed.barrier(world)
     writer = CacheWriter(out, storage_options, clean_staging=False)
     examples = writer.examples_layer(plan.schema, [c.info() for c in plan.corpora], len(plan.shards))
-    device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    precision = cfg.precision if device.startswith("cuda") else "fp32"
+    precision = cfg.precision if plan.device.startswith("cuda") else "fp32"
     info = TeacherInfo(
         plan.teacher_id,
         plan.kind.name,
