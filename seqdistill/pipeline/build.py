@@ -8,9 +8,9 @@ one module (over 400 lines): the build loop, from corpora to a committed layer, 
 Within a shard, sentences are sorted by length and cut into batches under a word budget
 (``max_words_per_batch`` counts padded words: batch size x longest sentence), so padding is small
 and the accelerator sees full batches. The teacher runs under ``inference_mode`` (bf16 autocast on
-GPU); k-best, marginals and pooling are computed batched on the device; only the final tensors
-are moved to the host. A background thread turns them into columns and writes the shards, with a
-bounded queue, so compute never waits for compression and I/O.
+GPU); k-best, marginals and pooling are computed batched on the device. The batches go through a
+pipeline (``stream.py``): tokenization workers run ahead of the device, outputs come back without
+blocking, shard writers turn them into columns and compress them in parallel.
 
 What a layer holds is the teacher kind's business (``teachers/kinds/``: its fields, its default K
 and refused options, its decoding settings, its gold targets, its outputs turned into columns);
@@ -26,8 +26,6 @@ import dataclasses
 import hashlib
 import itertools
 import os
-import queue
-import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -59,6 +57,8 @@ from ..teachers import (
 )
 from ..teachers.kind import PROJECTION_EXPORT
 from ..vocabulary import FREQUENT_SUBWORDS, FULL_MATRIX_ROWS, KeptRows, choose_rows
+from . import stream
+from .stream import StageTimes
 
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 
@@ -150,7 +150,11 @@ class BuildConfig:
         "keeps too, with no rows in the cache and no teacher pass: text like what the students will tag.",
         metavar="FILE,FILE",
     )
-    queue_size: int = option(2, "Finished batches waiting for the background shard writer.")
+    workers: int = option(
+        0, "Tokenization threads running ahead of the device (0: a quarter of the CPUs, 1 to 4).", metavar="N"
+    )
+    writers: int = option(0, "Shard writer threads (0: a quarter of the CPUs, 1 to 4).", metavar="N")
+    queue_size: int = option(2, "Finished shards waiting for a shard writer (then the device waits).")
     overwrite: bool = option(False, "Replace this teacher's layer (or the whole cache if the corpora changed).")
     trust_remote_code: bool = option(False, "Allow the teacher's own Python code to run (off by default).")
     wait: float = option(
@@ -168,6 +172,7 @@ class BuildReport:
     seconds: float = 0.0
     shards_written: int = 0
     teacher_seconds: float = 0.0  # the streaming phase alone: teacher batches through to published shards
+    stages: dict = field(default_factory=dict)  # seconds by stage of that phase (stream.StageTimes)
     bytes_per_word: dict[str, float] = field(default_factory=dict)
 
 
@@ -286,11 +291,16 @@ def build_cache(
             distributed.barrier(world)  # rank 0 published the projection that every rank applies
         projection = _read_projection(writer, layer.name) if cfg.hidden_project and todo else None
         t_teacher = time.time()
+        stages = StageTimes()
         if todo:
-            _run_teacher(teacher, plan.kind, plan.options, plan.schema, shards, todo, layer, cfg, rank, projection)
+            stages = _run_teacher(
+                teacher, plan.kind, plan.options, plan.schema, shards, todo, layer, cfg, rank, projection, log
+            )
         t_teacher = time.time() - t_teacher
         distributed.barrier(world)
-        report = BuildReport(status, len(plan.rows), plan.words, time.time() - t0, len(todo), t_teacher)
+        report = BuildReport(
+            status, len(plan.rows), plan.words, time.time() - t0, len(todo), t_teacher, stages=stages.to_json()
+        )
         if rank == 0:
             lock.check()  # another build took the lock meanwhile: do not commit over it
             _commit(writer, report, plan.teacher_id, out, log)
@@ -596,66 +606,58 @@ def _run_teacher(
     cfg: BuildConfig,
     rank: int,
     projection: dict[str, np.ndarray] | None = None,
-) -> None:
-    """Compute the teacher's outputs for the shards in ``todo``; a writer thread turns them into
-    columns (``kind`` and ``options``) and publishes them. ``projection``: the layer's PCA
+    log=print,
+) -> StageTimes:
+    """Compute the teacher's outputs for the shards in ``todo`` and publish them, through the
+    pipeline of ``stream.py``: tokenization workers ahead of the device, shard writers behind it
+    (the columns are ``kind``'s, for ``options``). ``projection``: the layer's PCA
     (:func:`_read_projection`), applied to the hidden states before they are stored."""
-    jobs: queue.Queue = queue.Queue(maxsize=cfg.queue_size)
-    failure: list[BaseException] = []
+    jobs = [
+        (index, batch)
+        for index in todo
+        for batch in batches_by_length([r["n_words"] for r in shards[index]], cfg.max_words_per_batch)
+    ]
+    pipe = stream.sizes(cfg.workers, cfg.writers, cfg.queue_size)
+    log(pipe.describe())
 
-    def write_loop() -> None:
-        while True:
-            job = jobs.get()
-            if job is None:
-                return
-            if failure:
-                continue
-            try:
-                index, rows, outputs = job
-                layer.write_shard(index, kind.shard_columns(rows, outputs, options))
-            except BaseException as e:  # surfaced in the main thread
-                failure.append(e)
+    on_gpu = teacher.device.type == "cuda"
 
-    thread = threading.Thread(target=write_loop, name="seqdistill-shard-writer", daemon=True)
-    thread.start()
+    def prepare(rows: list[dict], batch: list[int]):
+        words = [rows[i]["words"] for i in batch]
+        gold = kind.gold_targets([rows[i] for i in batch], schema)
+        if on_gpu and gold is not None:  # page-locked, so that its copy to the device does not block
+            gold = gold.pin_memory()
+        return words, gold, teacher.prepare(words)
+
+    def forward(prepared):
+        words, gold, segments = prepared
+        return teacher.outputs(
+            words,
+            gold,
+            k=cfg.k,
+            marginals=cfg.marginals,
+            hidden_layers=cfg.hidden_layers,
+            subwords=cfg.subwords,
+            precision=cfg.precision,
+            prepared=segments,
+            structure=False,
+        )
+
+    def finish(prepared, out):
+        return teacher.finish(out, prepared[1], cfg.k, cfg.marginals)
+
+    def columns(rows: list[dict], landed: list[tuple[list[int], dict]]) -> dict:
+        outputs = [None] * len(rows)
+        for batch, host in landed:
+            if projection is not None:
+                _project_host(host, projection)
+            for j, i in enumerate(batch):
+                outputs[i] = (host, j)  # row i is item j of its batch's outputs
+        return kind.shard_columns(rows, outputs, options)
+
     total_words = sum(r["n_words"] for i in todo for r in shards[i])
     desc = f"teacher {layer.name}" + (f" [rank {rank}]" if rank else "")
-    bar = tqdm(total=total_words, unit="word", unit_scale=True, desc=desc, smoothing=0.1)
-    progress = {"t0": time.time(), "sentences": 0}
-    try:
-        for index in todo:
-            rows = shards[index]
-            outputs = [None] * len(rows)
-            for batch in batches_by_length([r["n_words"] for r in rows], cfg.max_words_per_batch):
-                _teacher_batch(teacher, kind, schema, rows, batch, outputs, cfg, projection)
-                progress["sentences"] += len(batch)
-                bar.update(sum(rows[i]["n_words"] for i in batch))
-                bar.set_postfix(sent_s=f"{progress['sentences'] / (time.time() - progress['t0']):,.0f}")
-                if failure:
-                    raise failure[0]
-            jobs.put((index, rows, outputs))
-    finally:
-        jobs.put(None)
-        thread.join()
-        bar.close()
-    if failure:
-        raise failure[0]
-
-
-def _teacher_batch(teacher, kind, schema, rows, batch: list[int], outputs: list, cfg: BuildConfig, projection) -> None:
-    """The teacher's outputs for the sentences ``batch`` of a shard's ``rows``, on the host (hidden
-    states projected by ``projection``), set as ``outputs[i] = (host, j)``: row i is item j."""
-    out = teacher.outputs(
-        [rows[i]["words"] for i in batch],
-        kind.gold_targets([rows[i] for i in batch], schema),
-        k=cfg.k,
-        marginals=cfg.marginals,
-        hidden_layers=cfg.hidden_layers,
-        subwords=cfg.subwords,
-        precision=cfg.precision,
-    )
-    host = to_host(out)
-    if projection is not None:
-        _project_host(host, projection)
-    for j, i in enumerate(batch):
-        outputs[i] = (host, j)
+    with tqdm(total=total_words, unit="word", unit_scale=True, desc=desc, smoothing=0.1) as bar:
+        return stream.run_pipeline(
+            jobs, shards.__getitem__, prepare, forward, finish, columns, layer.write_shard, pipe, teacher.device, bar
+        )

@@ -75,14 +75,29 @@ class Teacher(nn.Module):
     def autocast(self, precision: str | None = "bf16"):
         return inference_autocast(self.device, precision)
 
-    def encode(self, batch_words: list[list[str]], hidden_layers=(), subwords: bool = False) -> TeacherOutput:
-        """Run the encoder and the linear head on a batch of sentences."""
+    def prepare(self, batch_words: list[list[str]]) -> SegmentBatch:
+        """The host side of a batch, which the build runs ahead of the device in worker threads:
+        the words tokenized into segments (``tokenization.py``), in page-locked memory when the
+        teacher is on a GPU. ``encode(words, segments=...)`` takes it."""
+        seg = self.words(batch_words)
+        return seg.pin_memory() if self.device.type == "cuda" else seg
+
+    def encode(
+        self,
+        batch_words: list[list[str]],
+        hidden_layers=(),
+        subwords: bool = False,
+        segments: SegmentBatch | None = None,
+    ) -> TeacherOutput:
+        """Run the encoder and the linear head on a batch of sentences (``segments``: the batch
+        :meth:`prepare` made, if it was made ahead)."""
         for layer in hidden_layers:
             if not 0 <= layer <= self.num_layers:
                 raise TeacherError(
                     f"hidden layer {layer} does not exist: the encoder has layers 0..{self.num_layers} (0 = embeddings)"
                 )
-        seg: SegmentBatch = self.words(batch_words).to(self.device)
+        seg = segments if segments is not None else self.words(batch_words)
+        seg = seg.to(self.device, non_blocking=True)
         out = self.encoder(
             input_ids=seg.input_ids,
             attention_mask=seg.attention_mask,
@@ -127,23 +142,33 @@ class Teacher(nn.Module):
         hidden_layers=(),
         subwords: bool = False,
         precision: str | None = "bf16",
+        prepared: SegmentBatch | None = None,
+        structure: bool = True,
     ) -> TeacherOutput:
         """Everything a cache stores for this teacher kind (inference mode; the encoder under
-        ``precision`` autocast on GPU, the CRF always in fp32)."""
+        ``precision`` autocast on GPU, the CRF always in fp32). ``prepared``: what :meth:`prepare`
+        made of ``batch_words`` ahead of time. ``structure=False`` stops after the encoder and the
+        head; :meth:`finish` then adds the rest (the build does so in another thread on a CPU)."""
         with torch.inference_mode():
             with self.autocast(precision):
-                out = self.encode(batch_words, hidden_layers, subwords)
+                out = self.encode(batch_words, hidden_layers, subwords, prepared)
+        return self.finish(out, tags, k, marginals) if structure else out
+
+    def finish(self, out: TeacherOutput, tags: Tensor | None, k: int, marginals: bool) -> TeacherOutput:
+        """What ``outputs(..., structure=False)`` left out: the kind's structure (k-best paths,
+        marginals) and the gold NLL of ``tags``."""
+        with torch.inference_mode():
             self.add_structure(out, k, marginals)
             if tags is not None:
                 out.gold_nll = self.gold_nll(out, tags)
-            return out
+        return out
 
     def add_structure(self, out: TeacherOutput, k: int, marginals: bool) -> None:
         """What this kind adds to ``out`` beyond the encoder's (k-best paths, marginals): nothing here."""
 
     def gold_nll(self, out: TeacherOutput, tags: Tensor) -> Tensor:
         """Per-sentence NLL of the gold tags under the factorised softmax model."""
-        tags = tags.to(self.device)
+        tags = tags.to(self.device, non_blocking=True)
         logp = torch.log_softmax(out.logits.float(), -1).gather(2, tags.clamp(min=0).unsqueeze(2)).squeeze(2)
         return -(logp * (out.word_mask & (tags >= 0))).sum(1)
 

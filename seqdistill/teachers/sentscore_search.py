@@ -348,8 +348,9 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
         prefix = torch.tensor([_decoder_start(model), fmt.sentinels[0]], device=device).expand(B, 2)
         first_mask = torch.ones(B, 2, dtype=torch.long, device=device)
     tag_tokens = [torch.tensor(t, device=device) for t in fmt.tag_ids]
-    tag_len = torch.tensor([len(t) for t in fmt.tag_ids], device=device)  # the blocks of tag tokens
-    C = int(tag_len.max())
+    tag_lens = [len(t) for t in fmt.tag_ids]  # the blocks of tag tokens, on the host: reading them is free
+    tag_len = torch.tensor(tag_lens, device=device)
+    C = max(tag_lens)
     start_ok, after_ok = (x.to(device) for x in fmt.allowed())
 
     # the prefix of every sentence, then K beams per sentence (sentence-major rows)
@@ -428,7 +429,7 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
             for attr, which in (("keys", 0), ("values", 1)):
                 # every tag's block padded to C, stacked [T̄, R, H, C, D]; each beam takes its tag's
                 block = torch.stack(
-                    [nn.functional.pad(blocks[t][j][which], (0, 0, 0, C - int(tag_len[t]))) for t in range(n_t)]
+                    [nn.functional.pad(blocks[t][j][which], (0, 0, 0, C - tag_lens[t])) for t in range(n_t)]
                 )[chosen, take]
                 full = torch.cat([getattr(layer, attr)[take], block], 2)
                 aligned = full.gather(2, index[:, None, :, None].expand(-1, full.shape[1], -1, full.shape[-1]))

@@ -29,8 +29,8 @@ class BilouTeacher(Teacher):
         self.types = list(schema.entity_types)
         self.classifier = nn.Linear(encoder.config.hidden_size, 5 * len(self.types))
 
-    def encode(self, batch_words, hidden_layers=(), subwords: bool = False) -> TeacherOutput:
-        out = super().encode(batch_words, hidden_layers, subwords)
+    def encode(self, batch_words, hidden_layers=(), subwords: bool = False, segments=None) -> TeacherOutput:
+        out = super().encode(batch_words, hidden_layers, subwords, segments)
         B, W, _ = out.logits.shape
         out.logits = out.logits.view(B, W, len(self.types), 5)
         if out.subword_logits is not None:

@@ -41,7 +41,7 @@ class CRFTeacher(Teacher):
             out.marginals = self.crf.marginals(out.logits, out.word_mask)
 
     def gold_nll(self, out: TeacherOutput, tags: Tensor) -> Tensor:
-        return self.crf.nll(out.logits, out.word_mask, tags.to(self.device))
+        return self.crf.nll(out.logits, out.word_mask, tags.to(self.device, non_blocking=True))
 
     def decoder(self) -> Decoder:
         return crf_decoder(self.schema, self.crf)

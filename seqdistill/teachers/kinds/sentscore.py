@@ -192,6 +192,14 @@ class SentScoreTeacher(nn.Module):
         paths, _, _ = self.decode_batch(batch_words, k=1)
         return [self.schema.decode(paths[b, 0, : len(w)].tolist()) for b, w in enumerate(batch_words)]
 
+    def prepare(self, batch_words: list[list[str]]) -> None:
+        """Nothing is made ahead of the device: the search encodes its own prompts."""
+        return None
+
+    def finish(self, out: TeacherOutput, tags, k, marginals) -> TeacherOutput:
+        """Nothing is left for later: :meth:`outputs` searches and scores in one go."""
+        return out
+
     def outputs(
         self,
         batch_words,

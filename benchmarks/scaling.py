@@ -1,0 +1,165 @@
+"""How the cost of stage one and stage two grows with the work (issue 54, item 6).
+
+    .venv/bin/python benchmarks/scaling.py [--sizes 10000,100000,1000000] [--out .data/scaling]
+
+For each size N: a synthetic labelled corpus of N sentences (seeded; 3 to 14 words drawn from 60
+word forms, entities tagged), then, each in its own child process so that peak memory is its own:
+
+* build: `distill-cache build` with a tiny random CRF teacher (BERT, 2 layers of 32 units, from a
+  config), K=4 and marginals, so that the host path, not the forward, dominates;
+* verify: `distill-cache verify` (every checksum and the shards' agreement with the manifest);
+* epoch: one epoch of `distill-train mgkd` over the cache (a BiLSTM-CRF student of 32 units,
+  batch 32), every sentence of the train split once.
+
+Each figure is words/s, seconds and peak RSS (GNU time's maximum resident set size). Sizes already
+measured are kept in --out/N.json and skipped when the command runs again (a long run resumes);
+--fresh measures them again. Prints the table docs/BENCHMARKS.md holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+WORDS = [
+    f"{a}{b}" for a in ("ka", "lo", "mi", "ne", "su", "ta") for b in ("r", "n", "s", "t", "l", "d", "m", "p", "x", "z")
+]
+NAMES, PLACES = ["peter", "anna", "rome", "paris"], ["rome", "paris", "eu"]
+
+
+def corpus(path: Path, n: int, seed: int = 0) -> int:
+    """N CoNLL sentences of 3 to 14 words, a PER and a LOC entity in most; returns the words."""
+    rng = random.Random(seed)
+    words = 0
+    with open(path, "w") as f:
+        for _ in range(n):
+            length = rng.randint(3, 14)
+            sent = [(rng.choice(WORDS), "O") for _ in range(length)]
+            if rng.random() < 0.8:
+                sent[rng.randrange(length)] = (rng.choice(NAMES), "B-PER")
+            if rng.random() < 0.6:
+                sent[rng.randrange(length)] = (rng.choice(PLACES), "B-LOC")
+            f.write("".join(f"{w} {t}\n" for w, t in sent) + "\n")
+            words += length
+    return words
+
+
+def tiny_teacher(d: Path) -> str:
+    from behaviour_fingerprint import tiny_bert
+
+    from seqdistill.cache_schema import LabelSchema
+    from seqdistill.teachers import build_teacher
+
+    if not (d / "teacher" / "teacher.json").exists():
+        encoder = tiny_bert(d / "encoder")
+        build_teacher(encoder, LabelSchema("IOB2", ("LOC", "PER")), "crf").save(d / "teacher")
+    return str(d / "teacher")
+
+
+def timed(cmd: list[str]) -> tuple[float, float, str]:
+    """Wall seconds and peak RSS (MiB) of a command, and its output; fails loudly."""
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "TQDM_DISABLE": "1"}
+    t0 = time.perf_counter()
+    p = subprocess.run(["/usr/bin/time", "-v", *cmd], capture_output=True, text=True, env=env)
+    seconds = time.perf_counter() - t0
+    if p.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-3000:]}")
+    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr).group(1)) / 1024
+    return seconds, rss, p.stdout
+
+
+def measure(n: int, work: Path) -> dict:
+    d = work / str(n)
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    words = corpus(d / "train.txt", n)
+    teacher = tiny_teacher(work)
+    bin_ = Path(sys.executable).parent
+    cache = d / "cache"
+    build = [
+        str(bin_ / "distill-cache"),
+        "build",
+        "--teacher",
+        teacher,
+        "--labelled",
+        f"synthetic={d / 'train.txt'}@train",
+        "--out",
+        str(cache),
+        "--kbest",
+        "4",
+        "--device",
+        "cpu",
+    ]
+    result = {"sentences": n, "words": words}
+    for name, cmd in (
+        ("build", build),
+        ("verify", [str(bin_ / "distill-cache"), "verify", str(cache)]),
+        (
+            "epoch",
+            [
+                str(bin_ / "distill-train"),
+                "mgkd",
+                "--cache",
+                str(cache),
+                "--out",
+                str(d / "student"),
+                "--epochs",
+                "1",
+                "--hidden-size",
+                "32",
+                "--batch-size",
+                "32",
+            ],
+        ),
+    ):
+        seconds, rss, out = timed(cmd)
+        result[name] = {"seconds": round(seconds, 1), "words_per_s": round(words / seconds), "peak_rss_mib": round(rss)}
+        print(f"  {n:>9,} {name:<6} {seconds:8.1f} s {words / seconds:>10,.0f} words/s {rss:8.0f} MiB", flush=True)
+    shutil.rmtree(d)  # the cache of 1M sentences is large; the figures are what is kept
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--out", default=str(ROOT / ".data" / "scaling"))
+    ap.add_argument("--fresh", action="store_true", help="measure sizes already measured again")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for n in (int(x) for x in args.sizes.split(",")):
+        path = out / f"{n}.json"
+        if path.exists() and not args.fresh:
+            rows.append(json.loads(path.read_text()))
+            continue
+        result = measure(n, out / "work")
+        path.write_text(json.dumps(result, indent=1) + "\n")
+        rows.append(result)
+    print(f"\nmachine: {platform.machine()}, {os.cpu_count()} CPUs; teacher: tiny random BERT (2x32) + CRF, K=4")
+    print("| sentences | words | phase | seconds | words/s | peak RSS (MiB) |")
+    print("|---:|---:|---|---:|---:|---:|")
+    for r in rows:
+        for phase in ("build", "verify", "epoch"):
+            p = r[phase]
+            print(
+                f"| {r['sentences']:,} | {r['words']:,} | {phase} | {p['seconds']} | {p['words_per_s']:,} | "
+                f"{p['peak_rss_mib']:,} |"
+            )
+
+
+if __name__ == "__main__":
+    main()
