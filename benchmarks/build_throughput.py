@@ -117,7 +117,8 @@ def main() -> None:
 
     train = read_corpus(args.data or conll_path(), "conll", "train")
     lines = []
-    for s in train.sentences[: args.sentences]:
+    repeats = -(-args.sentences // len(train.sentences))  # more sentences than the file holds: it again
+    for s in (train.sentences * repeats)[: args.sentences]:
         lines += [f"{w} {t}" for w, t in zip(s.words, s.tags)] + [""]
     work = Path(tempfile.mkdtemp(prefix="seqdistill-bench-"))
     subset = work / "subset.txt"

@@ -11,7 +11,8 @@ word forms, entities tagged), then, each in its own child process so that peak m
 * epoch: one epoch of `distill-train mgkd` over the cache (a BiLSTM-CRF student of 32 units,
   batch 32), every sentence of the train split once.
 
-Each figure is words/s, seconds and peak RSS (GNU time's maximum resident set size). Sizes already
+Each figure is words/s, seconds and peak RSS (the child's maximum resident set size); the seconds
+are the phase's own, after the imports (the same ~4 s at every size, left out). Sizes already
 measured are kept in --out/N.json and skipped when the command runs again (a long run resumes);
 --fresh measures them again. Prints the table docs/BENCHMARKS.md holds.
 """
@@ -23,7 +24,6 @@ import json
 import os
 import platform
 import random
-import re
 import shutil
 import subprocess
 import sys
@@ -69,16 +69,37 @@ def tiny_teacher(d: Path) -> str:
     return str(d / "teacher")
 
 
-def timed(cmd: list[str]) -> tuple[float, float, str]:
-    """Wall seconds and peak RSS (MiB) of a command, and its output; fails loudly."""
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "TQDM_DISABLE": "1"}
+def run_phase(name: str, d: Path, teacher: str) -> dict:
+    """Run one phase in this process (the child) and return its seconds and peak RSS: the imports
+    come first and are not timed, so that the figure is the tool's own work."""
+    import resource
+
+    from seqdistill.cache_schema import verify_cache
+    from seqdistill.cli.train import entry
+    from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
+
+    cache = d / "cache"
     t0 = time.perf_counter()
-    p = subprocess.run(["/usr/bin/time", "-v", *cmd], capture_output=True, text=True, env=env)
+    if name == "build":
+        spec = CorpusSpec("synthetic", str(d / "train.txt"), "train", True)
+        build_cache(str(cache), teacher, [spec], BuildConfig(k=4, device="cpu"), log=lambda *a: None)
+    elif name == "verify":
+        problems = verify_cache(str(cache))
+        if problems:
+            raise SystemExit(f"verify found problems: {problems[:3]}")
+    else:  # one epoch of a small MGKD student
+        args = ["mgkd", "--cache", str(cache), "--out", str(d / "student"), "--epochs", "1"]
+        args += ["--hidden-size", "32", "--batch-size", "32", "--k", "4"]
+        try:
+            entry(args)
+        except SystemExit as e:
+            if e.code:
+                raise
     seconds = time.perf_counter() - t0
-    if p.returncode:
-        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-3000:]}")
-    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr).group(1)) / 1024
-    return seconds, rss, p.stdout
+    return {
+        "seconds": round(seconds, 2),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    }
 
 
 def measure(n: int, work: Path) -> dict:
@@ -87,47 +108,21 @@ def measure(n: int, work: Path) -> dict:
     d.mkdir(parents=True)
     words = corpus(d / "train.txt", n)
     teacher = tiny_teacher(work)
-    bin_ = Path(sys.executable).parent
-    cache = d / "cache"
-    build = [
-        str(bin_ / "distill-cache"),
-        "build",
-        "--teacher",
-        teacher,
-        "--labelled",
-        f"synthetic={d / 'train.txt'}@train",
-        "--out",
-        str(cache),
-        "--kbest",
-        "4",
-        "--device",
-        "cpu",
-    ]
     result = {"sentences": n, "words": words}
-    for name, cmd in (
-        ("build", build),
-        ("verify", [str(bin_ / "distill-cache"), "verify", str(cache)]),
-        (
-            "epoch",
-            [
-                str(bin_ / "distill-train"),
-                "mgkd",
-                "--cache",
-                str(cache),
-                "--out",
-                str(d / "student"),
-                "--epochs",
-                "1",
-                "--hidden-size",
-                "32",
-                "--batch-size",
-                "32",
-            ],
-        ),
-    ):
-        seconds, rss, out = timed(cmd)
-        result[name] = {"seconds": round(seconds, 1), "words_per_s": round(words / seconds), "peak_rss_mib": round(rss)}
-        print(f"  {n:>9,} {name:<6} {seconds:8.1f} s {words / seconds:>10,.0f} words/s {rss:8.0f} MiB", flush=True)
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "TQDM_DISABLE": "1"}
+    for name in ("build", "verify", "epoch"):
+        cmd = [sys.executable, __file__, "--phase", name, "--dir", str(d), "--teacher", teacher]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if p.returncode:
+            raise SystemExit(f"{name} of {n:,} sentences failed ({p.returncode}):\n{p.stderr[-3000:]}")
+        figures = json.loads(p.stdout.strip().splitlines()[-1])
+        figures["words_per_s"] = round(words / figures["seconds"])
+        result[name] = figures
+        print(
+            f"  {n:>9,} {name:<6} {figures['seconds']:8.1f} s {figures['words_per_s']:>10,} words/s "
+            f"{figures['peak_rss_mib']:8,} MiB",
+            flush=True,
+        )
     shutil.rmtree(d)  # the cache of 1M sentences is large; the figures are what is kept
     return result
 
@@ -137,7 +132,13 @@ def main() -> None:
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--out", default=str(ROOT / ".data" / "scaling"))
     ap.add_argument("--fresh", action="store_true", help="measure sizes already measured again")
+    ap.add_argument("--phase", choices=("build", "verify", "epoch"), help=argparse.SUPPRESS)  # the child's
+    ap.add_argument("--dir", help=argparse.SUPPRESS)
+    ap.add_argument("--teacher", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.phase:
+        print(json.dumps(run_phase(args.phase, Path(args.dir), args.teacher)))
+        return
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []

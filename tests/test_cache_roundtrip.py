@@ -132,6 +132,9 @@ def test_writer_validates_shapes_and_alignment(tmp_path, corpora):
     bad = dict(cols, logits=[x * 1e6 for x in cols["logits"]])
     with pytest.raises(FieldError, match="overflows float16"):
         tl.write_shard(0, bad)
+    inf = dict(cols, logits=[np.where(np.arange(x.size).reshape(x.shape) == 0, np.inf, x) for x in cols["logits"]])
+    with pytest.raises(FieldError, match="overflows float16"):  # an infinity beside an overflow: still refused
+        tl.write_shard(0, dict(inf, logits=[np.where(x == np.inf, x, x * 1e6) for x in inf["logits"]]))
     with pytest.raises(FieldError, match=r"fields \['log_z'\] have no column"):
         tl.write_shard(0, {k: v for k, v in cols.items() if k != "log_z"})
     tl.write_shard(0, cols)

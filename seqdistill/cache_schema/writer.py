@@ -488,7 +488,7 @@ def _write_zarr(tmp: str, columns: dict, fields: list[FieldSpec], n_words: np.nd
         ):
             raise FieldError(f"{where}: field {f.name!r} is {f.dtype} but was given non-integer values")
         flat = np.concatenate(rows) if rows else np.zeros((0, *f.shape))
-        if f.dtype == "float16" and flat.size and np.abs(flat[np.isfinite(flat)]).max(initial=0) > 65504:
+        if f.dtype == "float16" and _overflows_float16(flat):
             raise FieldError(f"{where}: field {f.name!r} overflows float16; store it as float32 or bfloat16")
         sizes[f.name] = 0
         try:
@@ -519,6 +519,18 @@ def _write_zarr(tmp: str, columns: dict, fields: list[FieldSpec], n_words: np.nd
             np.cumsum(counts, out=off[1:])
             offsets.create_array(level, shape=off.shape, dtype=off.dtype)[...] = off
     return sizes
+
+
+def _overflows_float16(flat: np.ndarray) -> bool:
+    """Whether a finite value lies beyond float16's range (infinities and NaN are stored as they
+    are). Two reductions decide the common case; only an array holding a non-finite value or a
+    large one pays for the exact test."""
+    if not flat.size:
+        return False
+    lo, hi = float(flat.min()), float(flat.max())
+    if np.isfinite(lo) and np.isfinite(hi):
+        return max(-lo, hi) > 65504
+    return bool(np.abs(flat[np.isfinite(flat)]).max(initial=0) > 65504)
 
 
 def _json_temporaries(store: CacheStore) -> list[str]:

@@ -640,11 +640,7 @@ def _run_teacher(
             subwords=cfg.subwords,
             precision=cfg.precision,
             prepared=segments,
-            structure=False,
         )
-
-    def finish(prepared, out):
-        return teacher.finish(out, prepared[1], cfg.k, cfg.marginals)
 
     def columns(rows: list[dict], landed: list[tuple[list[int], dict]]) -> dict:
         outputs = [None] * len(rows)
@@ -659,5 +655,5 @@ def _run_teacher(
     desc = f"teacher {layer.name}" + (f" [rank {rank}]" if rank else "")
     with tqdm(total=total_words, unit="word", unit_scale=True, desc=desc, smoothing=0.1) as bar:
         return stream.run_pipeline(
-            jobs, shards.__getitem__, prepare, forward, finish, columns, layer.write_shard, pipe, teacher.device, bar
+            jobs, shards.__getitem__, prepare, forward, columns, layer.write_shard, pipe, teacher.device, bar
         )

@@ -12,10 +12,9 @@
   on a side stream, behind one event; this thread goes on to the next batch and the shard writer
   waits for the event. k-best, marginals and pooling run on the device (``crf.py``,
   ``tokenization.SegmentBatch.pool``) with no host synchronisation inside a batch. On the CPU the
-  "copy" is the arrays themselves, and k-best, marginals and the gold NLL (``finish``) move to the
-  writers: the forward pass leaves a share of the cores idle between its operations (Python
-  dispatch, small single-threaded kernels), which the writers fill, where on the device loop the
-  same work would add to every batch's time (docs/BENCHMARKS.md measures both).
+  "copy" is the arrays themselves. (k-best and marginals stay in the device loop on a CPU too:
+  moved to the writers, to fill the cores the forward leaves idle, they made the host's ceiling
+  worse, 30-35k words/s against 40k, and the real build no faster, docs/BENCHMARKS.md.)
 * **Written in parallel.** ``writers`` threads each take a whole shard: they turn its outputs
   into columns and write it (zstd and the sha256 run in C, outside the GIL). At most ``queued``
   shards wait for a writer; beyond that the device loop waits, which bounds memory.
@@ -37,12 +36,13 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import Tensor
 from tqdm import tqdm
+
+from ..teachers import to_host
 
 
 @dataclass(frozen=True)
@@ -79,14 +79,12 @@ class StageTimes:
 
     prepare: float = 0.0  # tokenization workers: words to segments and gold targets
     wait_prepare: float = 0.0  # device loop waiting for a prepared batch (the device idle)
-    device: float = 0.0  # device loop: forward (on a GPU also k-best, marginals), starting the copies
+    device: float = 0.0  # device loop: forward, k-best, marginals, starting the copies
     wait_writers: float = 0.0  # device loop waiting for a free writer (the device idle)
     wait_copies: float = 0.0  # writers waiting for a batch's copies to land (GPU)
-    structure: float = 0.0  # writers: k-best, marginals, gold NLL (CPU: finish)
     columns: float = 0.0  # writers: outputs to columns (and PCA projection)
     write: float = 0.0  # writers: checks, Parquet and Zarr compression, checksums, publish
     wall: float = 0.0  # the phase, first batch to last shard published
-    extra: dict = field(default_factory=dict)
 
     def device_idle(self) -> float:
         """Share of the phase the device loop spent waiting on the host."""
@@ -106,7 +104,7 @@ class HostCopy:
     def __init__(self, out, stream: torch.cuda.Stream | None):
         self.event = None
         if stream is None:
-            self.host = _map_tensors(out, lambda v: v.float().numpy() if v.is_floating_point() else v.numpy())
+            self.host = to_host(out)
             return
         stream.wait_stream(torch.cuda.current_stream(stream.device))
         with torch.cuda.stream(stream):
@@ -135,7 +133,7 @@ def _map_tensors(out, fn, dicts: bool = False) -> dict:
     items = out.items() if dicts else out.__dict__.items()
     host = {}
     for name, value in items:
-        if isinstance(value, (Tensor, np.ndarray)):
+        if isinstance(value, Tensor):
             host[name] = fn(value)
         elif isinstance(value, dict):
             host[name] = {k: fn(v) for k, v in value.items()}
@@ -147,7 +145,6 @@ def run_pipeline(
     rows_of,
     prepare,
     forward,
-    finish,
     columns,
     publish,
     sizes: PipelineSizes,
@@ -157,8 +154,7 @@ def run_pipeline(
     """Run ``jobs`` — ``(shard index, batch)`` pairs in the plan's order, each shard's batches
     together — through the three stages. ``rows_of(index)``: the shard's example rows;
     ``prepare(rows, batch)``: the host side of a batch (in a worker thread); ``forward(prepared)``:
-    the device side, returning a ``TeacherOutput`` that ``finish(prepared, out)`` completes (on
-    a GPU in the device loop, on a CPU in a writer); ``columns(rows, [(batch, host outputs)])``: the
+    the device side, returning a ``TeacherOutput``; ``columns(rows, [(batch, host outputs)])``: the
     shard's columns, and ``publish(index, columns)`` writes them (both in a writer thread)."""
     times = StageTimes()
     lock = threading.Lock()
@@ -183,17 +179,10 @@ def run_pipeline(
         spent("prepare", t)
         return result
 
-    def timed_write(index: int, rows, parts: list[tuple[list[int], HostCopy | tuple]]) -> None:
-        landed = []
-        for batch, part in parts:
-            t = time.perf_counter()
-            if isinstance(part, HostCopy):
-                landed.append((batch, part.wait()))
-                spent("wait_copies", t)
-            else:
-                landed.append((batch, HostCopy(finish(*part), None).wait()))
-                spent("structure", t)
+    def timed_write(index: int, rows, parts: list[tuple[list[int], HostCopy]]) -> None:
         t = time.perf_counter()
+        landed = [(batch, copy.wait()) for batch, copy in parts]
+        t = spent("wait_copies", t)
         cols = columns(rows, landed)
         t = spent("columns", t)
         publish(index, cols)
@@ -214,15 +203,14 @@ def run_pipeline(
             spent("wait_writers", t)
 
     try:
-        parts: list[tuple[list[int], HostCopy | tuple]] = []
+        parts: list[tuple[list[int], HostCopy]] = []
         for n, (index, batch) in enumerate(jobs):
             fill()
             _, fut = ahead.popleft()
             t = time.perf_counter()
             prepared = _result(fut, f"tokenization worker, shard {index}")
             t = spent("wait_prepare", t)
-            out = forward(prepared)
-            parts.append((batch, HostCopy(finish(prepared, out), stream) if stream else (prepared, out)))
+            parts.append((batch, HostCopy(forward(prepared), stream)))
             spent("device", t)
             rows = rows_of(index)
             bar.update(sum(rows[i]["n_words"] for i in batch))

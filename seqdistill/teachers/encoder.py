@@ -105,10 +105,12 @@ class Teacher(nn.Module):
             return_dict=True,
         )
         tokens = out.last_hidden_state
-        logits = self.classifier(self.dropout(seg.pool(tokens)))
+        words = seg.pool(tokens)
+        logits = self.classifier(self.dropout(words))
         result = TeacherOutput(seg.word_mask, logits)
-        for layer in hidden_layers:
-            result.hidden[layer] = seg.pool(out.hidden_states[layer])
+        for layer in hidden_layers:  # the last layer's states are pooled once
+            states = out.hidden_states[layer]
+            result.hidden[layer] = words if states is tokens else seg.pool(states)
         if subwords:
             result.subword_logits = self.classifier(self.dropout(seg.subwords(tokens)))
             result.subword_word_ids = seg.subword_word_ids
@@ -143,25 +145,17 @@ class Teacher(nn.Module):
         subwords: bool = False,
         precision: str | None = "bf16",
         prepared: SegmentBatch | None = None,
-        structure: bool = True,
     ) -> TeacherOutput:
         """Everything a cache stores for this teacher kind (inference mode; the encoder under
         ``precision`` autocast on GPU, the CRF always in fp32). ``prepared``: what :meth:`prepare`
-        made of ``batch_words`` ahead of time. ``structure=False`` stops after the encoder and the
-        head; :meth:`finish` then adds the rest (the build does so in another thread on a CPU)."""
+        made of ``batch_words`` ahead of time."""
         with torch.inference_mode():
             with self.autocast(precision):
                 out = self.encode(batch_words, hidden_layers, subwords, prepared)
-        return self.finish(out, tags, k, marginals) if structure else out
-
-    def finish(self, out: TeacherOutput, tags: Tensor | None, k: int, marginals: bool) -> TeacherOutput:
-        """What ``outputs(..., structure=False)`` left out: the kind's structure (k-best paths,
-        marginals) and the gold NLL of ``tags``."""
-        with torch.inference_mode():
             self.add_structure(out, k, marginals)
             if tags is not None:
                 out.gold_nll = self.gold_nll(out, tags)
-        return out
+            return out
 
     def add_structure(self, out: TeacherOutput, k: int, marginals: bool) -> None:
         """What this kind adds to ``out`` beyond the encoder's (k-best paths, marginals): nothing here."""

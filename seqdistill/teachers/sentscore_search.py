@@ -367,6 +367,7 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
     prev_tag = torch.full((B, k), -1, dtype=torch.long, device=device)
     tags = torch.full((B, k, L), -1, dtype=torch.long, device=device)
     scores = torch.full((B, k, L, n_t), float("-inf"), device=device)
+    first_nan = torch.zeros(B, dtype=torch.long, device=device)  # the first word a NaN score came at (0: none)
     live = B
     for i in range(1, L + 1):
         n = sum(1 for x in lengths if x >= i)
@@ -399,7 +400,7 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
         logp = logits.gather(1, torch.cat(targets)[:, None]).squeeze(1) - logits.logsumexp(-1)
         for t, part in enumerate(logp.split([len(x) for x in targets])):
             step[:, t] += part.view(R, -1).sum(1)
-        _refuse_nan(step, k, [batch_words[b] for b in order], i)
+        step = _note_nan(step, first_nan, live, k, i)
         step = step.view(live, k, n_t)
         ok = torch.where(
             prev_tag[:live, :, None] < 0, start_ok.expand(live, k, n_t), after_ok[prev_tag[:live].clamp(min=0)]
@@ -443,6 +444,7 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
             states, cache = dec(rows, ids, mask, cache, n_real)
             last = torch.log_softmax(dec.project(states[:, -1]), -1)
             n_real = n_real + 1
+    _refuse_nan(first_nan, words)
     inverse = torch.empty(B, dtype=torch.long, device=device)
     inverse[torch.tensor(order, device=device)] = torch.arange(B, device=device)
     return SentScoreOutput(tags[inverse], beam[inverse], scores[inverse])
@@ -462,14 +464,24 @@ def _refuse_too_long(fmt: SentFormat, words: list[list[str]], limit: int) -> Non
             )
 
 
-def _refuse_nan(step: Tensor, k: int, words: list[list[str]], i: int) -> None:
-    """A NaN log-likelihood would reach ``topk``, whose indices are then meaningless (on a GPU, out
-    of bounds: a device-side assert far from the cause), so it is refused here, by sentence."""
-    bad = torch.isnan(step).any(1)
-    if bool(bad.any()):
-        row = int(bad.nonzero()[0, 0]) // k
+def _note_nan(step: Tensor, first_nan: Tensor, live: int, k: int, i: int) -> Tensor:
+    """A NaN log-likelihood must not reach ``topk``, whose indices would then be meaningless (on a
+    GPU, out of bounds: a device-side assert far from the cause). It is made -inf here and the
+    first word it came at is noted per sentence, on the device: checking it at every step would
+    stop the host for the device once a step. :func:`_refuse_nan` reads the notes once, at the end."""
+    bad = torch.isnan(step)
+    hit = bad.view(live, k, -1).any(2).any(1) & (first_nan[:live] == 0)
+    first_nan[:live] = torch.where(hit, i, first_nan[:live])
+    return step.masked_fill(bad, float("-inf"))
+
+
+def _refuse_nan(first_nan: Tensor, words: list[list[str]]) -> None:
+    """Refuse a batch in which the model gave NaN scores (:func:`_note_nan`), naming the first
+    such sentence and word."""
+    if bool((first_nan > 0).any()):
+        row = int((first_nan > 0).nonzero()[0, 0])
         raise ValueError(
-            f"SenTScore: the model gave NaN log-likelihoods at word {i} of the sentence "
+            f"SenTScore: the model gave NaN log-likelihoods at word {int(first_nan[row])} of the sentence "
             f"{' '.join(words[row][:12])!r}: its outputs cannot be scored (check its weights and the precision "
             "it runs in)"
         )

@@ -196,10 +196,6 @@ class SentScoreTeacher(nn.Module):
         """Nothing is made ahead of the device: the search encodes its own prompts."""
         return None
 
-    def finish(self, out: TeacherOutput, tags, k, marginals) -> TeacherOutput:
-        """Nothing is left for later: :meth:`outputs` searches and scores in one go."""
-        return out
-
     def outputs(
         self,
         batch_words,
