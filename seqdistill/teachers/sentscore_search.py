@@ -328,71 +328,102 @@ def _set_states(layer, keys: Tensor, values: Tensor) -> None:
 def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) -> SentScoreOutput:
     """Algorithm 1 over a batch of sentences, batched over sentences and beams; the |T̄| tags are
     scored by one decoder call each over all beams, every call reading the same prefix cache."""
-    device = next(model.parameters()).device
-    B, n_t = len(batch_words), len(fmt.tags)
+    B = len(batch_words)
     if not B or any(not w for w in batch_words):
         raise ValueError("SenTScore needs a non-empty batch of non-empty sentences")
     order = sorted(range(B), key=lambda b: -len(batch_words[b]))  # longest first: live sentences are a prefix
     words = [batch_words[b] for b in order]
     lengths = [len(w) for w in words]
-    L = lengths[0]
-    causal = is_causal(model)
-    if causal:  # the prompts and the target's s_0, left-padded, in one call
-        _refuse_too_long(fmt, words, context_limit(model))
-        prefix, first_mask = encode_prompts(fmt, words, device)
-        dec = _Decoder(model)
-    else:  # the encoder, then the decoder prefix [decoder start, s_0] of every sentence
-        enc_ids, enc_mask = encode_batch(fmt, words, device)
-        enc_h = model.get_encoder()(input_ids=enc_ids, attention_mask=enc_mask).last_hidden_state
-        dec = _Decoder(model, enc_h, enc_mask)
-        prefix = torch.tensor([_decoder_start(model), fmt.sentinels[0]], device=device).expand(B, 2)
-        first_mask = torch.ones(B, 2, dtype=torch.long, device=device)
-    tag_tokens = [torch.tensor(t, device=device) for t in fmt.tag_ids]
-    tag_lens = [len(t) for t in fmt.tag_ids]  # the blocks of tag tokens, on the host: reading them is free
-    tag_len = torch.tensor(tag_lens, device=device)
-    C = max(tag_lens)
-    start_ok, after_ok = (x.to(device) for x in fmt.allowed())
+    search = _BeamSearch(model, fmt, words, k)
+    for i in range(1, lengths[0] + 1):
+        search.drop_finished(sum(1 for x in lengths if x >= i))
+        step, blocks = search.score_tags(i)  # eq. 1, every tag after every beam
+        src, tag = search.choose(step, i)
+        search.keep(src, tag, blocks)
+        if i < lengths[0]:
+            search.feed_sentinel(i)
+    _refuse_nan(search.first_nan, words)
+    device = search.device
+    inverse = torch.empty(B, dtype=torch.long, device=device)
+    inverse[torch.tensor(order, device=device)] = torch.arange(B, device=device)
+    return SentScoreOutput(search.tags[inverse], search.beam[inverse], search.scores[inverse])
 
-    # the prefix of every sentence, then K beams per sentence (sentence-major rows)
-    logits, cache = dec(
-        torch.arange(B, device=device), prefix, first_mask, None, torch.zeros(B, dtype=torch.long, device=device)
-    )
-    last = torch.log_softmax(dec.project(logits[:, -1]), -1).repeat_interleave(k, 0)  # [R, V] next-token log-probs
-    cache.batch_repeat_interleave(k)
-    rows = torch.arange(B, device=device).repeat_interleave(k)  # the sentence of each row
-    mask = first_mask.repeat_interleave(k, 0)
-    n_real = mask.sum(1)
-    beam = torch.full((B, k), float("-inf"), device=device)
-    beam[:, 0] = 0.0  # at the start all beams are the same: keep one
-    prev_tag = torch.full((B, k), -1, dtype=torch.long, device=device)
-    tags = torch.full((B, k, L), -1, dtype=torch.long, device=device)
-    scores = torch.full((B, k, L, n_t), float("-inf"), device=device)
-    first_nan = torch.zeros(B, dtype=torch.long, device=device)  # the first word a NaN score came at (0: none)
-    live = B
-    for i in range(1, L + 1):
-        n = sum(1 for x in lengths if x >= i)
-        if n < live:  # sentences that have ended leave the batch: their results are recorded
-            keep = torch.arange(n * k, device=device)
-            cache.batch_select_indices(keep)
-            rows, mask, n_real, last = rows[keep], mask[keep], n_real[keep], last[keep]
-            live = n
-        R = live * k
-        step = torch.empty(R, n_t, device=device)
+
+class _BeamSearch:
+    """The state of Algorithm 1 over a batch of sentences sorted longest first, K beams each, and
+    its steps: :meth:`score_tags` (eq. 1), :meth:`choose` (the top K of beam x tag), :meth:`keep`
+    (the kept beams' cache), :meth:`feed_sentinel`. Rows are sentence-major (``live * k``); the
+    sentences that have ended leave the batch (:meth:`drop_finished`) and keep their results."""
+
+    def __init__(self, model, fmt: SentFormat, words: list[list[str]], k: int):
+        device = self.device = next(model.parameters()).device
+        self.fmt, self.k = fmt, k
+        B, n_t, L = len(words), len(fmt.tags), len(words[0])
+        self.causal = is_causal(model)
+        if self.causal:  # the prompts and the target's s_0, left-padded, in one call
+            _refuse_too_long(fmt, words, context_limit(model))
+            prefix, first_mask = encode_prompts(fmt, words, device)
+            self.dec = _Decoder(model)
+        else:  # the encoder, then the decoder prefix [decoder start, s_0] of every sentence
+            enc_ids, enc_mask = encode_batch(fmt, words, device)
+            enc_h = model.get_encoder()(input_ids=enc_ids, attention_mask=enc_mask).last_hidden_state
+            self.dec = _Decoder(model, enc_h, enc_mask)
+            prefix = torch.tensor([_decoder_start(model), fmt.sentinels[0]], device=device).expand(B, 2)
+            first_mask = torch.ones(B, 2, dtype=torch.long, device=device)
+        self.tag_tokens = [torch.tensor(t, device=device) for t in fmt.tag_ids]
+        self.tag_lens = [len(t) for t in fmt.tag_ids]  # the blocks of tag tokens, on the host: reading them is free
+        self.tag_len = torch.tensor(self.tag_lens, device=device)
+        self.C = max(self.tag_lens)
+        self.start_ok, self.after_ok = (x.to(device) for x in fmt.allowed())
+
+        # the prefix of every sentence, then K beams per sentence (sentence-major rows)
+        logits, cache = self.dec(
+            torch.arange(B, device=device), prefix, first_mask, None, torch.zeros(B, dtype=torch.long, device=device)
+        )
+        self.last = torch.log_softmax(self.dec.project(logits[:, -1]), -1).repeat_interleave(k, 0)  # [R, V]
+        cache.batch_repeat_interleave(k)
+        self.cache = cache
+        self.rows = torch.arange(B, device=device).repeat_interleave(k)  # the sentence of each row
+        self.mask = first_mask.repeat_interleave(k, 0)
+        self.n_real = self.mask.sum(1)
+        self.beam = torch.full((B, k), float("-inf"), device=device)
+        self.beam[:, 0] = 0.0  # at the start all beams are the same: keep one
+        self.prev_tag = torch.full((B, k), -1, dtype=torch.long, device=device)
+        self.tags = torch.full((B, k, L), -1, dtype=torch.long, device=device)
+        self.scores = torch.full((B, k, L, n_t), float("-inf"), device=device)
+        self.first_nan = torch.zeros(B, dtype=torch.long, device=device)  # the first word a NaN came at (0: none)
+        self.live = B
+
+    def drop_finished(self, n: int) -> None:
+        """Keep the first ``n`` sentences (the others have ended: their results are recorded)."""
+        if n < self.live:
+            keep = torch.arange(n * self.k, device=self.device)
+            self.cache.batch_select_indices(keep)
+            self.rows, self.mask, self.n_real, self.last = (
+                x[keep] for x in (self.rows, self.mask, self.n_real, self.last)
+            )
+            self.live = n
+
+    def score_tags(self, i: int) -> tuple[Tensor, list]:
+        """eq. 1: log L("t s_i" | beam) for every beam and tag ``[R, |T̄|]``, and each tag's block of
+        the cache (its keys and values, per layer), the cache itself back to the prefix."""
+        R, fmt, dec = self.live * self.k, self.fmt, self.dec
+        step = torch.empty(R, len(fmt.tags), device=self.device)
         blocks, scored, targets = [], [], []
-        for t, tokens in enumerate(tag_tokens):  # eq. 1: log L("t s_i" | beam) for every beam at once
+        for t, tokens in enumerate(self.tag_tokens):
             ids = tokens.expand(R, -1)  # the tag's tokens; s_i is scored, not fed
             m = ids.shape[1]
-            states, cache = dec(rows, ids, torch.cat([mask, mask.new_ones(R, m)], 1), cache, n_real)
+            states, self.cache = dec(
+                self.rows, ids, torch.cat([self.mask, self.mask.new_ones(R, m)], 1), self.cache, self.n_real
+            )
             scored.append(states.reshape(R * m, -1))  # the positions that predict tokens 2..m, then s_i
             targets.append(torch.cat([ids[:, 1:], ids.new_full((R, 1), fmt.sentinels[i])], 1).reshape(-1))
-            step[:, t] = last.gather(1, ids[:, :1]).squeeze(1)
+            step[:, t] = self.last.gather(1, ids[:, :1]).squeeze(1)
+            layers = _self_attention_layers(self.cache)
             blocks.append(
-                [
-                    (layer.keys[..., -m:, :].clone(), layer.values[..., -m:, :].clone())  # small: free the rest
-                    for layer in _self_attention_layers(cache)
-                ]
-            )
-            for layer in _self_attention_layers(cache):  # back to the prefix (views; the next call copies)
+                [(layer.keys[..., -m:, :].clone(), layer.values[..., -m:, :].clone()) for layer in layers]
+            )  # small: free the rest
+            for layer in layers:  # back to the prefix (views; the next call copies)
                 _set_states(layer, layer.keys[..., :-m, :], layer.values[..., :-m, :])
         # one output projection over every tag's scored positions: the vocabulary matrix is read once
         # a step, not once a tag (Gemma 3's is 262k x 640, and reading it is most of a step's cost)
@@ -400,54 +431,65 @@ def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) 
         logp = logits.gather(1, torch.cat(targets)[:, None]).squeeze(1) - logits.logsumexp(-1)
         for t, part in enumerate(logp.split([len(x) for x in targets])):
             step[:, t] += part.view(R, -1).sum(1)
-        step = _note_nan(step, first_nan, live, k, i)
+        return _note_nan(step, self.first_nan, self.live, self.k, i), blocks
+
+    def choose(self, step: Tensor, i: int) -> tuple[Tensor, Tensor]:
+        """The top K extensions over (beam, tag) of every sentence, constrained (an invalid sBIO
+        continuation scores -inf); records their tags, scores and beam scores. Returns ``[live, K]``:
+        the beam each new beam extends, and with which tag."""
+        live, k, n_t = self.live, self.k, len(self.fmt.tags)
         step = step.view(live, k, n_t)
-        ok = torch.where(
-            prev_tag[:live, :, None] < 0, start_ok.expand(live, k, n_t), after_ok[prev_tag[:live].clamp(min=0)]
-        )
-        step = step.masked_fill(~ok, float("-inf"))  # constrained: an invalid tag scores -inf
-        total = beam[:live, :, None] + step
+        prev = self.prev_tag[:live]
+        ok = torch.where(prev[:, :, None] < 0, self.start_ok.expand(live, k, n_t), self.after_ok[prev.clamp(min=0)])
+        step = step.masked_fill(~ok, float("-inf"))
+        total = self.beam[:live, :, None] + step
         top, arg = total.view(live, k * n_t).topk(k, dim=1)
-        src, tag = arg // n_t, arg % n_t  # [live, K]: the beam each new beam extends, and with which tag
-        tags[:live] = tags[:live].gather(1, src[..., None].expand(-1, -1, L))
-        tags[:live, :, i - 1] = tag
-        scores[:live] = scores[:live].gather(1, src[..., None, None].expand(-1, -1, L, n_t))
-        scores[:live, :, i - 1] = step.gather(1, src[..., None].expand(-1, -1, n_t))
-        beam[:live], prev_tag[:live] = top, tag
-        # the new cache: each kept beam's prefix + its chosen block, right-aligned (padding rolled left)
-        take = (torch.arange(live, device=device)[:, None] * k + src).reshape(-1)
+        src, tag = arg // n_t, arg % n_t
+        L = self.tags.shape[2]
+        self.tags[:live] = self.tags[:live].gather(1, src[..., None].expand(-1, -1, L))
+        self.tags[:live, :, i - 1] = tag
+        self.scores[:live] = self.scores[:live].gather(1, src[..., None, None].expand(-1, -1, L, n_t))
+        self.scores[:live, :, i - 1] = step.gather(1, src[..., None].expand(-1, -1, n_t))
+        self.beam[:live], self.prev_tag[:live] = top, tag
+        return src, tag
+
+    def keep(self, src: Tensor, tag: Tensor, blocks: list) -> None:
+        """The new cache: each kept beam's prefix and its chosen tag's block, right-aligned (padding
+        rolled left); for causal LMs the columns that are padding in every row are dropped (module
+        docstring): counting them is the search's one host synchronisation a step (a static cache
+        of the longest row's width would remove it; not built). The cross-attention cache needs no
+        selection: beams of one sentence share it."""
+        device, C, n_t = self.device, self.C, len(self.fmt.tags)
+        take = (torch.arange(self.live, device=device)[:, None] * self.k + src).reshape(-1)
         chosen = tag.reshape(-1)
-        used = tag_len[chosen]
-        width = mask.shape[1] + C
+        used = self.tag_len[chosen]
+        width = self.mask.shape[1] + C
         index = (torch.arange(width, device=device)[None] - (C - used)[:, None]) % width
-        new_mask = torch.cat([mask[take], (torch.arange(C, device=device)[None] < used[:, None]).long()], 1)
+        new_mask = torch.cat([self.mask[take], (torch.arange(C, device=device)[None] < used[:, None]).long()], 1)
         mask = new_mask.gather(1, index)
-        # causal LMs: the columns that are padding in every row are dropped (module docstring)
-        lead = int((mask == 0).all(0).long().cumprod(0).sum()) if causal else 0
-        mask = mask[:, lead:]
-        for j, layer in enumerate(_self_attention_layers(cache)):
+        lead = int((mask == 0).all(0).long().cumprod(0).sum()) if self.causal else 0
+        self.mask = mask[:, lead:]
+        for j, layer in enumerate(_self_attention_layers(self.cache)):
             states = []
             for attr, which in (("keys", 0), ("values", 1)):
                 # every tag's block padded to C, stacked [T̄, R, H, C, D]; each beam takes its tag's
                 block = torch.stack(
-                    [nn.functional.pad(blocks[t][j][which], (0, 0, 0, C - tag_lens[t])) for t in range(n_t)]
+                    [nn.functional.pad(blocks[t][j][which], (0, 0, 0, C - self.tag_lens[t])) for t in range(n_t)]
                 )[chosen, take]
                 full = torch.cat([getattr(layer, attr)[take], block], 2)
                 aligned = full.gather(2, index[:, None, :, None].expand(-1, full.shape[1], -1, full.shape[-1]))
                 states.append(aligned[:, :, lead:])
             _set_states(layer, *states)
-        # the cross-attention cache needs no selection: beams of one sentence share it
-        n_real = n_real[take] + used
-        if i < L:  # s_i, fed once after the chosen tag of every beam: the next step's prefix ends with it
-            ids = torch.full((R, 1), fmt.sentinels[i], dtype=torch.long, device=device)
-            mask = torch.cat([mask, mask.new_ones(R, 1)], 1)
-            states, cache = dec(rows, ids, mask, cache, n_real)
-            last = torch.log_softmax(dec.project(states[:, -1]), -1)
-            n_real = n_real + 1
-    _refuse_nan(first_nan, words)
-    inverse = torch.empty(B, dtype=torch.long, device=device)
-    inverse[torch.tensor(order, device=device)] = torch.arange(B, device=device)
-    return SentScoreOutput(tags[inverse], beam[inverse], scores[inverse])
+        self.n_real = self.n_real[take] + used
+
+    def feed_sentinel(self, i: int) -> None:
+        """s_i, fed once after the chosen tag of every beam: the next step's prefix ends with it."""
+        R = self.live * self.k
+        ids = torch.full((R, 1), self.fmt.sentinels[i], dtype=torch.long, device=self.device)
+        self.mask = torch.cat([self.mask, self.mask.new_ones(R, 1)], 1)
+        states, self.cache = self.dec(self.rows, ids, self.mask, self.cache, self.n_real)
+        self.last = torch.log_softmax(self.dec.project(states[:, -1]), -1)
+        self.n_real = self.n_real + 1
 
 
 def _refuse_too_long(fmt: SentFormat, words: list[list[str]], limit: int) -> None:
