@@ -50,6 +50,7 @@ BEGIN, END = "<!-- inference_latency:begin -->", "<!-- inference_latency:end -->
 def build_students(teacher_dir: Path, out: Path) -> dict[str, Path]:
     """Untrained XtremeDistil 50x100 / 100x200 and CNN+SRU++ students over the teacher's vocabulary."""
     from seqdistill.students.archs import architectures as student_architectures
+    from seqdistill.students.archs.bilstm_tagger import TaggerConfig
     from seqdistill.students.base import StudentConfig, init_embeddings, save_student
     from seqdistill.students.common import TeacherExports
     from seqdistill.teachers import load_teacher
@@ -59,11 +60,11 @@ def build_students(teacher_dir: Path, out: Path) -> dict[str, Path]:
     schema, tok = teacher.schema, teacher.tokenizer
     hidden = teacher.encoder.config.hidden_size
     specs = {
-        "xtremedistil-50x100": StudentConfig(
-            schema.to_json(), emb.shape[0], 50, "svd", False, 100, 1, 0.2, arch="bilstm-tagger", projection_dim=hidden
+        "xtremedistil-50x100": TaggerConfig(
+            schema.to_json(), emb.shape[0], 50, "svd", False, 100, 1, 0.2, projection_dim=hidden
         ),
-        "xtremedistil-100x200": StudentConfig(
-            schema.to_json(), emb.shape[0], 100, "svd", False, 200, 1, 0.2, arch="bilstm-tagger", projection_dim=hidden
+        "xtremedistil-100x200": TaggerConfig(
+            schema.to_json(), emb.shape[0], 100, "svd", False, 200, 1, 0.2, projection_dim=hidden
         ),
         "cnn-sru++": StudentConfig(
             schema.to_json(),

@@ -35,8 +35,8 @@ from seqdistill.students.recipes.mgkd import MGKDConfig as TrainConfig  # noqa: 
 
 def make_stream(cache: str, cfg: TrainConfig):
     """The stream and a fresh student exactly as the mgkd recipe builds them."""
-    from seqdistill.students.archs.bilstm_crf import BiLSTMCRF
-    from seqdistill.students.base import StudentConfig, init_embeddings
+    from seqdistill.students.archs.bilstm_crf import BiLSTMCRF, BiLSTMCRFConfig
+    from seqdistill.students.base import init_embeddings
     from seqdistill.students.common import default_splits, teacher_exports
     from seqdistill.students.data import CacheStream, StreamConfig, parse_selection
     from seqdistill.students.recipes.mgkd import Collate
@@ -55,7 +55,7 @@ def make_stream(cache: str, cfg: TrainConfig):
         StreamConfig(cfg.batch_size, cfg.buffer_size, cfg.seed),
     )
     schema = reader.manifest.label_schema.to_json()
-    model = BiLSTMCRF(StudentConfig(schema, weight.shape[0], weight.shape[1], teacher_vocab_size=exports.rows))
+    model = BiLSTMCRF(BiLSTMCRFConfig(schema, weight.shape[0], weight.shape[1], teacher_vocab_size=exports.rows))
     init_embeddings(model, exports)
     return stream, model
 

@@ -52,8 +52,8 @@ def student(weight, ids, rows: int, tokenizer, out: Path) -> dict:
 
     from seqdistill.cache_schema import LabelSchema
     from seqdistill.deploy.export import export_model
-    from seqdistill.students.archs.bilstm_crf import BiLSTMCRF
-    from seqdistill.students.base import StudentConfig, init_embeddings, save_student
+    from seqdistill.students.archs.bilstm_crf import BiLSTMCRF, BiLSTMCRFConfig
+    from seqdistill.students.base import init_embeddings, save_student
     from seqdistill.students.common import TeacherExports
     from seqdistill.students.recipes.mgkd import MGKDConfig
 
@@ -61,7 +61,7 @@ def student(weight, ids, rows: int, tokenizer, out: Path) -> dict:
     exports = TeacherExports(tokenizer, weight, ids, rows)
     w = exports.student_weight()
     schema = LabelSchema("IOB2", ("LOC", "MISC", "ORG", "PER"))
-    scfg = StudentConfig(
+    scfg = BiLSTMCRFConfig(
         schema.to_json(),
         w.shape[0],
         w.shape[1],

@@ -63,14 +63,13 @@ def make_student(tiny_encoder, d, arch: str, schema=SCHEMA, **kw):
         enc = BertConfig.from_pretrained(tiny_encoder).to_dict()
         enc["num_hidden_layers"] = 1
         enc["vocab_size"] = vocab
-        cfg = StudentConfig(
+        cfg = student_architectures()[arch].config_class(
             schema.to_json(),
             vocab,
             32,
             embedding="teacher",
             hidden_size=32,
             num_layers=1,
-            arch="transformer",
             encoder_config=enc,
             extra={"cls_token_id": tok.cls_token_id, "sep_token_id": tok.sep_token_id},
             **kw,
@@ -78,7 +77,8 @@ def make_student(tiny_encoder, d, arch: str, schema=SCHEMA, **kw):
     else:
         if arch == "rnn-tagger":
             extra = {"entity_types": list(schema.entity_types), **extra}
-        cfg = StudentConfig(schema.to_json(), vocab, 12, hidden_size=6, arch=arch, extra=extra, **kw)
+        config_class = getattr(student_architectures()[arch], "config_class", StudentConfig)
+        cfg = config_class(schema.to_json(), vocab, 12, hidden_size=6, arch=arch, extra=extra, **kw)
     model = student_architectures()[arch](cfg)
     _randomize(model)
     if kept is not None:

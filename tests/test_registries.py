@@ -131,7 +131,7 @@ def test_a_new_student_architecture_is_one_module(tiny_encoder, tmp_path, monkey
     from seqdistill.deploy.export import export_model
     from seqdistill.inference import Tagger
     from seqdistill.students import archs
-    from seqdistill.students.base import StudentConfig, save_student
+    from seqdistill.students.base import save_student
 
     monkeypatch.setattr(archs, "__path__", [*archs.__path__, _module_dir(tmp_path, "toy_double", TOY_ARCH)])
     archs.architectures.cache_clear()
@@ -139,8 +139,8 @@ def test_a_new_student_architecture_is_one_module(tiny_encoder, tmp_path, monkey
         assert "toy-double" in archs.architectures()
         tok = AutoTokenizer.from_pretrained(tiny_encoder)
         vocab = BertConfig.from_pretrained(tiny_encoder).vocab_size
-        cfg = StudentConfig(SCHEMA.to_json(), vocab, 12, hidden_size=6, arch="toy-double")
-        model = archs.architectures()["toy-double"](cfg)
+        toy = archs.architectures()["toy-double"]
+        model = toy(toy.config_class(SCHEMA.to_json(), vocab, 12, hidden_size=6, arch="toy-double"))
         _randomize(model)
         save_student(model.eval(), tok, tmp_path / "student")
 

@@ -290,8 +290,7 @@ def test_mgkd_resumes_bit_identical_and_trains_under_torchrun(cache, tmp_path):
 def test_char_feature_sees_case_and_ignores_padding():
     """Issue 22: the char CNN (Ma & Hovy) over each word's bytes: max-pooled over the real bytes
     only, so a word's feature does not depend on the longest word of its batch; case changes it."""
-    from seqdistill.students.archs.bilstm_crf import BiLSTMCRF
-    from seqdistill.students.base import StudentConfig
+    from seqdistill.students.archs.bilstm_crf import BiLSTMCRF, BiLSTMCRFConfig
     from seqdistill.tokenization import word_bytes
 
     ids = word_bytes([["Paris", "é"], ["a"]])
@@ -299,7 +298,7 @@ def test_char_feature_sees_case_and_ignores_padding():
     assert ids[0, 0].tolist() == [b + 1 for b in b"Paris"] and ids[0, 1].tolist() == [0xC3 + 1, 0xA9 + 1, 0, 0, 0]
     assert ids[1, 1].tolist() == [0] * 5  # a padding word
     torch.manual_seed(0)
-    cfg = StudentConfig(SCHEMA.to_json(), 10, 4, "random", hidden_size=4, char_dim=3, char_filters=5)
+    cfg = BiLSTMCRFConfig(SCHEMA.to_json(), 10, 4, "random", hidden_size=4, char_dim=3, char_filters=5)
     model = BiLSTMCRF(cfg).eval()
     alone = model.char_feature(word_bytes([["Paris"]]))[0, 0]
     batched = model.char_feature(word_bytes([["Paris", "Internationalisation"]]))[0, 0]
@@ -339,3 +338,31 @@ def test_mgkd_student_with_chars_learns_and_exports(cache, tmp_path):
     out = export_model(tmp_path / "c", tmp_path / "onnx")
     sents = [["anna", "visits", "the", "rome"], ["Peter", "visits", "PARIS"]]
     assert Tagger.load(out).predict(sents) == Tagger.load(tmp_path / "c").predict(sents)
+
+
+def test_each_architecture_saves_its_own_settings_and_old_configs_still_load(tmp_path, tiny_encoder):
+    """Issue 56: one config class per architecture. A BiLSTM-CRF's config.json holds its char
+    settings and no tagger's or transformer's; a config.json written before (every architecture's
+    fields) loads the same model; a field no architecture has is refused, naming it."""
+    from transformers import AutoTokenizer
+
+    from seqdistill.students.archs.bilstm_crf import BiLSTMCRF, BiLSTMCRFConfig
+    from seqdistill.students.base import SHARED_BEFORE, save_student
+
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(tiny_encoder)
+    config = BiLSTMCRFConfig(SCHEMA.to_json(), len(tok), 8, "random", hidden_size=4, char_dim=3, char_filters=5)
+    d = save_student(BiLSTMCRF(config).eval(), tok, tmp_path / "s")
+    saved = json.loads((d / "config.json").read_text())
+    assert saved["char_filters"] == 5 and not set(saved) & {"projection_dim", "pooling", "head", "encoder_config"}
+    words = [["peter", "visits", "rome"]]
+    want = predict_tags(*load_student(d), words)
+    old = {**saved, "projection_dim": 0, "pooling": "first", "head": "crf", "encoder_config": {}}
+    assert set(old) - set(saved) <= set(SHARED_BEFORE)
+    (d / "config.json").write_text(json.dumps(old))
+    loaded, tok = load_student(d)
+    assert isinstance(loaded.config, BiLSTMCRFConfig) and loaded.config.char_dim == 3
+    assert predict_tags(loaded, tok, words) == want
+    (d / "config.json").write_text(json.dumps({**saved, "hiden_size": 4}))
+    with pytest.raises(ValueError, match=r"fields \['hiden_size'\] are not settings of a 'bilstm-crf' student"):
+        load_student(d)

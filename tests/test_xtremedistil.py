@@ -12,8 +12,7 @@ from conftest import toy_cache
 from seqdistill.cache_schema import LabelSchema
 from seqdistill.students import losses as L
 from seqdistill.students.archs import load_student
-from seqdistill.students.archs.bilstm_tagger import GROUPS, BiLSTMTagger
-from seqdistill.students.base import StudentConfig
+from seqdistill.students.archs.bilstm_tagger import GROUPS, BiLSTMTagger, TaggerConfig
 from seqdistill.students.common import predict_tags
 from seqdistill.students.recipes import train
 from seqdistill.students.recipes import xtremedistil as XD
@@ -51,7 +50,7 @@ def test_representation_loss_by_hand():
 
 
 def _model(hidden=4, vocab=50, pooling="first"):
-    cfg = StudentConfig(
+    cfg = TaggerConfig(
         SCHEMA.to_json(),
         vocab,
         6,

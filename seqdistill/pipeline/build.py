@@ -293,9 +293,7 @@ def build_cache(
         t_teacher = time.time()
         stages = StageTimes()
         if todo:
-            stages = _run_teacher(
-                teacher, plan.kind, plan.options, plan.schema, shards, todo, layer, cfg, rank, projection, log
-            )
+            stages = _run_teacher(teacher, plan, todo, layer, rank, projection, log)
         t_teacher = time.time() - t_teacher
         distributed.barrier(world)
         report = BuildReport(
@@ -596,22 +594,13 @@ def batches_by_length(lengths: list[int], max_words: int) -> list[list[int]]:
 
 
 def _run_teacher(
-    teacher: Teacher,
-    kind: TeacherKind,
-    options: LayerOptions,
-    schema: LabelSchema,
-    shards,
-    todo: list[int],
-    layer,
-    cfg: BuildConfig,
-    rank: int,
-    projection: dict[str, np.ndarray] | None = None,
-    log=print,
+    teacher: Teacher, plan: _Plan, todo: list[int], layer, rank: int, projection: dict | None, log
 ) -> StageTimes:
     """Compute the teacher's outputs for the shards in ``todo`` and publish them, through the
     pipeline of ``stream.py``: tokenization workers ahead of the device, shard writers behind it
-    (the columns are ``kind``'s, for ``options``). ``projection``: the layer's PCA
+    (the columns are the plan's kind's, for its options). ``projection``: the layer's PCA
     (:func:`_read_projection`), applied to the hidden states before they are stored."""
+    cfg, kind, schema, shards = plan.cfg, plan.kind, plan.schema, plan.shards
     jobs = [
         (index, batch)
         for index in todo
@@ -649,11 +638,10 @@ def _run_teacher(
                 _project_host(host, projection)
             for j, i in enumerate(batch):
                 outputs[i] = (host, j)  # row i is item j of its batch's outputs
-        return kind.shard_columns(rows, outputs, options)
+        return kind.shard_columns(rows, outputs, plan.options)
 
     total_words = sum(r["n_words"] for i in todo for r in shards[i])
     desc = f"teacher {layer.name}" + (f" [rank {rank}]" if rank else "")
     with tqdm(total=total_words, unit="word", unit_scale=True, desc=desc, smoothing=0.1) as bar:
-        return stream.run_pipeline(
-            jobs, shards.__getitem__, prepare, forward, columns, layer.write_shard, pipe, teacher.device, bar
-        )
+        stages = stream.Stages(shards.__getitem__, prepare, forward, columns, layer.write_shard)
+        return stream.run_pipeline(jobs, stages, pipe, teacher.device, bar)

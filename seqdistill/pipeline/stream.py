@@ -35,6 +35,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -140,94 +141,109 @@ def _map_tensors(out, fn, dicts: bool = False) -> dict:
     return host
 
 
+@dataclass
+class Stages:
+    """What each stage does with a batch or a shard (the build's, ``build._run_teacher``).
+    ``rows_of(index)``: a shard's example rows; ``prepare(rows, batch)``: the host side of a
+    batch (in a tokenization worker); ``forward(prepared)``: the device side, returning a
+    ``TeacherOutput``; ``columns(rows, [(batch, host outputs)])``: a shard's columns, and
+    ``publish(index, columns)`` writes them (both in a shard writer)."""
+
+    rows_of: Callable[[int], list[dict]]
+    prepare: Callable
+    forward: Callable
+    columns: Callable
+    publish: Callable
+
+
 def run_pipeline(
-    jobs: list[tuple[int, list[int]]],
-    rows_of,
-    prepare,
-    forward,
-    columns,
-    publish,
-    sizes: PipelineSizes,
-    device: torch.device,
-    bar: tqdm,
+    jobs: list[tuple[int, list[int]]], stages: Stages, sizes: PipelineSizes, device, bar: tqdm
 ) -> StageTimes:
     """Run ``jobs`` — ``(shard index, batch)`` pairs in the plan's order, each shard's batches
-    together — through the three stages. ``rows_of(index)``: the shard's example rows;
-    ``prepare(rows, batch)``: the host side of a batch (in a worker thread); ``forward(prepared)``:
-    the device side, returning a ``TeacherOutput``; ``columns(rows, [(batch, host outputs)])``: the
-    shard's columns, and ``publish(index, columns)`` writes them (both in a writer thread)."""
-    times = StageTimes()
-    lock = threading.Lock()
+    together — through the three stages, on ``device``; returns the time each stage took."""
+    return _Pipeline(jobs, stages, sizes, device).run(bar)
 
-    def spent(stage: str, since: float) -> float:
+
+class _Pipeline:
+    """One run of the teacher phase: the device loop in :meth:`run`, the workers' tasks in
+    :meth:`_prepare` and :meth:`_write`, and the two queues between them (``ahead``: prepared
+    batches, in order; ``writes``: shards being written or waiting for a writer)."""
+
+    def __init__(self, jobs, stages: Stages, sizes: PipelineSizes, device):
+        self.jobs, self.stages, self.sizes = jobs, stages, sizes
+        self.times, self._lock = StageTimes(), threading.Lock()
+        self.stream = torch.cuda.Stream(device) if torch.device(device).type == "cuda" else None
+        self.ahead: deque[Future] = deque()
+        self.writes: deque[tuple[int, Future]] = deque()
+        self.upcoming = iter(jobs)
+
+    def run(self, bar: tqdm) -> StageTimes:
+        jobs, sizes, t0 = self.jobs, self.sizes, time.perf_counter()
+        self.tokenizers = ThreadPoolExecutor(sizes.workers, thread_name_prefix="seqdistill-tokenize")
+        self.writers = ThreadPoolExecutor(sizes.writers, thread_name_prefix="seqdistill-write")
+        try:
+            parts: list[tuple[list[int], HostCopy]] = []
+            for n, (index, batch) in enumerate(jobs):
+                self._fill()
+                t = time.perf_counter()
+                prepared = _result(self.ahead.popleft(), f"tokenization worker, shard {index}")
+                t = self._spent("wait_prepare", t)
+                parts.append((batch, HostCopy(self.stages.forward(prepared), self.stream)))
+                self._spent("device", t)
+                rows = self.stages.rows_of(index)
+                bar.update(sum(rows[i]["n_words"] for i in batch))
+                if n + 1 == len(jobs) or jobs[n + 1][0] != index:  # the shard's last batch
+                    self._check_writes(sizes.writers + sizes.queued - 1)
+                    self.writes.append((index, self.writers.submit(self._write, index, rows, parts)))
+                    parts = []
+                else:
+                    self._check_writes(sizes.writers + sizes.queued)
+                self.times.wall = time.perf_counter() - t0
+                bar.set_postfix(device_idle=f"{100 * self.times.device_idle():.0f}%", refresh=False)
+            self._check_writes(0)
+        finally:
+            self.tokenizers.shutdown(wait=True, cancel_futures=True)
+            self.writers.shutdown(wait=True, cancel_futures=True)  # a shard being written finishes or leaves nothing
+        self.times.wall = time.perf_counter() - t0
+        return self.times
+
+    def _spent(self, stage: str, since: float) -> float:
+        """Add the time since ``since`` to ``stage`` (from any thread); returns now."""
         now = time.perf_counter()
-        with lock:
-            setattr(times, stage, getattr(times, stage) + now - since)
+        with self._lock:
+            setattr(self.times, stage, getattr(self.times, stage) + now - since)
         return now
 
-    stream = torch.cuda.Stream(device) if device.type == "cuda" else None
-    t0 = time.perf_counter()
-    tokenizers = ThreadPoolExecutor(sizes.workers, thread_name_prefix="seqdistill-tokenize")
-    writers = ThreadPoolExecutor(sizes.writers, thread_name_prefix="seqdistill-write")
-    ahead: deque[tuple[int, Future]] = deque()
-    writes: deque[tuple[int, Future]] = deque()
-    upcoming = iter(jobs)
-
-    def timed_prepare(index: int, batch: list[int]):
-        t = time.perf_counter()
-        result = prepare(rows_of(index), batch)
-        spent("prepare", t)
-        return result
-
-    def timed_write(index: int, rows, parts: list[tuple[list[int], HostCopy]]) -> None:
-        t = time.perf_counter()
-        landed = [(batch, copy.wait()) for batch, copy in parts]
-        t = spent("wait_copies", t)
-        cols = columns(rows, landed)
-        t = spent("columns", t)
-        publish(index, cols)
-        spent("write", t)
-
-    def fill() -> None:
-        while len(ahead) < sizes.ahead:
-            job = next(upcoming, None)
+    def _fill(self) -> None:
+        """Keep ``sizes.ahead`` batches submitted to the tokenization workers."""
+        while len(self.ahead) < self.sizes.ahead:
+            job = next(self.upcoming, None)
             if job is None:
                 return
-            ahead.append((job[0], tokenizers.submit(timed_prepare, *job)))
+            self.ahead.append(self.tokenizers.submit(self._prepare, *job))
 
-    def check_writes(block_above: int) -> None:
-        while writes and (writes[0][1].done() or len(writes) > block_above):
-            index, fut = writes.popleft()
+    def _prepare(self, index: int, batch: list[int]):
+        t = time.perf_counter()
+        result = self.stages.prepare(self.stages.rows_of(index), batch)
+        self._spent("prepare", t)
+        return result
+
+    def _write(self, index: int, rows, parts: list[tuple[list[int], HostCopy]]) -> None:
+        t = time.perf_counter()
+        landed = [(batch, copy.wait()) for batch, copy in parts]
+        t = self._spent("wait_copies", t)
+        columns = self.stages.columns(rows, landed)
+        t = self._spent("columns", t)
+        self.stages.publish(index, columns)
+        self._spent("write", t)
+
+    def _check_writes(self, block_above: int) -> None:
+        """Raise a finished writer's error; wait while more than ``block_above`` shards are out."""
+        while self.writes and (self.writes[0][1].done() or len(self.writes) > block_above):
+            index, fut = self.writes.popleft()
             t = time.perf_counter()
             _result(fut, f"shard writer, shard {index}")
-            spent("wait_writers", t)
-
-    try:
-        parts: list[tuple[list[int], HostCopy]] = []
-        for n, (index, batch) in enumerate(jobs):
-            fill()
-            _, fut = ahead.popleft()
-            t = time.perf_counter()
-            prepared = _result(fut, f"tokenization worker, shard {index}")
-            t = spent("wait_prepare", t)
-            parts.append((batch, HostCopy(forward(prepared), stream)))
-            spent("device", t)
-            rows = rows_of(index)
-            bar.update(sum(rows[i]["n_words"] for i in batch))
-            if n + 1 == len(jobs) or jobs[n + 1][0] != index:  # the shard's last batch
-                check_writes(sizes.writers + sizes.queued - 1)
-                writes.append((index, writers.submit(timed_write, index, rows, parts)))
-                parts = []
-            else:
-                check_writes(sizes.writers + sizes.queued)
-            times.wall = time.perf_counter() - t0
-            bar.set_postfix(device_idle=f"{100 * times.device_idle():.0f}%", refresh=False)
-        check_writes(0)
-    finally:
-        tokenizers.shutdown(wait=True, cancel_futures=True)
-        writers.shutdown(wait=True, cancel_futures=True)  # a shard being written finishes or leaves nothing
-    times.wall = time.perf_counter() - t0
-    return times
+            self._spent("wait_writers", t)
 
 
 def _result(fut: Future, where: str):

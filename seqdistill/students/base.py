@@ -6,7 +6,7 @@ this module; ``archs/__init__.py`` finds them and loads a student directory (no 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -21,6 +21,11 @@ EMBEDDINGS = ("teacher", "svd", "random")
 
 @dataclass
 class StudentConfig:
+    """What every student architecture's config holds; an architecture with settings of its own
+    subclasses it in its module (``BiLSTMCRFConfig``, ``TaggerConfig``, ``TransformerConfig``) and
+    names the subclass as its model class's ``config_class``. A student directory's ``config.json``
+    holds the fields of its architecture's class (:func:`config_from_json` reads it)."""
+
     label_schema: dict
     vocab_size: int
     embedding_dim: int
@@ -29,20 +34,29 @@ class StudentConfig:
     hidden_size: int = 300  # per direction (paper 000, Table 6)
     num_layers: int = 1
     dropout: float = 0.5  # on embeddings and on the LSTM output (paper 000, Table 6)
-    arch: str = "bilstm-crf"  # bilstm-crf (000) | bilstm-tagger (001, tagger.py) | transformer | rnn-tagger (003)
+    arch: str = "bilstm-crf"  # bilstm-crf (000) | bilstm-tagger (001) | transformer (000, 002) | rnn-tagger (003)
     extra: dict = field(default_factory=dict)
-    projection_dim: int = 0  # bilstm-tagger: width of the projection z~ (eq. 5), the teacher's hidden size
-    pooling: str = "first"  # bilstm-tagger: subword -> word pooling, the teacher's (first | mean)
-    head: str = "crf"  # transformer: crf | softmax
-    encoder_config: dict = field(default_factory=dict)  # transformer: its K-layer encoder's Hugging Face config
-    char_dim: int = 0  # bilstm-crf: byte embedding width of the char CNN feature (0: no char feature)
-    char_filters: int = 0  # bilstm-crf: the char CNN's filters, the feature's width
-    char_width: int = 3  # bilstm-crf: the char CNN's window (Ma & Hovy, 2016)
     teacher_vocab_size: int = 0  # a trimmed vocabulary (vocabulary.py): the teacher's rows; 0: ids are rows
 
     @property
     def schema(self) -> LabelSchema:
         return LabelSchema.from_json(self.label_schema)
+
+
+# Written into every student's config.json, whatever its architecture, before each architecture
+# had a config class of its own (issue 56): such files still load, these fields dropped where the
+# architecture has none.
+SHARED_BEFORE = ("projection_dim", "pooling", "head", "encoder_config", "char_dim", "char_filters", "char_width")
+
+
+def config_from_json(cls: type[StudentConfig], obj: dict, where) -> StudentConfig:
+    """The ``cls`` config a ``config.json`` holds; fields of other architectures written by older
+    versions (``SHARED_BEFORE``) are dropped, any other unknown field is refused, naming it."""
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(obj) - names - set(SHARED_BEFORE))
+    if unknown:
+        raise ValueError(f"{where}: fields {unknown} are not settings of a {obj.get('arch')!r} student")
+    return cls(**{k: v for k, v in obj.items() if k in names})
 
 
 def init_embeddings(model: nn.Module, exports) -> None:

@@ -15,8 +15,8 @@ from torch import Tensor
 from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader
 from ..metrics import span_scores
 from ..vocabulary import EMBEDDINGS_EXPORT, read_kept, with_unk_row
-from .archs.bilstm_tagger import BiLSTMTagger
-from .base import EMBEDDINGS, StudentConfig, init_embeddings
+from .archs.bilstm_tagger import BiLSTMTagger, TaggerConfig
+from .base import EMBEDDINGS, init_embeddings
 from .data import parse_selection
 
 
@@ -77,16 +77,15 @@ def new_tagger(
     exports = teacher_exports(reader, teacher)
     weight = exports.student_weight()
     dim = weight.shape[1] if cfg.embedding == "teacher" else cfg.embedding_dim
-    scfg = StudentConfig(
-        reader.manifest.label_schema.to_json(),
-        weight.shape[0],
-        dim,
-        cfg.embedding,
-        False,
-        cfg.hidden_size,
-        1,
-        cfg.dropout,
-        arch="bilstm-tagger",
+    scfg = TaggerConfig(
+        label_schema=reader.manifest.label_schema.to_json(),
+        vocab_size=weight.shape[0],
+        embedding_dim=dim,
+        embedding=cfg.embedding,
+        freeze_embeddings=False,
+        hidden_size=cfg.hidden_size,
+        num_layers=1,
+        dropout=cfg.dropout,
         projection_dim={"lstm": 2 * cfg.hidden_size, "teacher": weight.shape[1]}.get(projection_dim, projection_dim),
         pooling=pooling,
         extra={"teacher": teacher, **(extra or {})},

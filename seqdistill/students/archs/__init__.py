@@ -4,7 +4,9 @@ An architecture module defines ``ARCH``: its model class, whose ``arch`` attribu
 student's ``config.json`` carries (``StudentConfig.arch``). The class declares all that the rest of
 the tool needs of it, so that adding an architecture is its module and its test:
 
-* ``__init__(config: StudentConfig)``, ``forward``, ``inputs(tokenizer, words)`` and ``decode``;
+* ``config_class``: its config, ``StudentConfig`` or a subclass with the architecture's own
+  settings (``config.json`` holds its fields);
+* ``__init__(config)``, ``forward``, ``inputs(tokenizer, words)`` and ``decode``;
 * ``decoder()``: the numpy decoder of its word scores (``seqdistill.decode``), which every runtime
   (torch, ONNX) shares;
 * ``export_graph()``: ``(graph, inputs, fields)``, the module ``distill-export`` traces (it stops
@@ -24,7 +26,7 @@ from pathlib import Path
 from torch import nn
 
 from ...registry import discover
-from ..base import StudentConfig
+from ..base import StudentConfig, config_from_json
 
 
 @cache
@@ -41,11 +43,12 @@ def load_student(directory, device: str | None = None):
     d = Path(directory)
     if not (d / "config.json").exists():
         raise FileNotFoundError(f"{d}: no config.json; not a seqdistill student directory")
-    config = StudentConfig(**json.loads((d / "config.json").read_text()))
-    archs = architectures()
-    if config.arch not in archs:
-        raise ValueError(f"{d}: unknown student architecture {config.arch!r}; known: {', '.join(archs)}")
-    model = archs[config.arch](config)
+    obj = json.loads((d / "config.json").read_text())
+    arch, archs = obj.get("arch", StudentConfig.arch), architectures()
+    if arch not in archs:
+        raise ValueError(f"{d}: unknown student architecture {arch!r}; known: {', '.join(archs)}")
+    cls = archs[arch]
+    model = cls(config_from_json(getattr(cls, "config_class", StudentConfig), obj, d / "config.json"))
     model.load_state_dict(load_file(str(d / "model.safetensors")))
     model.eval()
     if device:

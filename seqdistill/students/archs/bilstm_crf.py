@@ -10,6 +10,8 @@ Decoding is the CRF's Viterbi; the ONNX graph stops at the emissions (``BagsGrap
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
 
@@ -21,10 +23,21 @@ from ...vocabulary import RowIndex
 from ..base import StudentConfig
 
 
+@dataclass
+class BiLSTMCRFConfig(StudentConfig):
+    """The BiLSTM-CRF's settings beyond every student's: a char CNN word feature (Ma & Hovy, 2016)."""
+
+    arch: str = "bilstm-crf"
+    char_dim: int = 0  # byte embedding width of the char CNN feature (0: no char feature)
+    char_filters: int = 0  # the char CNN's filters, the feature's width
+    char_width: int = 3  # the char CNN's window
+
+
 class BiLSTMCRF(nn.Module):
     arch = "bilstm-crf"
+    config_class = BiLSTMCRFConfig
 
-    def __init__(self, config: StudentConfig):
+    def __init__(self, config: BiLSTMCRFConfig):
         super().__init__()
         self.config = config
         schema = config.schema

@@ -44,10 +44,20 @@ class TaggerOutput:
     regression: Tensor  # r^s [B, L, T] (eq. 3)
 
 
+@dataclass
+class TaggerConfig(StudentConfig):
+    """The BiLSTM tagger's settings beyond every student's (paper 001)."""
+
+    arch: str = "bilstm-tagger"
+    projection_dim: int = 0  # width of the projection z~ (eq. 5), the teacher's hidden size (0: 2 x hidden_size)
+    pooling: str = "first"  # subword -> word pooling, the teacher's (first | mean)
+
+
 class BiLSTMTagger(nn.Module):
     arch = "bilstm-tagger"
+    config_class = TaggerConfig
 
-    def __init__(self, config: StudentConfig):
+    def __init__(self, config: TaggerConfig):
         super().__init__()
         if config.pooling not in ("first", "mean"):
             raise ValueError(f"pooling {config.pooling!r} is not first or mean")

@@ -22,6 +22,7 @@ Decisions, named here:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -46,10 +47,20 @@ def encoder_from_config(encoder_config: dict):
     return AutoModel.from_config(AutoConfig.for_model(model_type, **config))
 
 
+@dataclass
+class TransformerConfig(StudentConfig):
+    """The transformer student's settings beyond every student's: its head and its encoder."""
+
+    arch: str = "transformer"
+    head: str = "crf"  # crf | softmax
+    encoder_config: dict = field(default_factory=dict)  # its K-layer encoder's Hugging Face config
+
+
 class TransformerTagger(nn.Module):
     arch = "transformer"
+    config_class = TransformerConfig
 
-    def __init__(self, config: StudentConfig, export_dir=None):
+    def __init__(self, config: TransformerConfig, export_dir=None):
         """``export_dir``: a teacher layer's exports, whose kept subword ids a trimmed student maps
         (``vocabulary.py``); None when loading a saved student (its map is in its weights)."""
         super().__init__()
@@ -186,7 +197,7 @@ def transformer_config(
     head: str = "crf",
     dropout: float = 0.1,
     extra: dict | None = None,
-) -> StudentConfig:
+) -> TransformerConfig:
     """The student's config from a teacher layer's exports: its encoder config cut to ``layers``; over
     a trimmed vocabulary (``vocabulary.py``) its ``vocab_size`` and ``pad_token_id`` count the kept
     rows and the UNK row, as in the exported ``encoder_K/``."""
@@ -214,7 +225,7 @@ def transformer_config(
             f"the teacher's tokenizer in {export_dir} has no {' or '.join(missing)} (nor BOS/EOS) to "
             "frame a sentence for the transformer student"
         )
-    return StudentConfig(
+    return TransformerConfig(
         schema_json,
         int(encoder_config.get("vocab_size", 0)),
         int(encoder_config["hidden_size"]),

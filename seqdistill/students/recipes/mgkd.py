@@ -20,8 +20,8 @@ from ...cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ...crf import log_partition
 from ...tokenization import PieceMemo, WordBatch, words_to_bags
 from .. import losses as L
-from ..archs.bilstm_crf import BiLSTMCRF
-from ..base import EMBEDDINGS, StudentConfig, init_embeddings
+from ..archs.bilstm_crf import BiLSTMCRF, BiLSTMCRFConfig
+from ..base import EMBEDDINGS, init_embeddings
 from ..common import check_embedding_dim, default_splits, dev_f1, open_cache, read_split, teacher_exports
 from ..config import RunConfig, option
 from ..data import pad_stack, parse_selection
@@ -253,7 +253,7 @@ def plan(ctx: Context) -> Plan:
     tokenizer, weight = exports.tokenizer, exports.student_weight()
     dim = weight.shape[1] if cfg.embedding == "teacher" else (cfg.embedding_dim or 100)
     check_embedding_dim(cfg.embedding, dim, weight)
-    scfg = StudentConfig(
+    scfg = BiLSTMCRFConfig(
         label_schema=schema.to_json(),
         vocab_size=weight.shape[0],
         embedding_dim=dim,

@@ -114,14 +114,14 @@ def plan(ctx: Context) -> Plan:
     tokenizer, weight = exports.tokenizer, exports.student_weight()
     width = weight.shape[1]
     scfg = StudentConfig(
-        schema.to_json(),
-        weight.shape[0],
-        width,
-        "teacher",
-        not cfg.train_embeddings,
-        cfg.hidden_size or max(1, width // 4),
-        cfg.rnn_layers,
-        cfg.dropout,
+        label_schema=schema.to_json(),
+        vocab_size=weight.shape[0],
+        embedding_dim=width,
+        embedding="teacher",
+        freeze_embeddings=not cfg.train_embeddings,
+        hidden_size=cfg.hidden_size or max(1, width // 4),
+        num_layers=cfg.rnn_layers,
+        dropout=cfg.dropout,
         arch="rnn-tagger",
         extra={
             "entity_types": types,
