@@ -63,15 +63,28 @@ def path_score(
         return score + end[last]
 
 
-def nll(emissions: Tensor, mask: Tensor, tags: Tensor, transitions: Tensor, start: Tensor, end: Tensor) -> Tensor:
-    """Negative log-likelihood ``log Z(x) - S(x, y)`` of gold paths, per sentence ``[B]``."""
-    return log_partition(emissions, mask, transitions, start, end) - path_score(
-        emissions, mask, tags, transitions, start, end
-    )
+def nll(
+    emissions: Tensor,
+    mask: Tensor,
+    tags: Tensor,
+    transitions: Tensor,
+    start: Tensor,
+    end: Tensor,
+    log_z: Tensor | None = None,
+) -> Tensor:
+    """Negative log-likelihood ``log Z(x) - S(x, y)`` of gold paths, per sentence ``[B]``
+    (``log_z``: log Z already computed for these emissions, e.g. by :func:`marginals`)."""
+    if log_z is None:
+        log_z = log_partition(emissions, mask, transitions, start, end)
+    return log_z - path_score(emissions, mask, tags, transitions, start, end)
 
 
-def marginals(emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor) -> Tensor:
-    """Posterior tag marginals ``p(y_t = y | x)`` by forward-backward, ``[B, L, T]`` (0 on padding)."""
+def marginals(
+    emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor, with_log_z: bool = False
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Posterior tag marginals ``p(y_t = y | x)`` by forward-backward, ``[B, L, T]`` (0 on padding);
+    with ``with_log_z`` also log Z ``[B]``, the forward pass's (the same values as
+    :func:`log_partition`'s, which then need not run again)."""
     with _no_autocast(emissions.device):
         emissions, transitions, start, end = _prepare(emissions, transitions, start, end)
         B, L, T = emissions.shape
@@ -86,7 +99,8 @@ def marginals(emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tenso
             betas.insert(0, torch.where(mask[:, t + 1, None], nxt, end.expand(B, T)))
         alpha, beta = torch.stack(alphas, 1), torch.stack(betas, 1)
         probs = torch.exp(alpha + beta - log_z[:, None, None])
-        return probs * mask.unsqueeze(2).to(probs.dtype)
+        probs = probs * mask.unsqueeze(2).to(probs.dtype)
+        return (probs, log_z) if with_log_z else probs
 
 
 @dataclass
@@ -103,7 +117,14 @@ class KBest:
 
 
 def kbest(
-    emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor, k: int, with_log_z: bool = True
+    emissions: Tensor,
+    mask: Tensor,
+    transitions: Tensor,
+    start: Tensor,
+    end: Tensor,
+    k: int,
+    with_log_z: bool = True,
+    log_z: Tensor | None = None,
 ) -> KBest:
     """The ``k`` highest-scoring paths of every sentence by k-best Viterbi, best first.
 
@@ -113,7 +134,8 @@ def kbest(
     path scores highest into ``y'`` can contribute (any other tag's candidates are all beaten by
     those ``k`` heads), so ``k * k`` candidates are ranked instead of ``k * T``. All sentences and
     beams advance together; the only loop is over time (paper 000, Appendix C). With
-    ``with_log_z=False`` log Z is not computed and ``log_probs`` / ``log_z`` are None (decoding only).
+    ``with_log_z=False`` log Z is not computed and ``log_probs`` / ``log_z`` are None (decoding only);
+    ``log_z``: log Z already computed for these emissions (:func:`marginals`), used as it is.
     """
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
@@ -164,7 +186,8 @@ def kbest(
         paths = paths.masked_fill(~mask.unsqueeze(1) | ~valid.unsqueeze(2), PAD_TAG)
         if not with_log_z:
             return KBest(paths, scores, None, None, valid)
-        log_z = log_partition(emissions, mask, transitions, start, end)
+        if log_z is None:
+            log_z = log_partition(emissions, mask, transitions, start, end)
         log_probs = torch.where(valid, scores - log_z.unsqueeze(1), neg_inf)
         return KBest(paths, scores, log_probs, log_z, valid)
 
@@ -216,14 +239,14 @@ class CRF(nn.Module):
     def log_partition(self, emissions: Tensor, mask: Tensor) -> Tensor:
         return log_partition(emissions, mask, *self.scores())
 
-    def nll(self, emissions: Tensor, mask: Tensor, tags: Tensor) -> Tensor:
-        return nll(emissions, mask, tags, *self.scores())
+    def nll(self, emissions: Tensor, mask: Tensor, tags: Tensor, log_z: Tensor | None = None) -> Tensor:
+        return nll(emissions, mask, tags, *self.scores(), log_z=log_z)
 
-    def marginals(self, emissions: Tensor, mask: Tensor) -> Tensor:
-        return marginals(emissions, mask, *self.scores())
+    def marginals(self, emissions: Tensor, mask: Tensor, with_log_z: bool = False):
+        return marginals(emissions, mask, *self.scores(), with_log_z=with_log_z)
 
-    def kbest(self, emissions: Tensor, mask: Tensor, k: int) -> KBest:
-        return kbest(emissions, mask, *self.scores(), k)
+    def kbest(self, emissions: Tensor, mask: Tensor, k: int, log_z: Tensor | None = None) -> KBest:
+        return kbest(emissions, mask, *self.scores(), k, log_z=log_z)
 
     def decode(self, emissions: Tensor, mask: Tensor) -> Tensor:
         return viterbi(emissions, mask, *self.scores())[0]

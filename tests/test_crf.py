@@ -149,3 +149,16 @@ def test_float32_under_autocast_and_half_inputs():
     assert got.dtype == torch.float32 and kb.scores.dtype == torch.float32
     torch.testing.assert_close(got.double(), ref, atol=0.2, rtol=0.01)  # input rounded to bf16
     assert kb.paths.shape == (4, 3, 6)
+
+
+def test_log_z_computed_once_is_the_same_log_z():
+    """The build computes log Z once, in the marginals' forward pass, and hands it to k-best and
+    the gold NLL: the values are those each computes alone, bit for bit."""
+    em, mask, trans, start, end, _ = _problem(7, B=5, L=7, T=6)
+    probs, log_z = marginals(em, mask, trans, start, end, with_log_z=True)
+    assert torch.equal(probs, marginals(em, mask, trans, start, end))
+    assert torch.equal(log_z, log_partition(em, mask, trans, start, end))
+    shared, alone = kbest(em, mask, trans, start, end, 4, log_z=log_z), kbest(em, mask, trans, start, end, 4)
+    assert torch.equal(shared.log_probs, alone.log_probs) and torch.equal(shared.paths, alone.paths)
+    tags = alone.paths[:, 0].clamp(min=0)
+    assert torch.equal(nll(em, mask, tags, trans, start, end, log_z=log_z), nll(em, mask, tags, trans, start, end))

@@ -634,8 +634,6 @@ def _run_teacher(
     def columns(rows: list[dict], landed: list[tuple[list[int], dict]]) -> dict:
         outputs = [None] * len(rows)
         for batch, host in landed:
-            if projection is not None:
-                _project_host(host, projection)
             for j, i in enumerate(batch):
                 outputs[i] = (host, j)  # row i is item j of its batch's outputs
         return kind.shard_columns(rows, outputs, plan.options)
@@ -643,5 +641,6 @@ def _run_teacher(
     total_words = sum(r["n_words"] for i in todo for r in shards[i])
     desc = f"teacher {layer.name}" + (f" [rank {rank}]" if rank else "")
     with tqdm(total=total_words, unit="word", unit_scale=True, desc=desc, smoothing=0.1) as bar:
-        stages = stream.Stages(shards.__getitem__, prepare, forward, columns, layer.write_shard)
+        land = None if projection is None else (lambda host: _project_host(host, projection))
+        stages = stream.Stages(shards.__getitem__, prepare, forward, columns, layer.write_shard, land)
         return stream.run_pipeline(jobs, stages, pipe, teacher.device, bar)

@@ -100,17 +100,24 @@ class StageTimes:
 class HostCopy:
     """A batch's outputs on their way to the host as numpy (float32 for floats), by
     ``TeacherOutput`` field, as ``teachers.to_host`` gives them. On a GPU the copies are queued on
-    ``stream`` into pinned buffers behind one event; :meth:`wait` waits for it."""
+    ``stream`` into pinned buffers behind one event; :meth:`wait` waits for it (outputs a teacher
+    left on the host, as SenTScore's, are taken as they are). ``land(host)`` runs on the host
+    outputs as soon as they are there: at once on a CPU, after the event on a GPU."""
 
-    def __init__(self, out, stream: torch.cuda.Stream | None):
-        self.event = None
+    def __init__(self, out, stream: torch.cuda.Stream | None, land: Callable[[dict], None] | None = None):
+        self.event, self.land = None, land
         if stream is None:
             self.host = to_host(out)
+            if land is not None:
+                land(self.host)
+                self.land = None
             return
         stream.wait_stream(torch.cuda.current_stream(stream.device))
         with torch.cuda.stream(stream):
 
             def copy(v: Tensor):
+                if not v.is_cuda:  # already on the host
+                    return v.float() if v.is_floating_point() else v
                 v.record_stream(stream)  # the allocator must not reuse it before the copy ran
                 src = v.float() if v.is_floating_point() else v
                 buf = torch.empty(src.shape, dtype=src.dtype, pin_memory=True)
@@ -118,14 +125,17 @@ class HostCopy:
                 return buf
 
             self.host = _map_tensors(out, copy)
-            self.event = torch.cuda.Event()
+            self.event = torch.cuda.Event(blocking=True)  # a waiting writer sleeps instead of spinning
             self.event.record(stream)
 
     def wait(self) -> dict:
-        if self.event is None:
-            return self.host
-        self.event.synchronize()
-        return _map_tensors(self.host, lambda t: t.numpy(), dicts=True)
+        if self.event is not None:
+            self.event.synchronize()
+            self.host, self.event = _map_tensors(self.host, lambda t: t.numpy(), dicts=True), None
+        if self.land is not None:
+            self.land(self.host)
+            self.land = None
+        return self.host
 
 
 def _map_tensors(out, fn, dicts: bool = False) -> dict:
@@ -146,14 +156,17 @@ class Stages:
     """What each stage does with a batch or a shard (the build's, ``build._run_teacher``).
     ``rows_of(index)``: a shard's example rows; ``prepare(rows, batch)``: the host side of a
     batch (in a tokenization worker); ``forward(prepared)``: the device side, returning a
-    ``TeacherOutput``; ``columns(rows, [(batch, host outputs)])``: a shard's columns, and
-    ``publish(index, columns)`` writes them (both in a shard writer)."""
+    ``TeacherOutput``; ``land(host)``: what is done to a batch's host outputs as soon as they are
+    there (the PCA projection, so that a shard waiting for a writer holds projected states);
+    ``columns(rows, [(batch, host outputs)])``: a shard's columns, and ``publish(index, columns)``
+    writes them (both in a shard writer)."""
 
     rows_of: Callable[[int], list[dict]]
     prepare: Callable
     forward: Callable
     columns: Callable
     publish: Callable
+    land: Callable[[dict], None] | None = None
 
 
 def run_pipeline(
@@ -176,11 +189,15 @@ class _Pipeline:
         self.ahead: deque[Future] = deque()
         self.writes: deque[tuple[int, Future]] = deque()
         self.upcoming = iter(jobs)
+        self.stop = threading.Event()  # set on a failure or Ctrl-C: writers give up between steps
+        self.device = torch.device(device)
 
     def run(self, bar: tqdm) -> StageTimes:
         jobs, sizes, t0 = self.jobs, self.sizes, time.perf_counter()
-        self.tokenizers = ThreadPoolExecutor(sizes.workers, thread_name_prefix="seqdistill-tokenize")
-        self.writers = ThreadPoolExecutor(sizes.writers, thread_name_prefix="seqdistill-write")
+        # on a GPU every thread works on the build's device (under torchrun, not on GPU 0)
+        init = {"initializer": torch.cuda.set_device, "initargs": (self.device,)} if self.stream else {}
+        self.tokenizers = ThreadPoolExecutor(sizes.workers, thread_name_prefix="seqdistill-tokenize", **init)
+        self.writers = ThreadPoolExecutor(sizes.writers, thread_name_prefix="seqdistill-write", **init)
         try:
             parts: list[tuple[list[int], HostCopy]] = []
             for n, (index, batch) in enumerate(jobs):
@@ -188,7 +205,7 @@ class _Pipeline:
                 t = time.perf_counter()
                 prepared = _result(self.ahead.popleft(), f"tokenization worker, shard {index}")
                 t = self._spent("wait_prepare", t)
-                parts.append((batch, HostCopy(self.stages.forward(prepared), self.stream)))
+                parts.append((batch, HostCopy(self.stages.forward(prepared), self.stream, self.stages.land)))
                 self._spent("device", t)
                 rows = self.stages.rows_of(index)
                 bar.update(sum(rows[i]["n_words"] for i in batch))
@@ -201,9 +218,16 @@ class _Pipeline:
                 self.times.wall = time.perf_counter() - t0
                 bar.set_postfix(device_idle=f"{100 * self.times.device_idle():.0f}%", refresh=False)
             self._check_writes(0)
+        except BaseException:
+            self.stop.set()
+            raise
         finally:
-            self.tokenizers.shutdown(wait=True, cancel_futures=True)
-            self.writers.shutdown(wait=True, cancel_futures=True)  # a shard being written finishes or leaves nothing
+            # queued work is dropped; a writer stops before its next step (a shard being published
+            # finishes, any other leaves nothing), so the same command resumes
+            self.tokenizers.shutdown(wait=False, cancel_futures=True)
+            self.writers.shutdown(wait=False, cancel_futures=True)
+            self.tokenizers.shutdown(wait=True)
+            self.writers.shutdown(wait=True)
         self.times.wall = time.perf_counter() - t0
         return self.times
 
@@ -232,13 +256,21 @@ class _Pipeline:
         t = time.perf_counter()
         landed = [(batch, copy.wait()) for batch, copy in parts]
         t = self._spent("wait_copies", t)
+        if self.stop.is_set():
+            return
         columns = self.stages.columns(rows, landed)
         t = self._spent("columns", t)
+        if self.stop.is_set():
+            return
         self.stages.publish(index, columns)
         self._spent("write", t)
 
     def _check_writes(self, block_above: int) -> None:
-        """Raise a finished writer's error; wait while more than ``block_above`` shards are out."""
+        """Raise a writer's error as soon as it is there (whichever shard); wait while more than
+        ``block_above`` shards are out."""
+        for index, fut in self.writes:
+            if fut.done() and fut.exception() is not None:
+                _result(fut, f"shard writer, shard {index}")
         while self.writes and (self.writes[0][1].done() or len(self.writes) > block_above):
             index, fut = self.writes.popleft()
             t = time.perf_counter()

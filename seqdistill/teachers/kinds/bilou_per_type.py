@@ -77,7 +77,7 @@ class BilouTeacher(Teacher):
 
     def gold_nll(self, out: TeacherOutput, tags: Tensor) -> Tensor:
         """The summed per-type NLL of the gold layers (flat ids [B, W] or layers [B, W, E])."""
-        layers = (tags if tags.dim() == 3 else self.layer_targets(tags.cpu())).to(self.device)
+        layers = (tags if tags.dim() == 3 else self.layer_targets(tags.cpu())).to(self.device, non_blocking=True)
         logp = torch.log_softmax(out.logits.float(), -1).gather(-1, layers.clamp(min=0).unsqueeze(-1))
         return -(logp.squeeze(-1) * (layers >= 0)).sum((1, 2))
 

@@ -35,13 +35,17 @@ class CRFTeacher(Teacher):
         return self.crf.decode(out.logits, out.word_mask)
 
     def add_structure(self, out: TeacherOutput, k: int, marginals: bool) -> None:
-        best = self.crf.kbest(out.logits, out.word_mask, k)
-        out.log_z, out.kbest_paths, out.kbest_log_probs = best.log_z, best.paths, best.log_probs
+        """k-best paths and log Z, and the marginals on request; log Z is computed once, by the
+        marginals' forward pass when they are asked for, and reused by k-best and the gold NLL."""
+        log_z = None
         if marginals:
-            out.marginals = self.crf.marginals(out.logits, out.word_mask)
+            out.marginals, log_z = self.crf.marginals(out.logits, out.word_mask, with_log_z=True)
+        best = self.crf.kbest(out.logits, out.word_mask, k, log_z=log_z)
+        out.log_z, out.kbest_paths, out.kbest_log_probs = best.log_z, best.paths, best.log_probs
 
     def gold_nll(self, out: TeacherOutput, tags: Tensor) -> Tensor:
-        return self.crf.nll(out.logits, out.word_mask, tags.to(self.device, non_blocking=True))
+        tags = tags.to(self.device, non_blocking=True)
+        return self.crf.nll(out.logits, out.word_mask, tags, log_z=out.log_z)
 
     def decoder(self) -> Decoder:
         return crf_decoder(self.schema, self.crf)
