@@ -103,6 +103,9 @@ def main() -> None:
     ap.add_argument("--hidden-layer", type=int, default=6)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--host-ceiling", action="store_true", help="replace the encoder forward by recorded outputs")
+    ap.add_argument(
+        "--sync-debug", action="store_true", help="GPU: warn at every host synchronisation (torch's sync debug mode)"
+    )
     ap.add_argument("--code", default=None, help="a checkout whose seqdistill to measure (default: this one)")
     ap.add_argument("--workers", type=int, default=0, help="tokenization threads (0: the build's default)")
     ap.add_argument("--writers", type=int, default=0, help="shard writer threads (0: the build's default)")
@@ -151,6 +154,8 @@ def main() -> None:
 
     if args.host_ceiling:
         record_forward()
+    if args.sync_debug and args.device.startswith("cuda"):
+        torch.cuda.set_sync_debug_mode("warn")
     pipeline = {k: v for k, v in (("workers", args.workers), ("writers", args.writers)) if v}
     cfg = BuildConfig(
         **pipeline,

@@ -24,9 +24,13 @@ releases the GIL, and processes would have to copy batches and outputs between t
 are the plan's batches in the plan's order whatever the worker counts, and each shard is written
 from the same arrays as the one-thread loop's, so the shards are byte-identical at any worker
 count (tests/test_build_pipeline.py; benchmarks/behaviour_fingerprint.py for the refactor).
-Failures: a worker's exception stops the build, re-raised with a note naming the stage and shard;
-queued work is cancelled and a shard being written finishes or leaves nothing (its staging
-directory is removed), so the same command resumes.
+Failures: a worker's exception stops the build, re-raised with a note naming the stage and shard
+(a writer's as soon as it is there, whichever shard); queued work is cancelled and writers stop
+before their next step, so a shard being published finishes and any other leaves nothing (its
+staging directory is removed), and the same command resumes. Ctrl-C does the same.
+Known host synchronisation left on a GPU: transformers' own attention-mask code for padded
+batches (BERT under SDPA checks whether the mask is all ones); ``build_throughput.py
+--sync-debug`` reports every one.
 """
 
 from __future__ import annotations

@@ -262,6 +262,11 @@ class _Decoder:
     plain linear map (T5's ``lm_head``, BERT's ``cls.predictions.decoder``): :meth:`project` then
     applies it to the positions that are scored only, which on a CPU is most of the cost (a
     30k-word projection per position). Other models return logits and ``project`` is the identity.
+
+    Decision: the head's ``forward`` is replaced for the call rather than asking transformers'
+    ``logits_to_keep``. That argument (causal LMs only; T5 and ``EncoderDecoderModel`` lack it)
+    would still project inside every tag's call, reading the vocabulary matrix |T̄| times a step,
+    where :meth:`project` reads it once a step for every tag's positions together.
     """
 
     def __init__(self, model, enc_h: Tensor | None = None, enc_mask: Tensor | None = None):
