@@ -74,7 +74,7 @@ run() {
   # issue 54's figures first: the teacher phase against the bare forward (with the stage times), the
   # host's own ceiling (forward replayed from memory), end to end over 20,000 sentences, SenTScore
   build() {
-    step "build-$1-$2${3:+-$3}" 80 $PY benchmarks/build_throughput.py --device "$DEVICE" --precision "$2" --repeats 3 \
+    step "build-$1-$2${3:+-$3}${4:+-$4}" 80 $PY benchmarks/build_throughput.py --device "$DEVICE" --precision "$2" --repeats 3 \
       --sentences "${4:-$N}" --data $d/train.txt --encoder "$C/$1" --hidden-layer 6 ${3:+--$3}
   }
   sentscore() {
