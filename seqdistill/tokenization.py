@@ -59,14 +59,15 @@ class SegmentBatch:
             self.pool_weight = self.token_weight[self.pool_index]
 
     def to(self, device, non_blocking: bool = False) -> "SegmentBatch":
-        return SegmentBatch(
-            *(v.to(device, non_blocking=non_blocking) if isinstance(v, Tensor) else v for v in self.__dict__.values())
-        )
+        return self._map(lambda v: v.to(device, non_blocking=non_blocking))
 
     def pin_memory(self) -> "SegmentBatch":
         """The same batch in page-locked host memory, so that ``to(cuda, non_blocking=True)`` copies
         it while the device works on the batch before."""
-        return SegmentBatch(*(v.pin_memory() if isinstance(v, Tensor) else v for v in self.__dict__.values()))
+        return self._map(lambda v: v.pin_memory())
+
+    def _map(self, fn) -> "SegmentBatch":
+        return SegmentBatch(*(fn(v) if isinstance(v, Tensor) else v for v in self.__dict__.values()))
 
     def pool(self, hidden: Tensor) -> Tensor:
         """Token states ``[S, Lt, H]`` to word states ``[B, W, H]`` (zeros on padding): the sum of

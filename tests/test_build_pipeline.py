@@ -125,8 +125,8 @@ def test_ctrl_c_stops_every_thread(setup, tmp_path, monkeypatch):
 
 
 def test_default_sizes_suit_a_small_cpu_and_a_gpu_host():
-    small, host = stream.sizes(cpus=2), stream.sizes(cpus=16)
+    small, host = stream.pipeline_sizes(cpus=2), stream.pipeline_sizes(cpus=16)
     assert (small.workers, small.writers, small.ahead, small.queued) == (1, 1, 4, 2)
     assert (host.workers, host.writers, host.ahead) == (4, 4, 10)
-    assert stream.sizes(workers=2, writers=3, queued=0, cpus=64) == stream.PipelineSizes(2, 6, 3, 0)
-    assert "2 tokenization worker(s)" in stream.sizes(workers=2).describe()
+    assert stream.pipeline_sizes(workers=2, writers=3, queued=0, cpus=64) == stream.PipelineSizes(2, 6, 3, 0)
+    assert "2 tokenization worker(s)" in stream.pipeline_sizes(workers=2).describe()

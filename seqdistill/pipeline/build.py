@@ -606,17 +606,12 @@ def _run_teacher(
         for index in todo
         for batch in batches_by_length([r["n_words"] for r in shards[index]], cfg.max_words_per_batch)
     ]
-    pipe = stream.sizes(cfg.workers, cfg.writers, cfg.queue_size)
+    pipe = stream.pipeline_sizes(cfg.workers, cfg.writers, cfg.queue_size)
     log(pipe.describe())
-
-    on_gpu = teacher.device.type == "cuda"
 
     def prepare(rows: list[dict], batch: list[int]):
         words = [rows[i]["words"] for i in batch]
-        gold = kind.gold_targets([rows[i] for i in batch], schema)
-        if on_gpu and gold is not None:  # page-locked, so that its copy to the device does not block
-            gold = gold.pin_memory()
-        return words, gold, teacher.prepare(words)
+        return words, kind.gold_targets([rows[i] for i in batch], schema), teacher.prepare(words)
 
     def forward(prepared):
         words, gold, segments = prepared

@@ -47,12 +47,12 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from ..teachers import to_host
+from ..teachers import map_outputs, to_host
 
 
 @dataclass(frozen=True)
 class PipelineSizes:
-    """How many threads and how much work in flight (``sizes`` gives the defaults)."""
+    """How many threads and how much work in flight (``pipeline_sizes`` gives the defaults)."""
 
     workers: int  # tokenization threads
     ahead: int  # prepared batches waiting for the device
@@ -66,7 +66,7 @@ class PipelineSizes:
         )
 
 
-def sizes(workers: int = 0, writers: int = 0, queued: int = 2, cpus: int | None = None) -> PipelineSizes:
+def pipeline_sizes(workers: int = 0, writers: int = 0, queued: int = 2, cpus: int | None = None) -> PipelineSizes:
     """Worker counts (0: chosen from the CPUs this process may use). A quarter of the CPUs each
     for tokenization and writing, at least 1 and at most 4: 1 and 1 on a 2-core machine, whose
     cores the CPU teacher's forward needs; 4 and 4 on a 16-core GPU host, where 4 tokenizer
@@ -128,31 +128,18 @@ class HostCopy:
                 buf.copy_(src, non_blocking=True)
                 return buf
 
-            self.host = _map_tensors(out, copy)
+            self.host = map_outputs(out, copy)
             self.event = torch.cuda.Event(blocking=True)  # a waiting writer sleeps instead of spinning
             self.event.record(stream)
 
     def wait(self) -> dict:
         if self.event is not None:
             self.event.synchronize()
-            self.host, self.event = _map_tensors(self.host, lambda t: t.numpy(), dicts=True), None
+            self.host, self.event = map_outputs(self.host, lambda t: t.numpy()), None
         if self.land is not None:
             self.land(self.host)
             self.land = None
         return self.host
-
-
-def _map_tensors(out, fn, dicts: bool = False) -> dict:
-    """``fn`` over the tensors of a ``TeacherOutput`` (or of a dict of them, ``dicts``), by field;
-    dicts of tensors (hidden states by layer) keep their keys. Fields that are None are left out."""
-    items = out.items() if dicts else out.__dict__.items()
-    host = {}
-    for name, value in items:
-        if isinstance(value, Tensor):
-            host[name] = fn(value)
-        elif isinstance(value, dict):
-            host[name] = {k: fn(v) for k, v in value.items()}
-    return host
 
 
 @dataclass
@@ -189,12 +176,12 @@ class _Pipeline:
     def __init__(self, jobs, stages: Stages, sizes: PipelineSizes, device):
         self.jobs, self.stages, self.sizes = jobs, stages, sizes
         self.times, self._lock = StageTimes(), threading.Lock()
-        self.stream = torch.cuda.Stream(device) if torch.device(device).type == "cuda" else None
+        self.device = torch.device(device)
+        self.stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
         self.ahead: deque[Future] = deque()
         self.writes: deque[tuple[int, Future]] = deque()
         self.upcoming = iter(jobs)
         self.stop = threading.Event()  # set on a failure or Ctrl-C: writers give up between steps
-        self.device = torch.device(device)
 
     def run(self, bar: tqdm) -> StageTimes:
         jobs, sizes, t0 = self.jobs, self.sizes, time.perf_counter()
@@ -253,6 +240,8 @@ class _Pipeline:
     def _prepare(self, index: int, batch: list[int]):
         t = time.perf_counter()
         result = self.stages.prepare(self.stages.rows_of(index), batch)
+        if self.stream is not None:  # page-locked, so that the copies to the device do not block
+            result = _pinned(result)
         self._spent("prepare", t)
         return result
 
@@ -280,6 +269,14 @@ class _Pipeline:
             t = time.perf_counter()
             _result(fut, f"shard writer, shard {index}")
             self._spent("wait_writers", t)
+
+
+def _pinned(value):
+    """``value`` with every tensor in page-locked memory: a tensor or anything with a
+    ``pin_memory()`` (a ``SegmentBatch``), inside tuples; other values as they are."""
+    if isinstance(value, tuple):
+        return tuple(_pinned(v) for v in value)
+    return value.pin_memory() if hasattr(value, "pin_memory") else value
 
 
 def _result(fut: Future, where: str):

@@ -4,7 +4,7 @@ it writes to a cache, its decoder and export graph), the encoder teachers' commo
 
 from .base import TeacherError, TeacherOutput, teacher_fingerprints
 from .encoder import Teacher, export_for_students
-from .kind import LayerOptions, TeacherKind, to_host
+from .kind import LayerOptions, TeacherKind, map_outputs, to_host
 from .kinds import KINDS, teacher_kind
 from .loading import build_teacher, load_teacher
 
@@ -20,5 +20,6 @@ __all__ = [
     "load_teacher",
     "teacher_fingerprints",
     "teacher_kind",
+    "map_outputs",
     "to_host",
 ]

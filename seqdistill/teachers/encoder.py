@@ -76,11 +76,10 @@ class Teacher(nn.Module):
         return inference_autocast(self.device, precision)
 
     def prepare(self, batch_words: list[list[str]]) -> SegmentBatch:
-        """The host side of a batch, which the build runs ahead of the device in worker threads:
-        the words tokenized into segments (``tokenization.py``), in page-locked memory when the
-        teacher is on a GPU. ``encode(words, segments=...)`` takes it."""
-        seg = self.words(batch_words)
-        return seg.pin_memory() if self.device.type == "cuda" else seg
+        """The host side of a batch, which the build runs ahead of the device in worker threads
+        (and pins for a GPU): the words tokenized into segments (``tokenization.py``).
+        ``encode(words, segments=...)`` takes it."""
+        return self.words(batch_words)
 
     def encode(
         self,

@@ -215,10 +215,17 @@ class TeacherKind(ABC):
 def to_host(out: TeacherOutput) -> dict:
     """A batch's outputs on the host as numpy (float32 for floats), by ``TeacherOutput`` field,
     as :meth:`TeacherKind.shard_columns` takes them."""
+    return map_outputs(out, lambda v: (v.float() if v.is_floating_point() else v).cpu().numpy())
+
+
+def map_outputs(out, fn) -> dict:
+    """``fn`` over every tensor of a batch's outputs (a ``TeacherOutput``, or a dict by its field
+    names), by field; dicts of tensors (hidden states by layer) keep their keys, fields that are
+    None are left out."""
     host = {}
-    for name, value in out.__dict__.items():
+    for name, value in (out if isinstance(out, dict) else out.__dict__).items():
         if isinstance(value, Tensor):
-            host[name] = value.float().cpu().numpy() if value.is_floating_point() else value.cpu().numpy()
+            host[name] = fn(value)
         elif isinstance(value, dict):
-            host[name] = {k: v.float().cpu().numpy() for k, v in value.items()}
+            host[name] = {k: fn(v) for k, v in value.items()}
     return host
