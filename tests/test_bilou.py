@@ -116,7 +116,8 @@ def test_nested_jsonl_round_trips_through_layers_and_flattens_for_build(tmp_path
     import json
 
     from seqdistill.corpora import CorpusError, read_corpus
-    from seqdistill.pipeline.build import CorpusSpec, read_corpora
+    from seqdistill.cache_schema import LabelSchema
+    from seqdistill.pipeline.build import CorpusSpec, scan_corpora
 
     rows = [
         {"words": ["Bank", "of", "England", "said"], "entities": [[0, 3, "ORG"], [2, 3, "LOC"]]},
@@ -130,11 +131,13 @@ def test_nested_jsonl_round_trips_through_layers_and_flattens_for_build(tmp_path
     types = corpus.entity_types()
     for sentence, layers in zip(corpus.sentences, corpus.layers(types)):
         assert spans_from_layers(layers, types) == sorted(sentence.entities)
-    [flat] = read_corpora([CorpusSpec("nested", str(path), "train", True)], "IOB2")
+    schema = LabelSchema("IOB2", ("LOC", "ORG", "PER", "PER_FIRST"))
+    [flat] = scan_corpora([CorpusSpec("nested", str(path), "train", True)], "IOB2", schema)
     assert flat.labelled and flat.nested  # the outermost entities as tags, every entity kept
-    assert flat.sentences[0].tags == ["B-ORG", "I-ORG", "I-ORG", "O"]
-    assert flat.sentences[1].tags == ["B-PER", "I-PER", "O", "B-LOC"]
-    assert [s.entities for s in flat.sentences] == [s.entities for s in corpus.sentences]
+    sentences = list(flat.sentences())
+    assert sentences[0].tags == ["B-ORG", "I-ORG", "I-ORG", "O"]
+    assert sentences[1].tags == ["B-PER", "I-PER", "O", "B-LOC"]
+    assert [s.entities for s in sentences] == [s.entities for s in corpus.sentences]
     overlapping = tmp_path / "same-type.jsonl"
     overlapping.write_text(
         json.dumps(rows[0])
@@ -143,7 +146,7 @@ def test_nested_jsonl_round_trips_through_layers_and_flattens_for_build(tmp_path
         + "\n"
     )
     with pytest.raises(CorpusError, match="same-type.jsonl:2: two X entities overlap"):
-        read_corpora([CorpusSpec("o", str(overlapping), "train", True)], "IOB2")
+        scan_corpora([CorpusSpec("o", str(overlapping), "train", True)], "IOB2", schema)
     bad = tmp_path / "bad.jsonl"
     for line, match in (
         (json.dumps({"words": ["a", "b"], "entities": [[1, 3, "X"]]}), "does not fit"),

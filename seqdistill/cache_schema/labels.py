@@ -211,28 +211,43 @@ def detect_scheme(sequences: list[list[str]]) -> str:
     ``S-``) are not guessed apart: the corpus is read in the first scheme of the order above and
     its first tag of the other spelling is reported as ill-formed, by name.
     """
-    prefixes: set[str] = set()
-    opens_with_i = b_outside_iob1 = False
+    guess = SchemeGuess()
     for tags in sequences:
+        guess.add(tags)
+    return guess.scheme()
+
+
+class SchemeGuess:
+    """:func:`detect_scheme` one sequence at a time (a corpus read as a stream adds its sentences
+    as they come, ``corpora/stream.py``)."""
+
+    def __init__(self) -> None:
+        self.prefixes: set[str] = set()
+        self.opens_with_i = self.b_outside_iob1 = False
+
+    def add(self, tags: list[str]) -> None:
         prev = "O"
         for t in tags:
             if t != "O":
-                prefixes.add(t.split("-", 1)[0] if "-" in t else "")
+                self.prefixes.add(t.split("-", 1)[0] if "-" in t else "")
                 opens_entity = prev == "O" or prev[2:] != t[2:]
-                opens_with_i |= t.startswith("I-") and opens_entity
-                b_outside_iob1 |= t.startswith("B-") and opens_entity
+                self.opens_with_i |= t.startswith("I-") and opens_entity
+                self.b_outside_iob1 |= t.startswith("B-") and opens_entity
             prev = t
-    if "" in prefixes:
-        return "sBIO"
-    if "W" in prefixes:
-        return "BMEWO"
-    if "M" in prefixes:
-        return "BMES"
-    if prefixes & {"S", "E"}:
-        return "BIOES"
-    if prefixes & {"U", "L"}:
-        return "BILOU"
-    return "IOB1" if opens_with_i and not b_outside_iob1 else "IOB2"
+
+    def scheme(self) -> str:
+        prefixes = self.prefixes
+        if "" in prefixes:
+            return "sBIO"
+        if "W" in prefixes:
+            return "BMEWO"
+        if "M" in prefixes:
+            return "BMES"
+        if prefixes & {"S", "E"}:
+            return "BIOES"
+        if prefixes & {"U", "L"}:
+            return "BILOU"
+        return "IOB1" if self.opens_with_i and not self.b_outside_iob1 else "IOB2"
 
 
 # -- the label schema -------------------------------------------------------------------------------

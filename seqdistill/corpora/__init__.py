@@ -1,7 +1,9 @@
 """Corpus readers: CoNLL column files, JSONL, raw text, Parquet and Hugging Face datasets.
 
-Every reader reads the whole file before anything is written anywhere, fingerprints it (sha256 of
-its bytes, recorded in the cache manifest), and raises :class:`CorpusError` naming the file and
+Every reader reads the whole file before anything is written anywhere (``read_corpus`` into
+memory; the build, through ``CorpusSource`` and ``streamed.py``, in passes that hold one block of
+the file, or 4,096 rows of a Parquet file, at a time), fingerprints it (sha256 of its bytes,
+recorded in the cache manifest), and raises :class:`CorpusError` naming the file and
 line of the first problem: wrong column count, ill-formed tag, a transition the tag scheme forbids,
 bytes that are not UTF-8, an empty file. Row-based corpora (Parquet, ``hf:``) name the row and
 column instead of a line: ``data/ner.parquet: row 17, column ner_tags: tag id 12 has no name (9

@@ -20,6 +20,7 @@ Decisions, named here:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 
 from ..cache_schema.labels import spans_to_tags
 from .jsonl import json_lines
@@ -62,8 +63,8 @@ def parse_label_studio(raw: bytes, path: str, labelled: bool, notes: list[str]) 
     return sentences
 
 
-def parse_span_jsonl(lines: list[str], path: str, labelled: bool, notes: list[str]) -> list[Sentence]:
-    sentences, skipped = [], 0
+def parse_span_jsonl(lines: Iterable[str], path: str, labelled: bool, notes: list[str]) -> Iterator[Sentence]:
+    skipped = 0
     for n, obj in json_lines(lines, path):
         if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
             raise CorpusError(path, n, 'expected an object with "text" (and "tokens", "spans")')
@@ -79,13 +80,12 @@ def parse_span_jsonl(lines: list[str], path: str, labelled: bool, notes: list[st
         if not words:
             raise CorpusError(path, n, "the text holds no words")
         if not labelled:
-            sentences.append(Sentence(words, None, None, n))
+            yield Sentence(words, None, None, n)
             continue
         spans = [(int(s["start"]), int(s["end"]), str(s["label"])) for s in obj.get("spans") or []]
-        sentences.append(_sentence(words, offsets, spans, path, n, line=True))
+        yield _sentence(words, offsets, spans, path, n, line=True)
     if skipped:
         notes.append(f"{skipped} rejected or ignored line(s) skipped")
-    return sentences
 
 
 def _words(given, text: str, path: str, n: int) -> tuple[list[str], list[tuple[int, int]]]:

@@ -3,44 +3,43 @@ document (the format overview is in ``seqdistill.corpora``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 from .sentences import DOCSTART, CorpusError, Sentence
 
 
-def parse_conll(lines: list[str], path: str, word_column: int, tag_column: int | None) -> list[Sentence]:
-    """The sentences of a CoNLL file. Column counts (decision, named here): with the word first and
+def parse_conll(lines: Iterable[str], path: str, word_column: int, tag_column: int | None) -> Iterator[Sentence]:
+    """The sentences of a CoNLL file, as its lines come. Column counts (decision, named here): with the word first and
     the tag last (the defaults, or the word first of an unlabelled read), lines may have different
     numbers of columns, because those two columns mean the same thing on every line: MeCab's output,
     as in the Japanese NER corpus of DATA.md, has 12 fields for a known word and 10 for an unknown
     one between them. With any other column named, every line must have as many columns as the first
     (a line with one column fewer would otherwise give another column's value as a word or tag)."""
     ends = word_column == 0 and tag_column in (-1, None)
-    sentences: list[Sentence] = []
     words: list[str] = []
     tags: list[str] = []
     tag_lines: list[int] = []
     width = None
     doc, has_docs = 0, False
 
-    def flush() -> None:
+    def flush() -> Iterator[Sentence]:
         if words:
-            sentences.append(
-                Sentence(
-                    list(words),
-                    list(tags) if tag_column is not None else None,
-                    str(doc) if has_docs else None,
-                    tag_lines[0],
-                    list(tag_lines),
-                )
+            yield Sentence(
+                list(words),
+                list(tags) if tag_column is not None else None,
+                str(doc) if has_docs else None,
+                tag_lines[0],
+                list(tag_lines),
             )
         words.clear(), tags.clear(), tag_lines.clear()
 
     for n, line in enumerate(lines, 1):
         cols = line.split()
         if not cols:
-            flush()
+            yield from flush()
             continue
         if cols[0] == DOCSTART:
-            flush()
+            yield from flush()
             doc, has_docs = doc + 1, True
             continue
         if width is None:
@@ -63,5 +62,4 @@ def parse_conll(lines: list[str], path: str, word_column: int, tag_column: int |
         tag_lines.append(n)
         if tag_column is not None:
             tags.append(cols[tag_column])
-    flush()
-    return sentences
+    yield from flush()

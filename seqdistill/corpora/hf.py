@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 
+from .parquet import BATCH_ROWS
 from .rows import TagNames, class_label_names, table_sentences
 from .sentences import HF_PREFIX, CorpusError
 
@@ -20,8 +20,10 @@ def hf_location(spec: str) -> tuple[str, str | None]:
     return rest, None
 
 
-def read_hf(spec: str, labelled: bool, names: TagNames, notes: list[str]):
-    """A ``save_to_disk`` directory: (the path errors and the manifest name, sentences, sha256)."""
+def read_hf(spec: str, labelled: bool, names: TagNames, notes: list[str], digest):
+    """A ``save_to_disk`` directory: (the path errors and the manifest name, its sentences as they
+    are read, ``BATCH_ROWS`` rows at a time). ``digest`` gets the sha256 input at once: the split's
+    Arrow files as stored, then its features."""
     directory, split = hf_location(spec)
     shown = f"{HF_PREFIX}{directory}"
     try:
@@ -56,11 +58,10 @@ def read_hf(spec: str, labelled: bool, names: TagNames, notes: list[str]):
         shown = f"{shown}@{split}"  # a plain Dataset: @SPLIT names the corpus split, it selects nothing
     features = ds.features.to_dict()
     names.set_class_label(class_label_names(features), shown)
-    sentences = table_sentences(ds.with_format("arrow")[:], shown, labelled, names, notes)
-    digest = hashlib.sha256()
     for f in ds.cache_files:  # the split's Arrow files, as stored
         with open(f["filename"], "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
     digest.update(json.dumps(features, sort_keys=True).encode())
-    return shown, sentences, digest
+    batches = ds.with_format("arrow").iter(batch_size=BATCH_ROWS)
+    return shown, table_sentences(batches, list(ds.column_names), shown, labelled, names, notes)

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 
 from .rows import Rows, TagNames
 from .sentences import TAGS_COLUMN, WORDS_COLUMN, CorpusError, Sentence
 
 
-def json_lines(lines: list[str], path: str):
+def json_lines(lines: Iterable[str], path: str):
     """``(line number, parsed value)`` of every non-blank line; invalid JSON names its line."""
     for n, line in enumerate(lines, 1):
         if not line.strip():
@@ -20,8 +21,10 @@ def json_lines(lines: list[str], path: str):
             raise CorpusError(path, n, f"invalid JSON ({e.msg} at column {e.colno})") from None
 
 
-def parse_jsonl(lines: list[str], path: str, labelled: bool, names: "TagNames", notes: list[str]) -> list[Sentence]:
-    sentences = []
+def parse_jsonl(
+    lines: Iterable[str], path: str, labelled: bool, names: "TagNames", notes: list[str]
+) -> Iterator[Sentence]:
+    """The sentences of a JSONL file, as its lines come (``notes`` gets what was skipped at the end)."""
     rows = Rows(path, labelled, names)
     for n, obj in json_lines(lines, path):
         if not isinstance(obj, dict):
@@ -37,7 +40,7 @@ def parse_jsonl(lines: list[str], path: str, labelled: bool, names: "TagNames", 
                 doc_id = obj.get("doc_id")
                 if doc_id is not None:
                     s.doc_id = str(doc_id)
-                sentences.append(s)
+                yield s
             continue
         words = obj.get("words")
         if not isinstance(words, list) or not words or not all(isinstance(w, str) and w for w in words):
@@ -54,9 +57,8 @@ def parse_jsonl(lines: list[str], path: str, labelled: bool, names: "TagNames", 
             if len(tags) != len(words):
                 raise CorpusError(path, n, f"{len(tags)} tags for {len(words)} words")
         doc_id = obj.get("doc_id")
-        sentences.append(Sentence(words, tags, None if doc_id is None else str(doc_id), n, entities=entities))
+        yield Sentence(words, tags, None if doc_id is None else str(doc_id), n, entities=entities)
     notes.extend(rows.notes())
-    return sentences
 
 
 def entities_of(value, n_words: int, path: str, line: int) -> list[tuple[int, int, str]]:

@@ -3,6 +3,8 @@ names, and rows turned into sentences, ``-DOCSTART-`` rows starting documents.""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 from .sentences import DOCSTART, TAGS_COLUMN, WORDS_COLUMN, CorpusError, Sentence
 
 
@@ -103,16 +105,21 @@ def class_label_names(features) -> list[str] | None:
     return None
 
 
-def table_sentences(table, path: str, labelled: bool, names: TagNames, notes: list[str]) -> list[Sentence]:
-    """A pyarrow table of ``tokens`` (and ``ner_tags``) columns, a row per sentence."""
-    columns = table.column_names
+def table_sentences(
+    batches: Iterable, columns: list[str], path: str, labelled: bool, names: TagNames, notes: list[str]
+) -> Iterator[Sentence]:
+    """The sentences of pyarrow tables or record batches of ``tokens`` (and ``ner_tags``) columns,
+    a row per sentence (``columns``: the names the file has), one batch at a time."""
     for column, needed in ((WORDS_COLUMN, True), (TAGS_COLUMN, labelled)):
         if needed and column not in columns:
             hint = " (read it as unlabelled, or name the tag column ner_tags)" if column == TAGS_COLUMN else ""
             raise CorpusError(path, None, f"no column {column!r}: the columns are {', '.join(columns) or 'none'}{hint}")
-    words = table.column(WORDS_COLUMN).to_pylist()
-    tags = table.column(TAGS_COLUMN).to_pylist() if labelled else [None] * len(words)
-    rows = Rows(path, labelled, names)
-    out = [s for i, (w, t) in enumerate(zip(words, tags)) if (s := rows.sentence(w, t, i)) is not None]
+    rows, first = Rows(path, labelled, names), 0
+    for batch in batches:
+        words = batch.column(WORDS_COLUMN).to_pylist()
+        tags = batch.column(TAGS_COLUMN).to_pylist() if labelled else [None] * len(words)
+        for i, (w, t) in enumerate(zip(words, tags), first):
+            if (s := rows.sentence(w, t, i)) is not None:
+                yield s
+        first += len(words)
     notes.extend(rows.notes())
-    return out

@@ -4,7 +4,7 @@ corpora."""
 from __future__ import annotations
 
 from ..cache_schema import LabelSchema
-from ..cache_schema.labels import TagError, canonical_scheme, check_sequence, detect_scheme
+from ..cache_schema.labels import SchemeGuess, TagError, canonical_scheme, check_sequence
 from .sentences import Corpus, CorpusError, Sentence
 
 
@@ -36,14 +36,30 @@ def derive_label_schema(corpora: list[Corpus], scheme: str | None = None) -> tup
 
 
 def check_scheme(sentences: list[Sentence], path: str, scheme: str | None) -> str:
+    """The scheme of a labelled corpus (``scheme`` when given, else guessed), every sentence checked
+    against it."""
+    guess = SchemeGuess()
+    if not scheme:
+        for s in sentences:
+            guess.add(s.tags)
+    scheme = corpus_scheme(scheme, guess, path)
+    for s in sentences:
+        check_tags(s, path, scheme)
+    return scheme
+
+
+def corpus_scheme(scheme: str | None, guess: SchemeGuess, path: str) -> str:
+    """``scheme`` when given (by any of its names), else what ``guess`` saw."""
     try:
-        scheme = canonical_scheme(scheme) if scheme else detect_scheme([s.tags for s in sentences])
+        return canonical_scheme(scheme) if scheme else guess.scheme()
     except TagError as e:
         raise CorpusError(path, None, str(e)) from None
-    for s in sentences:
-        problem = check_sequence(s.tags, scheme)
-        if problem is not None:
-            pos, reason = problem
-            hint = "" if scheme != "IOB2" else " (if the file is IOB1, pass scheme='IOB1')"
-            raise s.error(path, f"{reason}{hint}", pos)
-    return scheme
+
+
+def check_tags(s: Sentence, path: str, scheme: str) -> None:
+    """Raise if the sentence's tags break ``scheme`` (the file and line named)."""
+    problem = check_sequence(s.tags, scheme)
+    if problem is not None:
+        pos, reason = problem
+        hint = "" if scheme != "IOB2" else " (if the file is IOB1, pass scheme='IOB1')"
+        raise s.error(path, f"{reason}{hint}", pos)

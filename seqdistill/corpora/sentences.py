@@ -60,6 +60,49 @@ class Sentence:
             "entity_types": None if self.entities is None else [t for _, _, t in self.entities],
         }
 
+    def example_row(self, corpus: str, split: str, index: int) -> dict:
+        """The examples layer's record of this sentence, the ``index``-th of its corpus split."""
+        return {
+            "example_id": example_id(corpus, split, index),
+            "corpus": corpus,
+            "split": split,
+            "index": index,
+            "doc_id": self.doc_id,
+            "words": self.words,
+            **self.gold_fields(),
+        }
+
+    def in_scheme(self, source: str, target: str) -> "Sentence":
+        """This sentence with its tags converted from scheme ``source`` to ``target``."""
+        return dataclasses.replace(self, tags=convert_tags(self.tags, source, target))
+
+    def with_flat_tags(self, scheme: str) -> "Sentence":
+        """This nested sentence with flat ``tags`` in ``scheme``: its outermost entities."""
+        from ..bilou import flatten_spans
+        from ..cache_schema.labels import spans_to_tags
+
+        tags = spans_to_tags(flatten_spans(self.entities or []), len(self.words), scheme)
+        return dataclasses.replace(self, tags=tags, tag_lines=None)
+
+    def layers(self, types: list[str], path: str) -> list[list[int]]:
+        """Its entities as one BILOU layer per type (``seqdistill.bilou``); errors name ``path``."""
+        from ..bilou import layers_from_spans
+
+        try:
+            return layers_from_spans(self.entities or [], len(self.words), types)
+        except ValueError as e:
+            raise self.error(path, str(e)) from None
+
+    def check_labels(self, schema: LabelSchema, known: set[str], types: set[str], path: str) -> None:
+        """Raise if a tag or entity type is outside ``schema`` (``known``: its tags, ``types``: its
+        entity types)."""
+        for _, _, t in self.entities or ():
+            if t not in types:
+                raise self.error(path, f"entity type {t!r} is not in the label schema's types {sorted(types)}")
+        for i, t in enumerate(self.tags or ()):
+            if t not in known:
+                raise self.error(path, f"tag {t!r} is not in the label schema {list(schema.tags)}", i)
+
     def line_of(self, position: int) -> int:
         return self.tag_lines[position] if self.tag_lines else self.line
 
@@ -97,15 +140,7 @@ class Corpus:
 
     def layers(self, types: list[str]) -> list[list[list[int]]]:
         """Each sentence's entities as one BILOU layer per type (``seqdistill.bilou``)."""
-        from ..bilou import layers_from_spans
-
-        out = []
-        for s in self.sentences:
-            try:
-                out.append(layers_from_spans(s.entities or [], len(s.words), types))
-            except ValueError as e:
-                raise s.error(self.path, str(e)) from None
-        return out
+        return [s.layers(types, self.path) for s in self.sentences]
 
     @property
     def num_words(self) -> int:
@@ -125,48 +160,24 @@ class Corpus:
 
     def example_rows(self) -> list[dict]:
         """One record per sentence with the examples layer's fields and ``example_id``."""
-        return [
-            {
-                "example_id": example_id(self.name, self.split, i),
-                "corpus": self.name,
-                "split": self.split,
-                "index": i,
-                "doc_id": s.doc_id,
-                "words": s.words,
-                **s.gold_fields(),
-            }
-            for i, s in enumerate(self.sentences)
-        ]
+        return [s.example_row(self.name, self.split, i) for i, s in enumerate(self.sentences)]
 
     def to_scheme(self, scheme: str) -> "Corpus":
         """The same corpus with its tags converted to ``scheme``."""
         if not self.labelled or self.scheme == scheme:
             return self
-        out = [dataclasses.replace(s, tags=convert_tags(s.tags, self.scheme, scheme)) for s in self.sentences]
+        out = [s.in_scheme(self.scheme, scheme) for s in self.sentences]
         return Corpus(self.name, self.split, self.path, self.sha256, out, scheme, list(self.notes))
 
     def with_flat_tags(self, scheme: str) -> "Corpus":
         """A nested corpus that also has flat ``tags`` in ``scheme``: the outermost entities
         (``bilou.flatten_spans``), so that every consumer of flat tags (CRF teachers' gold NLL,
         flat students, seqeval) reads it as labelled, while ``entities`` keeps every span."""
-        from ..bilou import flatten_spans
-        from ..cache_schema.labels import spans_to_tags
-
-        out = [
-            dataclasses.replace(
-                s, tags=spans_to_tags(flatten_spans(s.entities or []), len(s.words), scheme), tag_lines=None
-            )
-            for s in self.sentences
-        ]
+        out = [s.with_flat_tags(scheme) for s in self.sentences]
         return Corpus(self.name, self.split, self.path, self.sha256, out, scheme, list(self.notes))
 
     def check_labels(self, schema: LabelSchema) -> None:
         """Raise if a tag of this corpus is outside ``schema`` (file and line named)."""
         known, types = set(schema.tags), set(schema.entity_types)
         for s in self.sentences:
-            for _, _, t in s.entities or ():
-                if t not in types:
-                    raise s.error(self.path, f"entity type {t!r} is not in the label schema's types {sorted(types)}")
-            for i, t in enumerate(s.tags or ()):
-                if t not in known:
-                    raise s.error(self.path, f"tag {t!r} is not in the label schema {list(schema.tags)}", i)
+            s.check_labels(schema, known, types, self.path)

@@ -23,10 +23,12 @@ writes the exports and, after all ranks finish, the manifest.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import itertools
 import os
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -43,7 +45,9 @@ from ..cache_schema.lock import BuildLock, CacheLockedError
 from ..cache_schema.manifest import check_id
 from ..cache_schema.storage import CacheStore
 from ..config_fields import option
-from ..corpora import HF_PREFIX, Corpus, CorpusError, read_corpus
+from ..corpora import HF_PREFIX, Corpus, read_corpus
+from ..corpora.read import CorpusSource
+from ..corpora.streamed import StreamedCorpus, scan_corpus
 from ..teachers import (
     LayerOptions,
     Teacher,
@@ -190,21 +194,20 @@ def _layer_options(cfg: BuildConfig) -> LayerOptions:
     )
 
 
-def read_corpora(specs: list[CorpusSpec], scheme: str | None) -> list[Corpus]:
-    """Read every corpus before anything is written; labelled ones converted to ``scheme``."""
+def scan_corpora(specs: list[CorpusSpec], scheme: str | None, schema: LabelSchema) -> list[StreamedCorpus]:
+    """Read every corpus, one sentence at a time, before anything is written: each once for its
+    fingerprint, counts and scheme, then each once more to check every sentence against its
+    scheme and against ``schema`` (``corpora/streamed.py``). Labelled ones are given in ``scheme``."""
     corpora, seen = [], set()
     for spec in specs:
         key = (spec.name, spec.split)
         if key in seen:
             raise BuildError(f"corpus {spec.name!r} split {spec.split!r} is given twice")
         seen.add(key)
-        c = read_corpus(spec.path, spec.name, spec.split, labelled=spec.labelled, tag_names=spec.tag_names)
-        if c.nested and spec.labelled:  # every span to entity_spans/entity_types, the outermost ones to tags
-            c.layers(c.entity_types())  # one type's entities must not overlap (file and line named)
-            c = c.with_flat_tags(scheme or "IOB2")
-        if spec.labelled and not c.labelled:
-            raise CorpusError(spec.path, None, "given as labelled but has no tags; pass it with --unlabelled")
-        corpora.append(c.to_scheme(scheme) if c.labelled and scheme else c)
+        source = CorpusSource.of(spec.path, spec.name, spec.split, "auto", spec.labelled, 0, -1, spec.tag_names)
+        corpora.append(scan_corpus(source, scheme))
+    for c in corpora:
+        c.check(schema)
     return corpora
 
 
@@ -234,16 +237,35 @@ class _Plan:
     schema: LabelSchema
     pooling: str
     options: LayerOptions
-    corpora: list[Corpus]
-    rows: list[dict]
-    shards: list[list[dict]]
+    corpora: list[StreamedCorpus]
     fingerprints: dict
     fields: list
     vocabulary_text: list[Corpus]
 
     @property
+    def examples(self) -> int:
+        return sum(c.examples for c in self.corpora)
+
+    @property
     def words(self) -> int:
-        return sum(r["n_words"] for r in self.rows)
+        return sum(c.words for c in self.corpora)
+
+    @property
+    def num_shards(self) -> int:
+        return -(-self.examples // self.cfg.shard_size)
+
+    @functools.cached_property
+    def shard_words(self) -> np.ndarray:
+        """Words of each shard (from the scan's lengths, without reading the corpora)."""
+        lengths = np.concatenate([c.lengths for c in self.corpora]).astype(np.int64)
+        return np.add.reduceat(lengths, np.arange(0, len(lengths), self.cfg.shard_size))
+
+    def shard_rows(self) -> Iterator[tuple[int, list[dict]]]:
+        """``(index, example rows)`` of every shard, in order, the corpora read again: corpora in
+        the order given, sentences in file order, ``shard_size`` a shard (the last one shorter)."""
+        rows = itertools.chain.from_iterable(c.example_rows() for c in self.corpora)
+        for index in range(self.num_shards):
+            yield index, list(itertools.islice(rows, self.cfg.shard_size))
 
 
 def build_cache(
@@ -264,7 +286,7 @@ def build_cache(
     rank, world, cfg.device = distributed.init(cfg.device)
     t0 = time.time()
     plan = _plan(teacher_dir, corpora_specs, cfg, teacher_id)
-    cfg, shards = plan.cfg, plan.shards
+    cfg = plan.cfg
     # One writer at a time (cache_schema/lock.py): rank 0 holds the lock for the whole build, so
     # that clearing the staging directory of a killed run never pulls files from a live one.
     with _build_lock(out, storage_options, cfg, rank, world, log) as lock:
@@ -274,14 +296,11 @@ def build_cache(
                 f"{out}: already holds teacher {plan.teacher_id!r} over these corpora with the same fingerprints; "
                 "nothing to do"
             )
-            return BuildReport("up-to-date", len(plan.rows), plan.words)
-        status = _status(examples, layer, len(shards))
-        mine = [i for i in range(len(shards)) if i % world == rank]
+            return BuildReport("up-to-date", plan.examples, plan.words)
+        status = _status(examples, layer, plan.num_shards)
+        mine = [i for i in range(plan.num_shards) if i % world == rank]
         todo = [i for i in mine if not layer.is_committed(i)]
         needs_exports = rank == 0 and not layer.has_exports()
-        for i in mine:
-            if not examples.is_committed(i):
-                examples.write_shard(i, {k: [r[k] for r in shards[i]] for k in shards[i][0]})
         teacher = None
         if todo or needs_exports:
             teacher = load_teacher(teacher_dir, trust_remote_code=cfg.trust_remote_code, device=plan.device)
@@ -292,12 +311,16 @@ def build_cache(
         projection = _read_projection(writer, layer.name) if cfg.hidden_project and todo else None
         t_teacher = time.time()
         stages = StageTimes()
+        shards = _shards(plan, mine, todo, examples)
         if todo:
-            stages = _run_teacher(teacher, plan, todo, layer, rank, projection, log)
+            stages = _run_teacher(teacher, plan, shards, todo, layer, rank, projection, log)
+        else:
+            for _ in shards:  # examples shards only (a resumed build whose teacher shards are all there)
+                pass
         t_teacher = time.time() - t_teacher
         distributed.barrier(world)
         report = BuildReport(
-            status, len(plan.rows), plan.words, time.time() - t0, len(todo), t_teacher, stages=stages.to_json()
+            status, plan.examples, plan.words, time.time() - t0, len(todo), t_teacher, stages=stages.to_json()
         )
         if rank == 0:
             lock.check()  # another build took the lock meanwhile: do not commit over it
@@ -341,11 +364,7 @@ def _plan(teacher_dir: str, corpora_specs: list[CorpusSpec], cfg: BuildConfig, t
     refusal = kind.refusal(options)
     if refusal:
         raise BuildError(refusal)
-    corpora = read_corpora(corpora_specs, schema.scheme)
-    for c in corpora:
-        c.check_labels(schema)
-    rows = [row for c in corpora for row in c.example_rows()]
-    shards = [rows[i : i + cfg.shard_size] for i in range(0, len(rows), cfg.shard_size)]
+    corpora = scan_corpora(corpora_specs, schema.scheme, schema)
     fingerprints = teacher_fingerprints(teacher_dir)
     hidden_size = _hidden_size(teacher_dir)
     if 0 < cfg.hidden_project and cfg.hidden_project >= hidden_size:
@@ -353,7 +372,8 @@ def _plan(teacher_dir: str, corpora_specs: list[CorpusSpec], cfg: BuildConfig, t
             f"--hidden-project {cfg.hidden_project}: the teacher's states have {hidden_size} dimensions; "
             "project to fewer"
         )
-    sample_words = sum(r["n_words"] for r in _pca_sample(shards[0])) if cfg.hidden_project else 0
+    first = np.concatenate([c.lengths for c in corpora] or [np.zeros(0, np.int32)])[: cfg.shard_size]
+    sample_words = int(first[_pca_sample(len(first))].sum()) if cfg.hidden_project else 0
     if cfg.hidden_project and sample_words < cfg.hidden_project:
         raise BuildError(
             f"--hidden-project {cfg.hidden_project}: the PCA is fitted on the first shard's words, and its "
@@ -374,8 +394,6 @@ def _plan(teacher_dir: str, corpora_specs: list[CorpusSpec], cfg: BuildConfig, t
         pooling,
         options,
         corpora,
-        rows,
-        shards,
         fingerprints,
         fields,
         vocabulary_text,
@@ -391,7 +409,7 @@ def _open_layers(out: str, storage_options, plan: _Plan, rank: int, world: int, 
         _overwrite(writer, plan.corpora, plan.teacher_id, log)
     distributed.barrier(world)
     writer = CacheWriter(out, storage_options, clean_staging=False)
-    examples = writer.examples_layer(plan.schema, [c.info() for c in plan.corpora], len(plan.shards))
+    examples = writer.examples_layer(plan.schema, [c.info() for c in plan.corpora], plan.num_shards)
     precision = cfg.precision if plan.device.startswith("cuda") else "fp32"
     info = TeacherInfo(
         plan.teacher_id,
@@ -418,11 +436,11 @@ def _status(examples, layer, n_shards: int) -> str:
 def _export_for_students(teacher: Teacher, layer, plan: _Plan, log) -> None:
     """What students need from the teacher (``teachers.export_for_students``): the tokenizer, the
     embedding rows ``vocabulary.choose_rows`` keeps, the first layers, the PCA of ``--hidden-project``."""
-    cfg, shards, vocabulary_text = plan.cfg, plan.shards, plan.vocabulary_text
-    fitted = _fit_projection(teacher, cfg, shards[0], log) if cfg.hidden_project else None
+    cfg, vocabulary_text = plan.cfg, plan.vocabulary_text
+    fitted = _fit_projection(teacher, cfg, next(plan.shard_rows())[1], log) if cfg.hidden_project else None
     matrix_rows = teacher.encoder.get_input_embeddings().weight.shape[0]
     sentences = itertools.chain(
-        (r["words"] for s in shards for r in s), (x.words for c in vocabulary_text for x in c.sentences)
+        (s.words for c in plan.corpora for s in c.sentences()), (x.words for c in vocabulary_text for x in c.sentences)
     )
     mode = "full" if cfg.full_vocabulary else "trimmed" if cfg.trim_vocabulary else "auto"
     chosen = choose_rows(teacher.tokenizer, sentences, matrix_rows, mode, cfg.frequent_subwords)
@@ -457,7 +475,7 @@ def _fit_projection(teacher: Teacher, cfg: BuildConfig, rows: list[dict], log) -
     most 20,000 of their words (encodings.fit_pca). Returns the tensors of the projection export,
     ``hidden_<l>.components`` ``[N, D]`` and ``hidden_<l>.mean`` ``[D]``, also under
     ``subword_hidden_<l>.*`` when subword fields are stored (the same projection)."""
-    sample = _pca_sample(rows)
+    sample = [rows[i] for i in _pca_sample(len(rows))]
     states: dict[int, list[np.ndarray]] = {layer: [] for layer in cfg.hidden_layers}
     for batch in batches_by_length([r["n_words"] for r in sample], cfg.max_words_per_batch):
         out = teacher.outputs(
@@ -488,10 +506,10 @@ def _fit_projection(teacher: Teacher, cfg: BuildConfig, rows: list[dict], log) -
 PCA_SENTENCES = 512
 
 
-def _pca_sample(rows: list[dict]) -> list[dict]:
-    """The sentences of the first shard the PCA is fitted on: ``PCA_SENTENCES`` drawn with seed 0."""
-    pick = np.random.default_rng(0).choice(len(rows), min(len(rows), PCA_SENTENCES), replace=False)
-    return [rows[i] for i in sorted(pick.tolist())]
+def _pca_sample(n: int) -> list[int]:
+    """Which sentences of the first shard (of ``n``) the PCA is fitted on: ``PCA_SENTENCES`` drawn
+    with seed 0, in order."""
+    return sorted(np.random.default_rng(0).choice(n, min(n, PCA_SENTENCES), replace=False).tolist())
 
 
 def _write_exports(
@@ -551,7 +569,7 @@ def _build_lock(out: str, storage_options, cfg: BuildConfig, rank: int, world: i
             lock.release()
 
 
-def _overwrite(writer: CacheWriter, corpora: list[Corpus], teacher_id: str, log) -> None:
+def _overwrite(writer: CacheWriter, corpora: list[StreamedCorpus], teacher_id: str, log) -> None:
     m = writer.manifest
     same_corpora = m is not None and sorted((c.name, c.split, c.sha256) for c in m.corpora) == sorted(
         (c.name, c.split, c.sha256) for c in corpora
@@ -593,19 +611,45 @@ def batches_by_length(lengths: list[int], max_words: int) -> list[list[int]]:
     return out
 
 
+def _shards(plan: _Plan, mine: list[int], todo: list[int], examples) -> Iterator[tuple[int, list[dict]]]:
+    """``(index, example rows)`` of this rank's shards in ``todo``, the corpora read again as they
+    are needed (in the pipeline's reader thread). Each of this rank's examples shards that is not
+    there yet is written on the way, before the teacher's shard, which is checked against it. The
+    reading stops after the last shard needed."""
+    todo_set, mine_set = set(todo), set(mine)
+    needed = todo_set | {i for i in mine if not examples.is_committed(i)}
+    if not needed:
+        return
+    for index, rows in plan.shard_rows():
+        if index in mine_set and not examples.is_committed(index):
+            examples.write_shard(index, {k: [r[k] for r in rows] for k in rows[0]})
+        if index in todo_set:
+            yield index, rows
+        if index == max(needed):
+            return
+
+
 def _run_teacher(
-    teacher: Teacher, plan: _Plan, todo: list[int], layer, rank: int, projection: dict | None, log
+    teacher: Teacher,
+    plan: _Plan,
+    shards: Iterator[tuple[int, list[dict]]],
+    todo: list[int],
+    layer,
+    rank: int,
+    projection: dict | None,
+    log,
 ) -> StageTimes:
-    """Compute the teacher's outputs for the shards in ``todo`` and publish them, through the
-    pipeline of ``stream.py``: tokenization workers ahead of the device, shard writers behind it
-    (the columns are the plan's kind's, for its options). ``projection``: the layer's PCA
-    (:func:`_read_projection`), applied to the hidden states before they are stored."""
-    cfg, kind, schema, shards = plan.cfg, plan.kind, plan.schema, plan.shards
-    jobs = [
-        (index, batch)
-        for index in todo
-        for batch in batches_by_length([r["n_words"] for r in shards[index]], cfg.max_words_per_batch)
-    ]
+    """Compute the teacher's outputs for ``shards`` (``_shards``: those in ``todo``) and publish
+    them, through the pipeline of ``stream.py``: a reader and tokenization workers ahead of the
+    device, shard writers behind it (the columns are the plan's kind's, for its options).
+    ``projection``: the layer's PCA (:func:`_read_projection`), applied to the hidden states
+    before they are stored."""
+    cfg, kind, schema = plan.cfg, plan.kind, plan.schema
+    jobs = (
+        (index, rows, batch)
+        for index, rows in shards
+        for batch in batches_by_length([r["n_words"] for r in rows], cfg.max_words_per_batch)
+    )
     pipe = stream.pipeline_sizes(cfg.workers, cfg.writers, cfg.queue_size)
     log(pipe.describe())
 
@@ -633,9 +677,9 @@ def _run_teacher(
                 outputs[i] = (host, j)  # row i is item j of its batch's outputs
         return kind.shard_columns(rows, outputs, plan.options)
 
-    total_words = sum(r["n_words"] for i in todo for r in shards[i])
+    total_words = int(sum(plan.shard_words[i] for i in todo))
     desc = f"teacher {layer.name}" + (f" [rank {rank}]" if rank else "")
     with tqdm(total=total_words, unit="word", unit_scale=True, desc=desc, smoothing=0.1) as bar:
         land = None if projection is None else (lambda host: _project_host(host, projection))
-        stages = stream.Stages(shards.__getitem__, prepare, forward, columns, layer.write_shard, land)
+        stages = stream.Stages(prepare, forward, columns, layer.write_shard, land)
         return stream.run_pipeline(jobs, stages, pipe, teacher.device, bar)

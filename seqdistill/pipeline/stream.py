@@ -1,9 +1,13 @@
 """The teacher phase of a build as a pipeline, so that the device never waits on the host:
 
-    tokenization workers ──► device loop (this thread) ──────► shard writers
-    words to segments and     forward, k-best, marginals;      wait for the copies, project,
-    gold targets, in pinned   outputs copied back into         turn outputs into columns,
-    memory, batches ahead     pinned memory on a side stream   compress and publish shards
+    corpus reader ──► tokenization workers ──► device loop (this thread) ──► shard writers
+    the corpora read  words to segments and    forward, k-best, marginals;   wait for the copies,
+    again, a shard    gold targets, in pinned  outputs copied back into      project, turn outputs
+    at a time         memory, batches ahead    pinned memory, side stream    into columns, publish
+
+* **Read as it goes.** One thread reads the corpora again and cuts them into the plan's shards
+  and batches (``build._shards``, which also writes each examples shard before its batches go
+  on), ``ahead`` batches ahead: the build holds the shards in flight, not the corpora.
 
 * **Ahead of the device.** ``workers`` threads run ``teacher.prepare`` (the fast tokenizer, in
   Rust, releases the GIL) and the kind's gold targets for the next ``ahead`` batches, while this
@@ -36,10 +40,11 @@ batches (BERT under SDPA checks whether the mask is all ones); ``build_throughpu
 from __future__ import annotations
 
 import os
+import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -82,8 +87,9 @@ class StageTimes:
     """Seconds spent by each stage of the teacher phase (summed over threads, so stages that
     overlap add up to more than the phase's wall time)."""
 
+    read: float = 0.0  # corpus reader: the corpora read again, the examples' shards written
     prepare: float = 0.0  # tokenization workers: words to segments and gold targets
-    wait_prepare: float = 0.0  # device loop waiting for a prepared batch (the device idle)
+    wait_prepare: float = 0.0  # device loop waiting for the reader or a prepared batch (the device idle)
     device: float = 0.0  # device loop: forward, k-best, marginals, starting the copies
     wait_writers: float = 0.0  # device loop waiting for a free writer (the device idle)
     wait_copies: float = 0.0  # writers waiting for a batch's copies to land (GPU)
@@ -145,14 +151,12 @@ class HostCopy:
 @dataclass
 class Stages:
     """What each stage does with a batch or a shard (the build's, ``build._run_teacher``).
-    ``rows_of(index)``: a shard's example rows; ``prepare(rows, batch)``: the host side of a
-    batch (in a tokenization worker); ``forward(prepared)``: the device side, returning a
-    ``TeacherOutput``; ``land(host)``: what is done to a batch's host outputs as soon as they are
-    there (the PCA projection, so that a shard waiting for a writer holds projected states);
-    ``columns(rows, [(batch, host outputs)])``: a shard's columns, and ``publish(index, columns)``
-    writes them (both in a shard writer)."""
+    ``prepare(rows, batch)``: the host side of a batch (in a tokenization worker);
+    ``forward(prepared)``: the device side, returning a ``TeacherOutput``; ``land(host)``: what is
+    done to a batch's host outputs as soon as they are there (the PCA projection, so that a shard
+    waiting for a writer holds projected states); ``columns(rows, [(batch, host outputs)])``: a
+    shard's columns, and ``publish(index, columns)`` writes them (both in a shard writer)."""
 
-    rows_of: Callable[[int], list[dict]]
     prepare: Callable
     forward: Callable
     columns: Callable
@@ -161,10 +165,12 @@ class Stages:
 
 
 def run_pipeline(
-    jobs: list[tuple[int, list[int]]], stages: Stages, sizes: PipelineSizes, device, bar: tqdm
+    jobs: Iterable[tuple[int, list[dict], list[int]]], stages: Stages, sizes: PipelineSizes, device, bar: tqdm
 ) -> StageTimes:
-    """Run ``jobs`` — ``(shard index, batch)`` pairs in the plan's order, each shard's batches
-    together — through the three stages, on ``device``; returns the time each stage took."""
+    """Run ``jobs`` — ``(shard index, the shard's example rows, batch)`` in the plan's order, each
+    shard's batches together — through the three stages, on ``device``; returns the time each
+    stage took. ``jobs`` is read as the pipeline goes (the build reads its corpora as it goes), so
+    only the shards in flight are held."""
     return _Pipeline(jobs, stages, sizes, device).run(bar)
 
 
@@ -174,33 +180,36 @@ class _Pipeline:
     batches, in order; ``writes``: shards being written or waiting for a writer)."""
 
     def __init__(self, jobs, stages: Stages, sizes: PipelineSizes, device):
-        self.jobs, self.stages, self.sizes = jobs, stages, sizes
+        self.stages, self.sizes = stages, sizes
         self.times, self._lock = StageTimes(), threading.Lock()
         self.device = torch.device(device)
         self.stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
-        self.ahead: deque[Future] = deque()
+        self.ahead: deque[tuple[int, list[dict], list[int], Future]] = deque()
         self.writes: deque[tuple[int, Future]] = deque()
-        self.upcoming = iter(jobs)
+        self.jobs = jobs
+        self.upcoming: queue.Queue = queue.Queue(max(1, sizes.ahead))  # filled by the corpus reader
         self.stop = threading.Event()  # set on a failure or Ctrl-C: writers give up between steps
 
     def run(self, bar: tqdm) -> StageTimes:
-        jobs, sizes, t0 = self.jobs, self.sizes, time.perf_counter()
+        sizes, t0 = self.sizes, time.perf_counter()
         # on a GPU every thread works on the build's device (under torchrun, not on GPU 0)
         init = {"initializer": torch.cuda.set_device, "initargs": (self.device,)} if self.stream else {}
         self.tokenizers = ThreadPoolExecutor(sizes.workers, thread_name_prefix="seqdistill-tokenize", **init)
         self.writers = ThreadPoolExecutor(sizes.writers, thread_name_prefix="seqdistill-write", **init)
+        reader = threading.Thread(target=self._read, name="seqdistill-read", daemon=True)
+        reader.start()
         try:
             parts: list[tuple[list[int], HostCopy]] = []
-            for n, (index, batch) in enumerate(jobs):
-                self._fill()
+            while self._fill():
+                index, rows, batch, fut = self.ahead.popleft()
                 t = time.perf_counter()
-                prepared = _result(self.ahead.popleft(), f"tokenization worker, shard {index}")
+                prepared = _result(fut, f"tokenization worker, shard {index}")
                 t = self._spent("wait_prepare", t)
                 parts.append((batch, HostCopy(self.stages.forward(prepared), self.stream, self.stages.land)))
                 self._spent("device", t)
-                rows = self.stages.rows_of(index)
                 bar.update(sum(rows[i]["n_words"] for i in batch))
-                if n + 1 == len(jobs) or jobs[n + 1][0] != index:  # the shard's last batch
+                self._fill()
+                if not self.ahead or self.ahead[0][0] != index:  # the shard's last batch
                     self._check_writes(sizes.writers + sizes.queued - 1)
                     self.writes.append((index, self.writers.submit(self._write, index, rows, parts)))
                     parts = []
@@ -217,8 +226,10 @@ class _Pipeline:
             # finishes, any other leaves nothing), so the same command resumes
             self.tokenizers.shutdown(wait=False, cancel_futures=True)
             self.writers.shutdown(wait=False, cancel_futures=True)
+            self.stop.set()  # the reader stops before its next job (it is done on success)
             self.tokenizers.shutdown(wait=True)
             self.writers.shutdown(wait=True)
+            reader.join()
         self.times.wall = time.perf_counter() - t0
         return self.times
 
@@ -229,17 +240,51 @@ class _Pipeline:
             setattr(self.times, stage, getattr(self.times, stage) + now - since)
         return now
 
-    def _fill(self) -> None:
-        """Keep ``sizes.ahead`` batches submitted to the tokenization workers."""
-        while len(self.ahead) < self.sizes.ahead:
-            job = next(self.upcoming, None)
-            if job is None:
-                return
-            self.ahead.append(self.tokenizers.submit(self._prepare, *job))
+    def _fill(self) -> bool:
+        """Keep ``sizes.ahead`` batches (at least one) submitted to the tokenization workers;
+        False when no batch is left."""
+        while len(self.ahead) < max(1, self.sizes.ahead):
+            t = time.perf_counter()
+            job = self.upcoming.get()
+            self._spent("wait_prepare", t)
+            if isinstance(job, BaseException):
+                e = job
+                if hasattr(e, "add_note") and not isinstance(e, KeyboardInterrupt):
+                    e.add_note("(in the build's corpus reader)")
+                raise e
+            if job is _END:
+                self.upcoming.put(_END)  # every later call sees the end too
+                break
+            self.ahead.append((*job, self.tokenizers.submit(self._prepare, *job)))
+        return bool(self.ahead)
 
-    def _prepare(self, index: int, batch: list[int]):
+    def _read(self) -> None:
+        """The corpus reader's thread: the jobs, read ahead (the build reads its corpora and writes
+        the examples' shards as it goes), then ``_END``, or the exception that stopped it."""
+        try:
+            jobs = iter(self.jobs)
+            while not self.stop.is_set():
+                t = time.perf_counter()
+                job = next(jobs, _END)
+                self._spent("read", t)
+                self._offer(job)
+                if job is _END:
+                    return
+        except BaseException as e:
+            self._offer(e)
+
+    def _offer(self, item) -> None:
+        """Put ``item`` for the device loop, unless the pipeline stops first."""
+        while not self.stop.is_set():
+            try:
+                self.upcoming.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def _prepare(self, index: int, rows: list[dict], batch: list[int]):
         t = time.perf_counter()
-        result = self.stages.prepare(self.stages.rows_of(index), batch)
+        result = self.stages.prepare(rows, batch)
         if self.stream is not None:  # page-locked, so that the copies to the device do not block
             result = _pinned(result)
         self._spent("prepare", t)
@@ -269,6 +314,9 @@ class _Pipeline:
             t = time.perf_counter()
             _result(fut, f"shard writer, shard {index}")
             self._spent("wait_writers", t)
+
+
+_END = object()  # the corpus reader's last item
 
 
 def _pinned(value):
