@@ -115,8 +115,8 @@ def test_layers_refuse_what_they_cannot_hold():
 def test_nested_jsonl_round_trips_through_layers_and_flattens_for_build(tmp_path):
     import json
 
-    from seqdistill.corpora import CorpusError, read_corpus
     from seqdistill.cache_schema import LabelSchema
+    from seqdistill.corpora import CorpusError, read_corpus
     from seqdistill.pipeline.build import CorpusSpec, scan_corpora
 
     rows = [

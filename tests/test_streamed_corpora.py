@@ -13,7 +13,7 @@ from seqdistill.cache_schema import LabelSchema
 from seqdistill.corpora import CorpusError, read_corpus
 from seqdistill.corpora import parquet as parquet_reader
 from seqdistill.corpora import read as read_module
-from seqdistill.corpora.read import CorpusSource, split_lines, sniff
+from seqdistill.corpora.read import CorpusSource, sniff, split_lines
 from seqdistill.corpora.streamed import scan_corpus
 
 CONLL = "-DOCSTART- O\n\nAnna B-PER\nlives O\nin O\nRome B-LOC\n\nBob B-PER\nSmith I-PER\n\n"
