@@ -372,6 +372,55 @@ def _finetune(encoders, co_finetune: bool, corpora, schema, out_dir, cfg, trust_
     )
 
 
+@main.command("in-context-teacher")
+@click.option(
+    "--model",
+    required=True,
+    help="A base decoder-only LM: a local Hugging Face directory or a GGUF file (the gguf extra). Its sha256 "
+    "is recorded; the teacher directory holds no weights.",
+)
+@click.option(
+    "--gguf-file", default=None, help="The GGUF file inside --model (a directory): the same as --model DIR/FILE."
+)
+@click.option(
+    "--demos",
+    "demos_path",
+    required=True,
+    help="Labelled corpus the demonstrations come from (CoNLL, JSONL, Parquet, hf:DIR[@SPLIT]).",
+)
+@click.option(
+    "--n-demos",
+    type=int,
+    default=None,
+    help="Demonstrations drawn from --demos with --seed (kept in file order); default: every sentence of "
+    "--demos, in order. 0: the prompt alone.",
+)
+@click.option("--seed", type=int, default=13, show_default=True, help="Seed of the draw of --n-demos.")
+@click.option("--out", "out_dir", required=True, help="Directory for the teacher.")
+@tag_names_option
+@click.option("--trust-remote-code", is_flag=True, help="Allow the model's own Python code to run (off by default).")
+def in_context_teacher(model, gguf_file, demos_path, n_demos, seed, out_dir, tag_names, trust_remote_code) -> None:
+    """Make a SenTScore teacher that needs no fine-tuning: a base LM with gold demonstrations in context.
+
+    Every prompt starts with the demonstrations in SenT' form; their key/value cache is computed
+    once and shared by every sentence and beam. The teacher is a `sentscore` teacher: `distill-cache
+    build --teacher OUT`, `distill-eval` and `distill-train sentscore` take it as they take a
+    fine-tuned one. The directory records the model's sha256 and the demonstrations
+    (teachers/in_context.py says why it is a command of its own).
+    """
+    from ..teachers.in_context import make_in_context_teacher
+
+    try:
+        source = gguf_source(model, gguf_file)
+        pool = read_corpus(demos_path, "demos", "train", tag_names=tag_names)
+        schema, [pool] = derive_label_schema([pool], "sBIO")
+        make_in_context_teacher(
+            source, pool, schema, n_demos, seed, out_dir, trust_remote_code=trust_remote_code, log=click.echo
+        )
+    except (CorpusError, TeacherError, PretrainedError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+
+
 @main.command("few-shot-split")
 @click.option("--corpus", "corpus_path", required=True, help="Labelled corpus (CoNLL, JSONL, Parquet, hf:DIR[@SPLIT]).")
 @click.option(

@@ -80,13 +80,19 @@ def add_teacher_fields(directory: Path, **fields) -> None:
 
 def teacher_fingerprints(directory) -> dict[str, str]:
     """sha256 fingerprints of a teacher directory's weight and tokenizer files (no model loaded),
-    and of the GGUF file it was fine-tuned from, when it was (``teacher.json``'s ``base``)."""
+    of the GGUF file it was fine-tuned from, when it was (``teacher.json``'s ``base``), and of an
+    in-context teacher's model and demonstrations (``in_context``)."""
     d = Path(directory)
     out = {"weights": _sha256_files(d, WEIGHT_FILES), "tokenizer": _sha256_files(d, TOKENIZER_FILES)}
     meta = d / TEACHER_JSON
-    base = json.loads(meta.read_text()).get("base") if meta.is_file() else None
+    record = json.loads(meta.read_text()) if meta.is_file() else {}
+    base = record.get("base")
     if base and base.get("gguf_sha256"):
         out["base_gguf"] = base["gguf_sha256"]
+    in_context = record.get("in_context")
+    if in_context:  # no weights in the directory: the model it names, and the demonstrations
+        out["model"] = in_context["model_sha256"]
+        out["demonstrations"] = _sha256_files(d, ("demonstrations.jsonl",))
     return out
 
 

@@ -51,6 +51,7 @@ The same format in one sequence, decisions named:
 
 from __future__ import annotations
 
+import copy
 import inspect
 from dataclasses import dataclass
 
@@ -70,6 +71,7 @@ class SentFormat:
 
     def __init__(self, tokenizer, tags, max_words: int | None = None):
         self.tokenizer, self.tags = tokenizer, tuple(tags)
+        self.context: list[int] = []  # a causal LM's demonstrations, special tokens first (set_demonstrations)
         if self.tags[:2] != (SBIO_OUTSIDE, SBIO_INSIDE):
             raise ValueError(f"sBIO tags must start with O, I; got {self.tags}")
         self.sentinels = _sentinel_ids(tokenizer)
@@ -93,16 +95,33 @@ class SentFormat:
 
     def encode_input(self, words: list[str], causal: bool = False) -> list[int]:
         """s_0 x_1 s_1 ... x_L s_L, with the model's special tokens around it; for a causal LM,
-        the prompt: the special tokens before it only (the target follows)."""
+        the prompt: the special tokens before it only (the target follows), or the demonstrations
+        of an in-context teacher (:meth:`set_demonstrations`), which begin with them."""
         self._check(words)
         ids = [self.sentinels[0]]
         for i, w in enumerate(words, 1):
             ids += self.tokenizer(w, add_special_tokens=False)["input_ids"] or [self.tokenizer.unk_token_id]
             ids.append(self.sentinels[i])
-        return self.prefix + ids + ([] if causal else self.suffix)
+        if causal:
+            return (self.context or self.prefix) + ids
+        return self.prefix + ids + self.suffix
 
-    def encode_target(self, tags: list[str]) -> list[int]:
-        """s_0 t_1 s_1 ... t_L s_L, then the end-of-sequence token when the tokenizer has one."""
+    def set_demonstrations(self, demonstrations: list[tuple[list[str], list[str]]]) -> None:
+        """In-context SenTScore (issue 55): every causal prompt starts with the model's special
+        tokens, then each demonstration in SenT' form, its input and its target one after the
+        other as a fine-tuned teacher's sequence is, then a newline (not the end-of-sequence token,
+        which would tell a base LM that the text is over). None: a prompt as before."""
+        if not demonstrations:
+            self.context = []
+            return
+        newline = self.tokenizer("\n", add_special_tokens=False)["input_ids"]
+        context = list(self.prefix)
+        for words, tags in demonstrations:
+            context += self.encode_input(words, causal=True)[len(self.prefix) :] + self._target(tags) + newline
+        self.context = context
+
+    def _target(self, tags: list[str]) -> list[int]:
+        """s_0 t_1 s_1 ... t_L s_L."""
         self._check(tags)
         index = {t: i for i, t in enumerate(self.tags)}
         ids = [self.sentinels[0]]
@@ -110,6 +129,11 @@ class SentFormat:
             if t not in index:
                 raise ValueError(f"tag {t!r} is not in the sBIO tag set {self.tags}")
             ids += self.tag_ids[index[t]] + [self.sentinels[i]]
+        return ids
+
+    def encode_target(self, tags: list[str]) -> list[int]:
+        """s_0 t_1 s_1 ... t_L s_L, then the end-of-sequence token when the tokenizer has one."""
+        ids = self._target(tags)
         eos = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else self.tokenizer.sep_token_id
         return ids + ([eos] if eos is not None else [])
 
@@ -126,8 +150,8 @@ class SentFormat:
     def causal_overhead(self) -> int:
         """Tokens of a causal LM's one sequence that no word brings: the model's special tokens (the
         closing ones too, which a causal prompt leaves out: a bound, not a count), the input's and
-        the target's ``s_0``, and the end of sequence."""
-        return len(self.prefix) + len(self.suffix) + 3
+        the target's ``s_0``, and the end of sequence; the demonstrations of an in-context teacher."""
+        return len(self.context or self.prefix) + len(self.suffix) + 3
 
     def causal_tokens(self, words: list[str]) -> int:
         """The most tokens a causal LM's one sequence holds for ``words``, every word given the
@@ -194,12 +218,16 @@ def context_limit(model) -> int | None:
     """Tokens a causal LM's one sequence may hold: its position table and, with sliding-window
     attention (Gemma 3), its window less one. A sliding-window layer of the key/value cache keeps only
     its last window - 1 tokens, and SenTScore's cache surgery (cutting a tag's block off, aligning
-    rows) needs every token it fed, so the cache must never slide. None for other models."""
+    rows) needs every token it fed, so the cache must never slide. A model whose ``layer_types``
+    has no sliding layer left (an in-context teacher's, ``in_context.py``) has no window. None for
+    models that are not causal."""
     if not is_causal(model):
         return None
     cfg = model.config
     limits = [getattr(cfg, "max_position_embeddings", None) or 1 << 30]
-    if getattr(cfg, "sliding_window", None):
+    layer_types = getattr(cfg, "layer_types", None)
+    slides = "sliding_attention" in layer_types if layer_types else True  # no layer_types: every layer slides
+    if getattr(cfg, "sliding_window", None) and slides:
         limits.append(cfg.sliding_window - 1)
     return min(limits)
 
@@ -216,9 +244,13 @@ def pad_rows(seqs: list[list[int]], pad: int, left: bool = False) -> tuple[Tenso
     return ids, mask
 
 
-def encode_prompts(fmt: SentFormat, batch_words: list[list[str]], device) -> tuple[Tensor, Tensor]:
-    """Causal LMs: each prompt and the target's ``s_0``, left-padded (``ids, mask [B, P]``)."""
-    seqs = [fmt.encode_input(w, causal=True) + [fmt.sentinels[0]] for w in batch_words]
+def encode_prompts(
+    fmt: SentFormat, batch_words: list[list[str]], device, after_context: bool = False
+) -> tuple[Tensor, Tensor]:
+    """Causal LMs: each prompt and the target's ``s_0``, left-padded (``ids, mask [B, P]``);
+    with ``after_context``, without the demonstrations they start with (their cache is shared)."""
+    cut = len(fmt.context) if after_context else 0
+    seqs = [fmt.encode_input(w, causal=True)[cut:] + [fmt.sentinels[0]] for w in batch_words]
     ids, mask = pad_rows(seqs, fmt.tokenizer.pad_token_id or 0, left=True)
     return ids.to(device), mask.to(device)
 
@@ -330,16 +362,21 @@ def _set_states(layer, keys: Tensor, values: Tensor) -> None:
 
 
 @torch.inference_mode()
-def sentscore(model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1) -> SentScoreOutput:
+def sentscore(
+    model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1, share_context: bool = True
+) -> SentScoreOutput:
     """Algorithm 1 over a batch of sentences, batched over sentences and beams; the |T̄| tags are
-    scored by one decoder call each over all beams, every call reading the same prefix cache."""
+    scored by one decoder call each over all beams, every call reading the same prefix cache.
+    An in-context teacher's demonstrations (``fmt.context``) are encoded once and their cache
+    shared by every sentence and beam (``share_context=False``: encoded again before every
+    prompt, the reference the shared cache is checked and timed against)."""
     B = len(batch_words)
     if not B or any(not w for w in batch_words):
         raise ValueError("SenTScore needs a non-empty batch of non-empty sentences")
     order = sorted(range(B), key=lambda b: -len(batch_words[b]))  # longest first: live sentences are a prefix
     words = [batch_words[b] for b in order]
     lengths = [len(w) for w in words]
-    search = _BeamSearch(model, fmt, words, k)
+    search = _BeamSearch(model, fmt, words, k, share_context)
     for i in range(1, lengths[0] + 1):
         search.drop_finished(sum(1 for x in lengths if x >= i))
         step, blocks = search.score_tags(i)  # eq. 1, every tag after every beam
@@ -360,15 +397,21 @@ class _BeamSearch:
     (the kept beams' cache), :meth:`feed_sentinel`. Rows are sentence-major (``live * k``); the
     sentences that have ended leave the batch (:meth:`drop_finished`) and keep their results."""
 
-    def __init__(self, model, fmt: SentFormat, words: list[list[str]], k: int):
+    def __init__(self, model, fmt: SentFormat, words: list[list[str]], k: int, share_context: bool = True):
         device = self.device = next(model.parameters()).device
         self.fmt, self.k = fmt, k
         B, n_t, L = len(words), len(fmt.tags), len(words[0])
         self.causal = is_causal(model)
+        cache, before = None, torch.zeros(B, dtype=torch.long, device=device)
         if self.causal:  # the prompts and the target's s_0, left-padded, in one call
             _refuse_too_long(fmt, words, context_limit(model))
-            prefix, first_mask = encode_prompts(fmt, words, device)
             self.dec = _Decoder(model)
+            shared = share_context and bool(fmt.context)
+            prefix, first_mask = encode_prompts(fmt, words, device, after_context=shared)
+            if shared:  # after the demonstrations' cache, computed once (module docstring)
+                cache = _context_cache(model, fmt, device, B)
+                before = before + len(fmt.context)
+                first_mask = torch.cat([first_mask.new_ones(B, len(fmt.context)), first_mask], 1)
         else:  # the encoder, then the decoder prefix [decoder start, s_0] of every sentence
             enc_ids, enc_mask = encode_batch(fmt, words, device)
             enc_h = model.get_encoder()(input_ids=enc_ids, attention_mask=enc_mask).last_hidden_state
@@ -382,9 +425,7 @@ class _BeamSearch:
         self.start_ok, self.after_ok = (x.to(device) for x in fmt.allowed())
 
         # the prefix of every sentence, then K beams per sentence (sentence-major rows)
-        logits, cache = self.dec(
-            torch.arange(B, device=device), prefix, first_mask, None, torch.zeros(B, dtype=torch.long, device=device)
-        )
+        logits, cache = self.dec(torch.arange(B, device=device), prefix, first_mask, cache, before)
         self.last = torch.log_softmax(self.dec.project(logits[:, -1]), -1).repeat_interleave(k, 0)  # [R, V]
         cache.batch_repeat_interleave(k)
         self.cache = cache
@@ -495,6 +536,23 @@ class _BeamSearch:
         states, self.cache = self.dec(self.rows, ids, self.mask, self.cache, self.n_real)
         self.last = torch.log_softmax(self.dec.project(states[:, -1]), -1)
         self.n_real = self.n_real + 1
+
+
+def _context_cache(model, fmt: SentFormat, device, rows: int):
+    """The key/value cache of an in-context teacher's demonstrations (``fmt.context``) for ``rows``
+    rows: computed once per model, device and autocast precision and kept on ``fmt``; each batch
+    gets a copy (the search cuts and aligns its cache in place)."""
+    dtype = torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type) else None
+    key = (id(model), str(device), dtype, tuple(fmt.context))
+    kept = getattr(fmt, "_context_cache", None)
+    if kept is None or kept[0] != key:
+        ids = torch.tensor([fmt.context], device=device)
+        zero = torch.zeros(1, dtype=torch.long, device=device)
+        _, cache = _Decoder(model)(zero, ids, torch.ones_like(ids), None, zero)
+        fmt._context_cache = kept = (key, cache)
+    cache = copy.deepcopy(kept[1])
+    cache.batch_repeat_interleave(rows)
+    return cache
 
 
 def _refuse_too_long(fmt: SentFormat, words: list[list[str]], limit: int) -> None:

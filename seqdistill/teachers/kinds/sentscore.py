@@ -33,6 +33,7 @@ Decisions, named here:
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +70,13 @@ class SentScoreTeacher(nn.Module):
         self.causal = is_causal(model)
         self.source_dir: Path | None = None
         self.base: dict | None = None  # the GGUF file it was built from (teachers/pretrained.py)
+        self.in_context: dict | None = None  # an in-context teacher's model and demonstrations (in_context.py)
+        self.demonstrations: list[tuple[list[str], list[str]]] = []
+
+    def set_demonstrations(self, demonstrations: list[tuple[list[str], list[str]]]) -> None:
+        """Words and sBIO tags of each demonstration, put before every prompt (in_context.py)."""
+        self.demonstrations = [(list(w), list(t)) for w, t in demonstrations]
+        self.format.set_demonstrations(self.demonstrations)
 
     @property
     def device(self) -> torch.device:
@@ -264,13 +272,24 @@ class SentScoreTeacher(nn.Module):
         return teacher_fingerprints(self.source_dir)
 
     def save(self, directory) -> Path:
+        """The teacher directory: weights, tokenizer and ``teacher.json``; for an in-context teacher,
+        no weights but the model's config, the demonstrations and the model it names
+        (in_context.py)."""
+        from ..in_context import write_demonstrations
+
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        save_model(self.model, d)
+        if self.in_context is None:
+            save_model(self.model, d)
+        else:
+            self.model.config.save_pretrained(d)
+            write_demonstrations(d, self.demonstrations)
         self.tokenizer.save_pretrained(d)
         extra = {"architecture": "causal" if self.causal else "seq2seq"}
         if self.base is not None:
             extra["base"] = self.base
+        if self.in_context is not None:
+            extra["in_context"] = self.in_context
         write_teacher_json(d, self.kind, self.schema, pooling=self.pooling, k=self.k, **extra)
         self.source_dir = d
         return d
@@ -313,12 +332,18 @@ def architecture(config, gguf: bool = False) -> str:
 
 
 def build_sentscore_teacher(
-    model_path: str, schema: LabelSchema, *, trust_remote_code: bool = False, seed: int = 13
+    model_path: str,
+    schema: LabelSchema,
+    *,
+    trust_remote_code: bool = False,
+    seed: int = 13,
+    full_attention: bool = False,
 ) -> SentScoreTeacher:
     """A new SenTScore teacher from a directory, hub name or GGUF file (``teachers/pretrained.py``):
     a sequence-to-sequence checkpoint or a decoder-only LM as it is, or an encoder-only one (BERT,
     MiniLM...) warm-started as both encoder and decoder of an ``EncoderDecoderModel`` (its
-    cross-attention initialised at random); :func:`architecture` tells which."""
+    cross-attention initialised at random); :func:`architecture` tells which. ``full_attention``:
+    a decoder-only LM's sliding-window layers attend to the whole sequence (in_context.py)."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, EncoderDecoderModel
 
     tokenizer = from_pretrained(AutoTokenizer, model_path, trust_remote_code=trust_remote_code)
@@ -331,22 +356,46 @@ def build_sentscore_teacher(
         model.config.pad_token_id = tokenizer.pad_token_id
     else:
         auto = AutoModelForSeq2SeqLM if kind == "seq2seq" else AutoModelForCausalLM
-        model = from_pretrained(auto, model_path, trust_remote_code=trust_remote_code)
+        extra = {"config": without_sliding_window(config)} if full_attention and kind == "causal" else {}
+        model = from_pretrained(auto, model_path, trust_remote_code=trust_remote_code, **extra)
     teacher = SentScoreTeacher(model, tokenizer, LabelSchema("sBIO", schema.entity_types))
     teacher.base = base_record(model_path)
     return teacher
 
 
+def without_sliding_window(config):
+    """``config`` with every sliding-window layer made a full-attention layer (Gemma 3's
+    ``layer_types``; a model that slides in every layer, as Mistral, loses its ``sliding_window``)."""
+    config = copy.deepcopy(config)
+    if getattr(config, "layer_types", None):
+        config.layer_types = ["full_attention" if t == "sliding_attention" else t for t in config.layer_types]
+    elif getattr(config, "sliding_window", None):
+        config.sliding_window = None
+    return config
+
+
 def load_sentscore_teacher(d: Path, meta: dict, trust_remote_code: bool = False) -> SentScoreTeacher:
     """A saved teacher: causal when ``teacher.json`` says so (teachers saved before issue 35 are
-    encoder-decoders)."""
-    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+    encoder-decoders); an in-context one reads its model where ``teacher.json`` names it, checked
+    against the sha256 it recorded, with the config it was made with (in_context.py)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from ..in_context import checked_model, read_demonstrations
 
     auto = AutoModelForCausalLM if meta.get("architecture") == "causal" else AutoModelForSeq2SeqLM
-    model = auto.from_pretrained(d, trust_remote_code=trust_remote_code)
+    in_context = meta.get("in_context")
+    if in_context is None:
+        model = auto.from_pretrained(d, trust_remote_code=trust_remote_code)
+    else:
+        config = AutoConfig.from_pretrained(d, trust_remote_code=trust_remote_code)
+        source = checked_model(d, in_context)
+        model = from_pretrained(auto, source, trust_remote_code=trust_remote_code, config=config)
     tokenizer = AutoTokenizer.from_pretrained(d, trust_remote_code=trust_remote_code)
     teacher = SentScoreTeacher(model, tokenizer, LabelSchema.from_json(meta["label_schema"]), k=meta.get("k", 1))
     teacher.base = meta.get("base")
+    if in_context is not None:
+        teacher.in_context = in_context
+        teacher.set_demonstrations(read_demonstrations(d))
     return teacher
 
 
