@@ -408,7 +408,7 @@ def in_context_teacher(model, gguf_file, demos_path, n_demos, seed, out_dir, tag
     fine-tuned one. The directory records the model's sha256 and the demonstrations
     (teachers/in_context.py says why it is a command of its own).
     """
-    from ..teachers.in_context import make_in_context_teacher
+    from ..teachers.prompted import make_in_context_teacher
 
     try:
         source = gguf_source(model, gguf_file)
@@ -417,6 +417,64 @@ def in_context_teacher(model, gguf_file, demos_path, n_demos, seed, out_dir, tag
         make_in_context_teacher(
             source, pool, schema, n_demos, seed, out_dir, trust_remote_code=trust_remote_code, log=click.echo
         )
+    except (CorpusError, TeacherError, PretrainedError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+
+
+@main.command("server-teacher")
+@click.option("--endpoint", required=True, help="The OpenAI-compatible API's base URL, e.g. http://127.0.0.1:8080/v1.")
+@click.option("--model", required=True, help="The model's name on the server.")
+@click.option(
+    "--local-model",
+    required=True,
+    help="A local copy of the served model (a Hugging Face directory or GGUF file): its tokenizer renders the "
+    "prompts and must match the server's, its embeddings are what students start from; its sha256 is recorded.",
+)
+@click.option("--demos", "demos_path", required=True, help="Labelled corpus the demonstrations come from.")
+@click.option("--n-demos", type=int, default=None, help="Demonstrations drawn with --seed (default: all, in order).")
+@click.option("--seed", type=int, default=13, show_default=True)
+@click.option(
+    "--api-key-env",
+    default="OPENAI_API_KEY",
+    show_default=True,
+    help="Environment variable holding the API key (none is needed by a local server); never stored.",
+)
+@click.option("--max-concurrency", type=int, default=8, show_default=True, help="Requests in flight at most.")
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds a request may take.")
+@click.option("--retries", type=int, default=5, show_default=True, help="Tries after the first (429, 5xx, timeouts).")
+@click.option("--out", "out_dir", required=True, help="Directory for the teacher (and the journal of its answers).")
+@tag_names_option
+def server_teacher(
+    endpoint,
+    model,
+    local_model,
+    demos_path,
+    n_demos,
+    seed,
+    api_key_env,
+    max_concurrency,
+    timeout,
+    retries,
+    out_dir,
+    tag_names,
+) -> None:
+    """A SenTScore teacher whose LM answers behind an inference server (vLLM, SGLang, llama.cpp).
+
+    Each allowed tag of each word is scored by the server's log-probabilities of the text it is
+    given (echo), with the demonstrations of --demos in context; only the tag set can come out.
+    Every answer is kept in OUT/answers.jsonl: a killed build resumes without asking the server
+    again. teachers/server.py says how it approximates the local search.
+    """
+    from ..teachers.endpoint import EndpointConfig
+    from ..teachers.prompted import make_server_teacher
+
+    if max_concurrency < 1 or retries < 0 or timeout <= 0:
+        raise click.UsageError("--max-concurrency must be 1 or more, --retries 0 or more, --timeout positive")
+    cfg = EndpointConfig(endpoint, model, api_key_env, max_concurrency, timeout, retries)
+    try:
+        pool = read_corpus(demos_path, "demos", "train", tag_names=tag_names)
+        schema, [pool] = derive_label_schema([pool], "sBIO")
+        make_server_teacher(cfg, local_model, pool, schema, n_demos, seed, out_dir, log=click.echo)
     except (CorpusError, TeacherError, PretrainedError, ValueError) as e:
         raise click.ClickException(str(e)) from None
 

@@ -211,18 +211,20 @@ def scan_corpora(specs: list[CorpusSpec], scheme: str | None, schema: LabelSchem
     return corpora
 
 
-def _teacher_meta(teacher_dir: str, trust_remote_code: bool) -> tuple[TeacherKind, LabelSchema, str]:
-    """Kind, label schema and pooling of a teacher directory, without loading its weights when it
-    is a seqdistill teacher."""
+def _teacher_meta(teacher_dir: str, trust_remote_code: bool) -> tuple[TeacherKind, LabelSchema, str, dict]:
+    """Kind, label schema, pooling and what the teacher adds to its layer's decoding settings
+    (``teacher.json``'s ``decoding``: a server teacher says how it approximates its kind's search)
+    of a teacher directory, without loading its weights when it is a seqdistill teacher."""
     import json
     from pathlib import Path
 
     meta = Path(teacher_dir) / "teacher.json"
     if meta.exists():
         obj = json.loads(meta.read_text())
-        return teacher_kind(obj["kind"]), LabelSchema.from_json(obj["label_schema"]), obj.get("pooling", "first")
+        schema = LabelSchema.from_json(obj["label_schema"])
+        return teacher_kind(obj["kind"]), schema, obj.get("pooling", "first"), obj.get("decoding", {})
     t = load_teacher(teacher_dir, trust_remote_code=trust_remote_code)  # HF token-classification dir
-    return teacher_kind(t.kind), t.schema, t.pooling
+    return teacher_kind(t.kind), t.schema, t.pooling, {}
 
 
 @dataclass
@@ -236,6 +238,7 @@ class _Plan:
     kind: TeacherKind
     schema: LabelSchema
     pooling: str
+    decoding: dict  # what the teacher adds to the kind's decoding settings (_teacher_meta)
     options: LayerOptions
     corpora: list[StreamedCorpus]
     fingerprints: dict
@@ -357,7 +360,7 @@ def _plan(teacher_dir: str, corpora_specs: list[CorpusSpec], cfg: BuildConfig, t
     teacher_id = check_id(teacher_id or os.path.basename(os.path.normpath(teacher_dir)), "teacher id")
     if not os.path.isdir(teacher_dir):
         raise BuildError(f"{teacher_dir}: no such teacher directory")
-    kind, schema, pooling = _teacher_meta(teacher_dir, cfg.trust_remote_code)
+    kind, schema, pooling, decoding = _teacher_meta(teacher_dir, cfg.trust_remote_code)
     if cfg.k is None:  # the kind's paper default: K = 10 paths for a CRF (paper 000), greedy SenTScore (paper 004)
         cfg = dataclasses.replace(cfg, k=kind.default_k)
     options = _layer_options(cfg)
@@ -392,6 +395,7 @@ def _plan(teacher_dir: str, corpora_specs: list[CorpusSpec], cfg: BuildConfig, t
         kind,
         schema,
         pooling,
+        decoding,
         options,
         corpora,
         fingerprints,
@@ -415,7 +419,7 @@ def _open_layers(out: str, storage_options, plan: _Plan, rank: int, world: int, 
         plan.teacher_id,
         plan.kind.name,
         plan.fingerprints,
-        plan.kind.decoding(plan.options, plan.schema.scheme, precision),
+        {**plan.kind.decoding(plan.options, plan.schema.scheme, precision), **plan.decoding},
         list(cfg.hidden_layers),
         plan.pooling,
         str(plan.teacher_dir),

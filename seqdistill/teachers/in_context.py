@@ -38,7 +38,6 @@ import os
 import random
 from pathlib import Path
 
-from ..cache_schema import LabelSchema
 from .base import TeacherError
 
 DEMONSTRATIONS = "demonstrations.jsonl"
@@ -79,45 +78,6 @@ def draw_demonstrations(sentences: list, n: int | None, seed: int) -> list:
     if not 0 <= n <= len(sentences):
         raise TeacherError(f"--n-demos {n}: the pool holds {len(sentences)} sentences")
     return [sentences[i] for i in sorted(random.Random(seed).sample(range(len(sentences)), n))]
-
-
-def make_in_context_teacher(
-    model: str,
-    pool,
-    schema: LabelSchema,
-    n_demos: int | None,
-    seed: int,
-    out,
-    *,
-    trust_remote_code: bool = False,
-    log=print,
-):
-    """Write an in-context SenTScore teacher to ``out``: ``model`` (a local decoder-only LM, as a
-    directory or GGUF file) and demonstrations drawn from ``pool`` (a labelled ``Corpus`` in
-    sBIO, whose ``schema`` the teacher tags in). Returns the teacher."""
-    from .kinds.sentscore import build_sentscore_teacher
-
-    source = local_model(model)
-    teacher = build_sentscore_teacher(source, schema, trust_remote_code=trust_remote_code, full_attention=True)
-    if not teacher.causal:
-        raise TeacherError(f"{model}: in-context SenTScore needs a decoder-only LM; this model is an encoder-decoder")
-    demos = draw_demonstrations(pool.sentences, n_demos, seed)
-    teacher.set_demonstrations([(s.words, s.tags) for s in demos])
-    teacher.in_context = {
-        "model": source,
-        "model_sha256": model_sha256(source),
-        "demonstrations": len(demos),
-        "seed": seed if n_demos is not None else None,
-        "pool": {"file": os.path.basename(pool.path), "sha256": pool.sha256, "sentences": len(pool.sentences)},
-        "full_attention": True,
-        "context_tokens": len(teacher.format.context),
-    }
-    teacher.save(out)
-    log(
-        f"in-context teacher: {len(demos)} demonstration(s) ({len(teacher.format.context)} tokens, their cache "
-        f"shared) before every prompt of {os.path.basename(source)}; written to {out}"
-    )
-    return teacher
 
 
 def write_demonstrations(directory: Path, demonstrations: list[tuple[list[str], list[str]]]) -> None:

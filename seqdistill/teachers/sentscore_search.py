@@ -51,12 +51,15 @@ The same format in one sequence, decisions named:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+
+from .shared_prefix import attached
 
 SBIO_INSIDE, SBIO_OUTSIDE = "I", "O"
 
@@ -232,6 +235,17 @@ def context_limit(model) -> int | None:
     return min(limits)
 
 
+def without_sliding_window(config):
+    """``config`` with every sliding-window layer made a full-attention layer (Gemma 3's
+    ``layer_types``; a model that slides in every layer, as Mistral, loses its ``sliding_window``)."""
+    config = copy.deepcopy(config)
+    if getattr(config, "layer_types", None):
+        config.layer_types = ["full_attention" if t == "sliding_attention" else t for t in config.layer_types]
+    elif getattr(config, "sliding_window", None):
+        config.sliding_window = None
+    return config
+
+
 def pad_rows(seqs: list[list[int]], pad: int, left: bool = False) -> tuple[Tensor, Tensor]:
     """``ids, mask [B, S]`` of token lists padded with ``pad`` to the longest (on the left with
     ``left``)."""
@@ -367,23 +381,26 @@ def sentscore(
 ) -> SentScoreOutput:
     """Algorithm 1 over a batch of sentences, batched over sentences and beams; the |T̄| tags are
     scored by one decoder call each over all beams, every call reading the same prefix cache.
-    An in-context teacher's demonstrations (``fmt.context``) are encoded once and their cache
-    shared by every sentence and beam (``share_context=False``: encoded again before every
-    prompt, the reference the shared cache is checked and timed against)."""
+    An in-context teacher's demonstrations (``fmt.context``) are encoded once and their keys and
+    values shared by every sentence and beam (``shared_prefix.py``; ``share_context=False``:
+    encoded again before every prompt, the reference the sharing is checked and timed against)."""
     B = len(batch_words)
     if not B or any(not w for w in batch_words):
         raise ValueError("SenTScore needs a non-empty batch of non-empty sentences")
     order = sorted(range(B), key=lambda b: -len(batch_words[b]))  # longest first: live sentences are a prefix
     words = [batch_words[b] for b in order]
     lengths = [len(w) for w in words]
-    search = _BeamSearch(model, fmt, words, k, share_context)
-    for i in range(1, lengths[0] + 1):
-        search.drop_finished(sum(1 for x in lengths if x >= i))
-        step, blocks = search.score_tags(i)  # eq. 1, every tag after every beam
-        src, tag = search.choose(step, i)
-        search.keep(src, tag, blocks)
-        if i < lengths[0]:
-            search.feed_sentinel(i)
+    shared = share_context and bool(fmt.context) and is_causal(model)
+    states = _context_states(model, fmt, next(model.parameters()).device) if shared else None
+    with attached(model, states) if shared else contextlib.nullcontext():
+        search = _BeamSearch(model, fmt, words, k, shared)
+        for i in range(1, lengths[0] + 1):
+            search.drop_finished(sum(1 for x in lengths if x >= i))
+            step, blocks = search.score_tags(i)  # eq. 1, every tag after every beam
+            src, tag = search.choose(step, i)
+            search.keep(src, tag, blocks)
+            if i < lengths[0]:
+                search.feed_sentinel(i)
     _refuse_nan(search.first_nan, words)
     device = search.device
     inverse = torch.empty(B, dtype=torch.long, device=device)
@@ -397,7 +414,7 @@ class _BeamSearch:
     (the kept beams' cache), :meth:`feed_sentinel`. Rows are sentence-major (``live * k``); the
     sentences that have ended leave the batch (:meth:`drop_finished`) and keep their results."""
 
-    def __init__(self, model, fmt: SentFormat, words: list[list[str]], k: int, share_context: bool = True):
+    def __init__(self, model, fmt: SentFormat, words: list[list[str]], k: int, after_context: bool = False):
         device = self.device = next(model.parameters()).device
         self.fmt, self.k = fmt, k
         B, n_t, L = len(words), len(fmt.tags), len(words[0])
@@ -406,12 +423,9 @@ class _BeamSearch:
         if self.causal:  # the prompts and the target's s_0, left-padded, in one call
             _refuse_too_long(fmt, words, context_limit(model))
             self.dec = _Decoder(model)
-            shared = share_context and bool(fmt.context)
-            prefix, first_mask = encode_prompts(fmt, words, device, after_context=shared)
-            if shared:  # after the demonstrations' cache, computed once (module docstring)
-                cache = _context_cache(model, fmt, device, B)
+            prefix, first_mask = encode_prompts(fmt, words, device, after_context=after_context)
+            if after_context:  # the demonstrations are attended to apart (shared_prefix.py): positions after them
                 before = before + len(fmt.context)
-                first_mask = torch.cat([first_mask.new_ones(B, len(fmt.context)), first_mask], 1)
         else:  # the encoder, then the decoder prefix [decoder start, s_0] of every sentence
             enc_ids, enc_mask = encode_batch(fmt, words, device)
             enc_h = model.get_encoder()(input_ids=enc_ids, attention_mask=enc_mask).last_hidden_state
@@ -431,7 +445,7 @@ class _BeamSearch:
         self.cache = cache
         self.rows = torch.arange(B, device=device).repeat_interleave(k)  # the sentence of each row
         self.mask = first_mask.repeat_interleave(k, 0)
-        self.n_real = self.mask.sum(1)
+        self.n_real = self.mask.sum(1) + before.repeat_interleave(k)  # real tokens, the shared prefix's too
         self.beam = torch.full((B, k), float("-inf"), device=device)
         self.beam[:, 0] = 0.0  # at the start all beams are the same: keep one
         self.prev_tag = torch.full((B, k), -1, dtype=torch.long, device=device)
@@ -538,21 +552,18 @@ class _BeamSearch:
         self.n_real = self.n_real + 1
 
 
-def _context_cache(model, fmt: SentFormat, device, rows: int):
-    """The key/value cache of an in-context teacher's demonstrations (``fmt.context``) for ``rows``
-    rows: computed once per model, device and autocast precision and kept on ``fmt``; each batch
-    gets a copy (the search cuts and aligns its cache in place)."""
+def _context_states(model, fmt: SentFormat, device) -> list:
+    """Each layer's keys and values of an in-context teacher's demonstrations (``fmt.context``),
+    computed once per model, device and autocast precision and kept on ``fmt``
+    (``shared_prefix.py`` attends to them without copying them into the rows' cache)."""
+    from .shared_prefix import prefix_states
+
     dtype = torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type) else None
     key = (id(model), str(device), dtype, tuple(fmt.context))
-    kept = getattr(fmt, "_context_cache", None)
+    kept = getattr(fmt, "_context_states", None)
     if kept is None or kept[0] != key:
-        ids = torch.tensor([fmt.context], device=device)
-        zero = torch.zeros(1, dtype=torch.long, device=device)
-        _, cache = _Decoder(model)(zero, ids, torch.ones_like(ids), None, zero)
-        fmt._context_cache = kept = (key, cache)
-    cache = copy.deepcopy(kept[1])
-    cache.batch_repeat_interleave(rows)
-    return cache
+        fmt._context_states = kept = (key, prefix_states(model, torch.tensor([fmt.context], device=device)))
+    return kept[1]
 
 
 def _refuse_too_long(fmt: SentFormat, words: list[list[str]], limit: int) -> None:

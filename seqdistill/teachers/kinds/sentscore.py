@@ -33,7 +33,6 @@ Decisions, named here:
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +52,7 @@ from ..sentscore_search import (
     output_head,
     project,
     sentscore,
+    without_sliding_window,
 )
 
 
@@ -363,17 +363,6 @@ def build_sentscore_teacher(
     return teacher
 
 
-def without_sliding_window(config):
-    """``config`` with every sliding-window layer made a full-attention layer (Gemma 3's
-    ``layer_types``; a model that slides in every layer, as Mistral, loses its ``sliding_window``)."""
-    config = copy.deepcopy(config)
-    if getattr(config, "layer_types", None):
-        config.layer_types = ["full_attention" if t == "sliding_attention" else t for t in config.layer_types]
-    elif getattr(config, "sliding_window", None):
-        config.sliding_window = None
-    return config
-
-
 def load_sentscore_teacher(d: Path, meta: dict, trust_remote_code: bool = False) -> SentScoreTeacher:
     """A saved teacher: causal when ``teacher.json`` says so (teachers saved before issue 35 are
     encoder-decoders); an in-context one reads its model where ``teacher.json`` names it, checked
@@ -467,6 +456,10 @@ class SentScoreKind(TeacherKind):
         return build_sentscore_teacher(encoder_path, schema, trust_remote_code=trust_remote_code, seed=seed)
 
     def load(self, directory, meta, trust_remote_code=False):
+        if meta.get("server"):  # an LM behind an inference server (teachers/server.py)
+            from ..server import load_server_teacher
+
+            return load_server_teacher(Path(directory), meta)
         return load_sentscore_teacher(Path(directory), meta, trust_remote_code)
 
 

@@ -1,0 +1,258 @@
+"""A SenTScore teacher whose LM answers behind an OpenAI-compatible inference server (issue 55):
+``distill-cache server-teacher --endpoint URL --model NAME``. vLLM, SGLang, llama.cpp's server and
+hosted APIs spread an LM over GPUs and machines; this teacher only asks them. Its directory is an
+in-context teacher's (``in_context.py``: the demonstrations, the tokenizer and config of a local
+copy of the model, its sha256) plus the endpoint; ``build``, ``distill-eval`` and the sentscore
+recipe take it as any ``sentscore`` teacher.
+
+**How it scores: the server scores text it is given (``echo``), it never generates.** For word i
+and every tag t that sBIO allows there, the prompt so far followed by "t s_i" is sent with
+``echo: true, logprobs: 1, max_tokens: 1``; the server returns the log-probability of every
+prompt token, and the score of t is the sum over the tokens of "t s_i", as paper 004's eq. 1
+defines it and the local search computes it. The best tag is kept and the next word follows (K = 1,
+greedy, the kind's default). So only the tag set can come out: no text the server writes is read,
+which is the strongest form of the constrained decoding a grammar gives. Why not a grammar with
+``top_logprobs``: llama.cpp's ``top_logprobs`` are those of the distribution *before* its grammar
+applies, so a tag's first token can be missing from the top N, and a tag of several tokens would
+be scored by its first token alone; echo scoring gives every tag its exact score at the price of
+one request per allowed tag and word (about 5 a word with CoNLL's 6 tags; the server's prompt
+cache keeps the shared prefix, docs/BENCHMARKS.md).
+
+**What the cache gets, and how it differs from the local search** (also in the layer's
+``decoding``, in the manifest): the 1-best path, its score, and per-word tag distributions
+renormalised over the tags (``log_softmax`` of the scores; a per-word constant, which the recipe's
+softmax ignores), -inf where sBIO forbids a tag. It equals the local in-context teacher's greedy
+search up to the server's arithmetic: llama.cpp computes with the quantized weights the local
+teacher dequantizes to fp32. Beams (K > 1) are refused.
+
+**Checks.** Every prompt is text (``tokenizer.decode`` of the ids the local teacher would feed);
+the server's count of prompt tokens must equal the local tokenizer's, so a server that tokenizes
+differently (another model, another tokenizer) is refused by name, not scored wrong. A malformed
+answer (no ``logprobs``, a score that is not a number, too few tokens) names the sentence; it is
+never written.
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from ..cache_schema import LabelSchema
+from .base import TeacherError, TeacherOutput, teacher_fingerprints, write_teacher_json
+from .endpoint import ANSWERS, Answers, Endpoint, EndpointConfig, EndpointError
+from .in_context import checked_model, read_demonstrations, write_demonstrations
+from .sentscore_search import SentFormat
+
+APPROXIMATION = (
+    "SenTScore greedy (K=1) computed by an OpenAI-compatible server: each allowed tag t at word i "
+    "scored by echo as log p('t s_i' | prompt so far), the server's arithmetic (its quantized weights); "
+    "tag_scores renormalised over the tags (log_softmax), -inf where sBIO forbids a tag"
+)
+
+
+class ServerSentScoreTeacher(nn.Module):
+    kind = "sentscore"
+    pooling = "first"
+    causal = True
+
+    def __init__(self, tokenizer, schema: LabelSchema, endpoint: EndpointConfig, directory: Path | None = None):
+        super().__init__()
+        if schema.scheme != "sBIO":
+            raise ValueError(f"a SenTScore teacher tags in sBIO, not {schema.scheme}: convert the label schema")
+        self.tokenizer, self.schema, self.endpoint_cfg = tokenizer, schema, endpoint
+        self.format = SentFormat(tokenizer, schema.tags)
+        self.k = 1
+        self.source_dir, self.in_context, self.demonstrations = directory, None, []
+        self.base = None
+        self._endpoint: Endpoint | None = None
+        self._embeddings: nn.Module | None = None
+
+    def set_demonstrations(self, demonstrations) -> None:
+        self.demonstrations = [(list(w), list(t)) for w, t in demonstrations]
+        self.format.set_demonstrations(self.demonstrations)
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")
+
+    @property
+    def endpoint(self) -> Endpoint:
+        if self._endpoint is None:
+            if self.source_dir is None:
+                raise TeacherError("a server teacher keeps its answers in its directory: save it first")
+            self._endpoint = Endpoint(self.endpoint_cfg, Answers(Path(self.source_dir) / ANSWERS))
+        return self._endpoint
+
+    @property
+    def encoder(self) -> nn.Module:
+        """The local copy of the model (checked against its sha256), for its input embeddings:
+        what students start from (``export_for_students``)."""
+        if self._embeddings is None:
+            from transformers import AutoConfig, AutoModelForCausalLM
+
+            from .pretrained import from_pretrained
+
+            source = checked_model(Path(self.source_dir), self.in_context)
+            config = AutoConfig.from_pretrained(self.source_dir)
+            self._embeddings = from_pretrained(AutoModelForCausalLM, source, config=config).get_decoder()
+        return self._embeddings
+
+    # -- the search ---------------------------------------------------------------------------
+    def prepare(self, batch_words) -> None:
+        return None
+
+    def decode_batch(self, batch_words: list[list[str]]) -> tuple[Tensor, Tensor, Tensor]:
+        """Greedy SenTScore by the server: ``(paths [B, 1, W], scores [B, 1], tag scores [B, W, T̄])``,
+        the sentences' requests ``max_concurrency`` at a time."""
+        B, W, T = len(batch_words), max(len(w) for w in batch_words), len(self.schema.tags)
+        paths = torch.full((B, 1, W), -1, dtype=torch.long)
+        beams = torch.zeros(B, 1)
+        scores = torch.full((B, W, T), float("-inf"))
+        n = self.endpoint_cfg.max_concurrency
+        with ThreadPoolExecutor(n, thread_name_prefix="seqdistill-ask") as asks:
+            with ThreadPoolExecutor(n, thread_name_prefix="seqdistill-sentence") as sentences:
+                results = list(sentences.map(lambda w: self._greedy(w, asks), batch_words))
+        for b, (tags, steps) in enumerate(results):
+            n_words = len(tags)
+            paths[b, 0, :n_words] = torch.tensor(tags)
+            step = torch.tensor(steps)
+            beams[b, 0] = step.gather(1, torch.tensor(tags)[:, None]).sum()
+            scores[b, :n_words] = step
+        return paths, beams, scores
+
+    def _greedy(self, words: list[str], asks: ThreadPoolExecutor) -> tuple[list[int], list[list[float]]]:
+        """One sentence: each word's allowed tags scored by echo, the best kept (module docstring)."""
+        fmt = self.format
+        start_ok, after_ok = fmt.allowed()
+        prefix = fmt.encode_input(words, causal=True)[len(fmt.prefix) :] + [fmt.sentinels[0]]
+        chosen, steps = [], []
+        for i in range(1, len(words) + 1):
+            ok = start_ok if not chosen else after_ok[chosen[-1]]
+            blocks = [fmt.tag_ids[t] + [fmt.sentinels[i]] for t in range(len(fmt.tags))]
+            futures = {
+                t: asks.submit(self._score, prefix + blocks[t], len(blocks[t]), words)
+                for t in range(len(blocks))
+                if ok[t]
+            }
+            step = [futures[t].result() if t in futures else float("-inf") for t in range(len(blocks))]
+            best = max(range(len(step)), key=step.__getitem__)
+            chosen.append(best)
+            steps.append(step)
+            prefix = prefix + blocks[best]
+        return chosen, steps
+
+    def _score(self, ids: list[int], n: int, words: list[str]) -> float:
+        """log p(the last ``n`` tokens of ``ids`` | the ones before), from the server's echo."""
+        text = self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        body = {"prompt": text, "max_tokens": 1, "temperature": 0, "logprobs": 1, "echo": True}
+        where = f"the sentence {' '.join(words[:12])!r}"
+        expected = len(self.format.prefix) + len(ids)  # the server adds the model's own special tokens
+        try:
+            return self.endpoint.complete(body, lambda answer: self._read(answer, expected, n, where))
+        except EndpointError as e:
+            raise EndpointError(f"{e} (scoring {where})" if where not in str(e) else str(e)) from None
+
+    def _read(self, answer: dict, expected: int, n: int, where: str) -> float:
+        """The sum of the last ``n`` prompt tokens' log-probabilities in an echo answer, checked."""
+        try:
+            logprobs = answer["choices"][0]["logprobs"]["token_logprobs"]
+            prompt_tokens = int(answer["usage"]["prompt_tokens"])
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise EndpointError(
+                f"{self.endpoint_cfg.url}: an answer without choices[0].logprobs.token_logprobs and usage.prompt_tokens "
+                f"for {where}: does the server support echo with logprobs (llama.cpp: logits_all)?"
+            ) from None
+        if prompt_tokens != expected:
+            raise EndpointError(
+                f"{self.endpoint_cfg.url}: the server reads the prompt of {where} as {prompt_tokens} tokens where the "
+                f"teacher's tokenizer gives {expected}: it does not serve the model this teacher was made with"
+            )
+        part = logprobs[prompt_tokens - n : prompt_tokens] if len(logprobs) >= prompt_tokens else []
+        if len(part) != n or not all(isinstance(x, (int, float)) and not math.isnan(x) for x in part):
+            raise EndpointError(f"{self.endpoint_cfg.url}: malformed log-probabilities for {where}: {part!r}")
+        return float(sum(part))
+
+    def predict(self, batch_words: list[list[str]]) -> list[list[str]]:
+        paths, _, _ = self.decode_batch(batch_words)
+        return [self.schema.decode(paths[b, 0, : len(w)].tolist()) for b, w in enumerate(batch_words)]
+
+    def outputs(self, batch_words, tags: Tensor | None = None, *, k: int | None = None, hidden_layers=(), **_):
+        """What the cache stores (module docstring): the 1-best path and score, the per-word tag
+        distributions renormalised over the tags, and the gold target's NLL on labelled rows."""
+        if k not in (None, 1):
+            raise TeacherError(f"a server teacher decodes greedily (K = 1); --kbest {k} needs the local search")
+        if hidden_layers:
+            raise ValueError("a SenTScore teacher stores no hidden layers; leave --hidden-layers out")
+        paths, beams, scores = self.decode_batch(batch_words)
+        W = paths.shape[-1]
+        mask = torch.arange(W)[None] < torch.tensor([len(w) for w in batch_words])[:, None]
+        renormalised = torch.log_softmax(scores, -1).nan_to_num(neginf=float("-inf"))
+        out = TeacherOutput(mask, renormalised, kbest_paths=paths, kbest_log_probs=beams)
+        if tags is not None:
+            out.gold_nll = self.gold_nll(batch_words, tags)
+        return out
+
+    def gold_nll(self, batch_words, tags: Tensor) -> Tensor:
+        """Negative log-likelihood of each gold SenT' target after its prompt (NaN without gold)."""
+        nll = torch.full((len(batch_words),), float("nan"))
+        fmt = self.format
+        for b, words in enumerate(batch_words):
+            if tags[b, 0] < 0:
+                continue
+            target = fmt.encode_target(self.schema.decode(tags[b, : len(words)].tolist()))
+            prompt = fmt.encode_input(words, causal=True)[len(fmt.prefix) :]
+            nll[b] = -self._score(prompt + target, len(target), words)
+        return nll
+
+    # -- decoding, export and identity ----------------------------------------------------------
+    def decoder(self) -> None:
+        return None
+
+    def export_graph(self):
+        raise TeacherError(f"{self.source_dir}: a server teacher is a model behind an endpoint; export a student")
+
+    def export_head(self, directory: Path) -> None:
+        """Nothing beyond the embeddings."""
+
+    def fingerprints(self) -> dict[str, str]:
+        return teacher_fingerprints(self.source_dir)
+
+    def save(self, directory, config) -> Path:
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        config.save_pretrained(d)
+        self.tokenizer.save_pretrained(d)
+        write_demonstrations(d, self.demonstrations)
+        decoding = {
+            "algorithm": "sentscore-server",
+            "approximates": APPROXIMATION,
+            "served_model": self.endpoint_cfg.model,
+        }
+        write_teacher_json(
+            d,
+            self.kind,
+            self.schema,
+            pooling=self.pooling,
+            k=1,
+            architecture="causal",
+            in_context=self.in_context,
+            server=self.endpoint_cfg.to_json(),
+            decoding=decoding,
+        )
+        self.source_dir = d
+        return d
+
+
+def load_server_teacher(d: Path, meta: dict) -> ServerSentScoreTeacher:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(d)
+    endpoint = EndpointConfig(**meta["server"])
+    teacher = ServerSentScoreTeacher(tokenizer, LabelSchema.from_json(meta["label_schema"]), endpoint, d)
+    teacher.in_context = meta.get("in_context")
+    teacher.set_demonstrations(read_demonstrations(d))
+    return teacher
