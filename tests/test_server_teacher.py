@@ -149,8 +149,9 @@ def test_the_journal_answers_without_asking_and_survives_a_cut_last_line(tmp_pat
 
 
 def _echo_server(model, tokenizer, broken=None):  # noqa: F811
-    """Answers echo requests as llama.cpp does: the prompt's tokens (BOS first), each token's
-    log-probability (None for the first), then one generated token."""
+    """Answers echo requests as the OpenAI protocol has them: the prompt's tokens (BOS first), each
+    token's log-probability (None for the first), then one generated token; ``broken()`` gives a
+    function that spoils each answer (None: none)."""
 
     def reply(body):
         ids = tokenizer(body["prompt"])["input_ids"]  # the tokenizer adds <bos>, as the server does
@@ -161,14 +162,15 @@ def _echo_server(model, tokenizer, broken=None):  # noqa: F811
             "choices": [{"text": "x", "logprobs": {"token_logprobs": scores, "tokens": ["t"] * len(scores)}}],
             "usage": {"prompt_tokens": len(ids), "completion_tokens": 1},
         }
-        if broken:
-            answer = broken(answer)
+        spoil = broken() if broken else None
+        if spoil:
+            answer = spoil(answer)
         return 200, {}, json.dumps(answer).encode()
 
     return FakeServer(reply)
 
 
-def _teachers(base_lm, tokenizer, tmp_path, server_url, n_demos=3):  # noqa: F811
+def _teachers(base_lm, tokenizer, tmp_path, server_url, holder, n_demos=3):  # noqa: F811
     from seqdistill.corpora import derive_label_schema, read_corpus
     from seqdistill.teachers import load_teacher
     from seqdistill.teachers.prompted import make_in_context_teacher, make_server_teacher
@@ -178,9 +180,11 @@ def _teachers(base_lm, tokenizer, tmp_path, server_url, n_demos=3):  # noqa: F81
     schema, [pool] = derive_label_schema([pool], "sBIO")
     quiet = dict(log=lambda *a: None)
     make_in_context_teacher(str(base_lm), pool, schema, n_demos, 1, tmp_path / "local", **quiet)
+    local = load_teacher(tmp_path / "local")
+    holder["model"] = local.model  # what the fake server scores with
     cfg = EndpointConfig(server_url, "tiny", max_concurrency=4, retries=0)
     make_server_teacher(cfg, str(base_lm), pool, schema, n_demos, 1, tmp_path / "served", **quiet)
-    return load_teacher(tmp_path / "local"), load_teacher(tmp_path / "served")
+    return local, load_teacher(tmp_path / "served")
 
 
 SENTENCES = [["anna", "visits", "rome"], ["peter"], ["the", "eu", "visits", "paris", "anna"]]
@@ -194,8 +198,7 @@ def test_the_server_teacher_scores_as_the_local_in_context_search(base_lm, token
     holder = {}
     server = _echo_server(_LazyModel(lambda: holder["model"]), tokenizer)
     try:
-        local, served = _teachers(base_lm, tokenizer, tmp_path, server.url)
-        holder["model"] = local.model
+        local, served = _teachers(base_lm, tokenizer, tmp_path, server.url, holder)
         tags = torch.full((3, 5), -1, dtype=torch.long)
         tags[0, :3] = torch.tensor(local.schema.encode(["PER", "O", "LOC"]))
         want = local.outputs(SENTENCES, tags)
@@ -210,7 +213,7 @@ def test_the_server_teacher_scores_as_the_local_in_context_search(base_lm, token
         torch.testing.assert_close(got.gold_nll[:1], want.gold_nll[:1], atol=1e-3, rtol=0)
         assert torch.isnan(got.gold_nll[1:]).all()
         n_tags, outside = len(local.schema.tags), local.schema.tags.index("O")
-        expected = 1  # the gold target of the labelled row
+        expected = 2  # the probe that found the alignment (align_echo), the gold target of the labelled row
         for b, words in enumerate(SENTENCES):
             path = want.kbest_paths[b, 0, : len(words)].tolist()
             expected += sum(n_tags - (i == 0 or path[i - 1] == outside) for i in range(len(words)))  # I not allowed
@@ -244,13 +247,14 @@ class _LazyModel:
 )
 def test_a_malformed_answer_names_the_sentence_and_writes_nothing(base_lm, tokenizer, tmp_path, broken, match):  # noqa: F811
     holder = {}
-    server = _echo_server(_LazyModel(lambda: holder["model"]), tokenizer, broken)
+    server = _echo_server(_LazyModel(lambda: holder["model"]), tokenizer, lambda: holder.get("broken"))
     try:
-        local, served = _teachers(base_lm, tokenizer, tmp_path, server.url)
-        holder["model"] = local.model
+        local, served = _teachers(base_lm, tokenizer, tmp_path, server.url, holder)
+        holder["broken"] = broken  # once the teacher is made (its probe answered well)
+        kept = (tmp_path / "served" / "answers.jsonl").read_text()
         with pytest.raises(EndpointError, match=match) as e:
             served.outputs([["anna", "visits", "rome"]])
         assert "the sentence 'anna visits rome'" in str(e.value)
-        assert not (tmp_path / "served" / "answers.jsonl").exists() or broken is None
+        assert (tmp_path / "served" / "answers.jsonl").read_text() == kept  # the malformed answer is not kept
     finally:
         server.close()

@@ -54,6 +54,7 @@ class EndpointConfig:
     timeout: float = 120.0  # seconds a request may take
     retries: int = 5  # tries after the first, for what is retried (module docstring)
     backoff: float = 0.5  # seconds before the first retry, doubled at each
+    echo_offset: int = 0  # how late the server's echo log-probabilities come (server.align_echo finds it)
 
     def to_json(self) -> dict:
         return dict(self.__dict__)

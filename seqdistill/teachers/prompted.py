@@ -7,6 +7,8 @@ demonstrations."""
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
 from ..cache_schema import LabelSchema
 from .base import TeacherError
@@ -15,7 +17,7 @@ from .in_context import draw_demonstrations, local_model, model_sha256
 from .kinds.sentscore import build_sentscore_teacher
 from .pretrained import from_pretrained
 from .sentscore_search import without_sliding_window
-from .server import ServerSentScoreTeacher
+from .server import ServerSentScoreTeacher, align_echo
 
 
 def _record(source: str, demos: list, n_demos: int | None, seed: int, pool, context_tokens: int) -> dict:
@@ -65,8 +67,9 @@ def make_server_teacher(
 ) -> ServerSentScoreTeacher:
     """Write a server teacher to ``out``: ``endpoint`` serves the model of which ``local`` (a
     directory or GGUF file) is a copy: its tokenizer renders and counts the prompts, its config
-    and input embeddings are what students start from, its sha256 is recorded."""
-    from transformers import AutoConfig, AutoTokenizer
+    and input embeddings are what students start from, its sha256 is recorded, and a probe scored
+    by both finds where the server puts each token's log-probability (``server.align_echo``)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     source = local_model(local)
     config = from_pretrained(AutoConfig, source)
@@ -77,9 +80,25 @@ def make_server_teacher(
     demos = draw_demonstrations(pool.sentences, n_demos, seed)
     teacher.set_demonstrations([(s.words, s.tags) for s in demos])
     teacher.in_context = _record(source, demos, n_demos, seed, pool, len(teacher.format.context))
-    teacher.save(out, without_sliding_window(config))
+    config = without_sliding_window(config)
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise TeacherError(f"{out}: exists and is not empty; remove it or choose another --out")
+    staging = out.with_name(out.name + ".partial")  # renamed to OUT once the probe agrees: nothing half-made
+    shutil.rmtree(staging, ignore_errors=True)
+    teacher.save(staging, config)
+    model = from_pretrained(AutoModelForCausalLM, source, config=config).eval()
+    sample = demos[0] if demos else pool.sentences[0]
+    endpoint.echo_offset, error = align_echo(teacher, model, sample.words, sample.tags)
+    teacher.endpoint.close()
+    teacher.save(staging, config)
+    if out.exists():
+        out.rmdir()
+    staging.rename(out)
+    teacher.source_dir, teacher._endpoint = out, None
     log(
         f"server teacher: {endpoint.model} at {endpoint.url}, {len(demos)} demonstration(s) "
-        f"({len(teacher.format.context)} tokens); written to {out}"
+        f"({len(teacher.format.context)} tokens); its echo log-probabilities {endpoint.echo_offset} token(s) late, "
+        f"{error:.3f} nats from the local model's on a probe; written to {out}"
     )
     return teacher

@@ -25,6 +25,15 @@ softmax ignores), -inf where sBIO forbids a tag. It equals the local in-context 
 search up to the server's arithmetic: llama.cpp computes with the quantized weights the local
 teacher dequantizes to fp32. Beams (K > 1) are refused.
 
+**Where each token's log-probability is.** OpenAI's protocol puts token i's at entry i of
+``token_logprobs`` (the first, with nothing before it, null). llama-cpp-python 0.3.36 puts it one
+entry early (entry i holds token i + 1's; the last entry, the generated token's). So the teacher
+finds the alignment when it is made (:func:`align_echo`): it scores a probe (the first
+demonstration, or the pool's first sentence, with its gold target) with the local copy of the
+model and through the server, keeps the offset (0 or 1) at which they agree, and records it
+(``server.echo_offset``). A server that agrees with the local model at neither offset (another
+model, another tokenizer) is refused there, by name, before anything is built.
+
 **Checks.** Every prompt is text (``tokenizer.decode`` of the ids the local teacher would feed);
 the server's count of prompt tokens must equal the local tokenizer's, so a server that tokenizes
 differently (another model, another tokenizer) is refused by name, not scored wrong. A malformed
@@ -171,7 +180,8 @@ class ServerSentScoreTeacher(nn.Module):
                 f"{self.endpoint_cfg.url}: the server reads the prompt of {where} as {prompt_tokens} tokens where the "
                 f"teacher's tokenizer gives {expected}: it does not serve the model this teacher was made with"
             )
-        part = logprobs[prompt_tokens - n : prompt_tokens] if len(logprobs) >= prompt_tokens else []
+        o = self.endpoint_cfg.echo_offset  # token i's log-probability is entry i - o (align_echo)
+        part = logprobs[prompt_tokens - n - o : prompt_tokens - o] if len(logprobs) >= prompt_tokens else []
         if len(part) != n or not all(isinstance(x, (int, float)) and not math.isnan(x) for x in part):
             raise EndpointError(f"{self.endpoint_cfg.url}: malformed log-probabilities for {where}: {part!r}")
         return float(sum(part))
@@ -245,6 +255,41 @@ class ServerSentScoreTeacher(nn.Module):
         )
         self.source_dir = d
         return d
+
+
+def align_echo(teacher: ServerSentScoreTeacher, model, words: list[str], tags: list[str]) -> tuple[int, float]:
+    """The offset of the server's echo log-probabilities (module docstring), from a probe scored
+    both by ``model`` (the local copy) and by the server: ``(offset, mean absolute difference of
+    the log-probabilities at that offset)``. Raises when no offset agrees within 0.5 nats."""
+    fmt = teacher.format
+    body = fmt.encode_input(words, causal=True)[len(fmt.context or fmt.prefix) :] + fmt.encode_target(tags)[:-1]
+    ids = fmt.prefix + body
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].float(), -1)
+    local = [logp[i - 1, ids[i]].item() for i in range(1, len(ids))]  # token i's, i >= 1
+    text = teacher.tokenizer.decode(body, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    answer = teacher.endpoint.complete({"prompt": text, "max_tokens": 1, "temperature": 0, "logprobs": 1, "echo": True})
+    try:
+        served = answer["choices"][0]["logprobs"]["token_logprobs"]
+        assert int(answer["usage"]["prompt_tokens"]) == len(ids)
+    except (KeyError, IndexError, TypeError, ValueError, AssertionError):
+        raise EndpointError(
+            f"{teacher.endpoint_cfg.url}: the probe's answer has no token_logprobs for its {len(ids)} prompt tokens: "
+            "does the server support echo with logprobs (llama.cpp: --logits_all true), and serve this model?"
+        ) from None
+    errors = {}
+    for o in (0, 1):
+        pairs = [(local[i - 1], served[i - o]) for i in range(2, len(ids)) if isinstance(served[i - o], (int, float))]
+        if len(pairs) == len(ids) - 2:
+            errors[o] = sum(abs(a - b) for a, b in pairs) / len(pairs)
+    if not errors or min(errors.values()) > 0.5:
+        raise EndpointError(
+            f"{teacher.endpoint_cfg.url}: the server's log-probabilities of a probe differ from the local model's "
+            f"(mean absolute difference {min(errors.values(), default=float('nan')):.2f} nats at the best alignment): "
+            f"it does not serve {teacher.endpoint_cfg.model!r} as --local-model has it"
+        )
+    best = min(errors, key=errors.get)
+    return best, errors[best]
 
 
 def load_server_teacher(d: Path, meta: dict) -> ServerSentScoreTeacher:
