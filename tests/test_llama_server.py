@@ -179,6 +179,7 @@ def test_a_build_through_the_server_resumes_from_its_answers_and_trains_a_studen
     assert r.exit_code == 0, r.output
     assert (tmp_path / "served" / "answers.jsonl").read_text().splitlines() == answers
     reader, again = CacheReader(str(tmp_path / "cache")), CacheReader(str(tmp_path / "again"))
+
     def digests(r):
         return [f.sha256 for s in r.manifest.layers["srv"].shards for f in s.files]
 
