@@ -258,3 +258,21 @@ def test_a_malformed_answer_names_the_sentence_and_writes_nothing(base_lm, token
         assert (tmp_path / "served" / "answers.jsonl").read_text() == kept  # the malformed answer is not kept
     finally:
         server.close()
+
+
+def test_a_server_that_serves_another_model_is_refused_when_the_teacher_is_made(base_lm, tokenizer, tmp_path):  # noqa: F811
+    """The probe scored by a different model (another seed): no alignment follows the local
+    model's log-probabilities, so nothing is made (no directory, no staging left)."""
+    from test_sentscore_causal import _gemma3
+
+    torch.manual_seed(7)
+    other = _gemma3(len(tokenizer), sliding_window=24)
+    for p in other.parameters():
+        torch.nn.init.normal_(p, std=0.5)
+    server = _echo_server(other, tokenizer)
+    try:
+        with pytest.raises(EndpointError, match="do not follow the local model's"):
+            _teachers(base_lm, tokenizer, tmp_path, server.url, {})
+    finally:
+        server.close()
+    assert not (tmp_path / "served").exists() and not (tmp_path / "served.partial").exists()

@@ -86,12 +86,16 @@ def make_server_teacher(
         raise TeacherError(f"{out}: exists and is not empty; remove it or choose another --out")
     staging = out.with_name(out.name + ".partial")  # renamed to OUT once the probe agrees: nothing half-made
     shutil.rmtree(staging, ignore_errors=True)
-    teacher.save(staging, config)
-    model = from_pretrained(AutoModelForCausalLM, source, config=config).eval()
-    sample = demos[0] if demos else pool.sentences[0]
-    endpoint.echo_offset, error = align_echo(teacher, model, sample.words, sample.tags)
-    teacher.endpoint.close()
-    teacher.save(staging, config)
+    try:
+        teacher.save(staging, config)
+        model = from_pretrained(AutoModelForCausalLM, source, config=config).eval()
+        sample = demos[0] if demos else pool.sentences[0]
+        endpoint.echo_offset, error = align_echo(teacher, model, sample.words, sample.tags)
+        teacher.endpoint.close()
+        teacher.save(staging, config)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     if out.exists():
         out.rmdir()
     staging.rename(out)

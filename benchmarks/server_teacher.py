@@ -1,0 +1,121 @@
+"""The server teacher against the local in-context teacher (issue 55), on the same model and the
+same demonstrations: llama.cpp's server started on loopback with a GGUF file, a server teacher
+made from the same pool, count and seed as the in-context teacher, both run over the first N
+CoNLL-2003 test sentences.
+
+    LLAMA_SERVER_PYTHON=.venv-llama/bin/python .venv/bin/python benchmarks/server_teacher.py \\
+        --gguf .data/gemma/gemma-3-270m-q4_k_m.gguf --teacher .data/in-context-conll/icl-20 \\
+        --pool .data/in-context-conll/split/gold_train.txt [--sentences 30] [--out .data/server-teacher.json]
+
+Prints and writes: the server teacher's sentences/s (every request asked, none from its journal:
+a new directory each run), the local teacher's, the share of sentences whose 1-best paths are
+identical, and the mean (and largest) total-variation distance between their per-word tag
+distributions (the local scores softmaxed, the server's renormalised log-probabilities exponentiated).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from sentscore_throughput import conll_test  # noqa: E402
+
+from seqdistill.corpora import derive_label_schema, read_corpus  # noqa: E402
+from seqdistill.teachers import load_teacher  # noqa: E402
+from seqdistill.teachers.endpoint import EndpointConfig  # noqa: E402
+from seqdistill.teachers.prompted import make_server_teacher  # noqa: E402
+
+
+def start_server(python: str, gguf: str, log: Path, n_ctx: int) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = [python, "-m", "llama_cpp.server", "--model", gguf, "--model_alias", "served", "--host", "127.0.0.1"]
+    args += ["--port", str(port), "--n_ctx", str(n_ctx), "--logits_all", "true"]
+    proc = subprocess.Popen(args, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}/v1"
+    for _ in range(600):
+        try:
+            with urllib.request.urlopen(base + "/models", timeout=2):
+                return proc, base
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the server exited: {log.read_text()[-2000:]}") from None
+            time.sleep(0.5)
+    raise RuntimeError("the server did not start within 5 minutes")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gguf", required=True)
+    ap.add_argument("--teacher", required=True, help="the in-context teacher directory to compare with")
+    ap.add_argument("--pool", required=True, help="the labelled file its demonstrations were drawn from")
+    ap.add_argument("--sentences", type=int, default=30)
+    ap.add_argument("--n-ctx", type=int, default=4096)
+    ap.add_argument("--out", default=str(ROOT / ".data" / "server-teacher.json"))
+    args = ap.parse_args()
+    python = os.environ.get("LLAMA_SERVER_PYTHON") or str(ROOT / ".venv-llama" / "bin" / "python")
+    local = load_teacher(args.teacher)
+    record = local.in_context
+    pool = read_corpus(args.pool, "demos", "train")
+    schema, [pool] = derive_label_schema([pool], "sBIO")
+    spans = local._spans
+    test = [s.words for s in read_corpus(conll_test(), "test", "test").sentences]
+    sentences = [w for w in test if len(spans(w)) == 1][: args.sentences]
+    work = Path(tempfile.mkdtemp(prefix="seqdistill-server-"))
+    proc, base = start_server(python, args.gguf, work / "server.log", args.n_ctx)
+    try:
+        cfg = EndpointConfig(base, "served", max_concurrency=1)  # llama-cpp-python serves one request at a time
+        n = record["demonstrations"] if record.get("seed") is not None else None
+        make_server_teacher(cfg, args.gguf, pool, schema, n, record.get("seed") or 13, work / "served")
+        served = load_teacher(work / "served")
+        assert served.demonstrations == local.demonstrations, "not the same demonstrations"
+        t = time.perf_counter()
+        got = [served.outputs([w]) for w in sentences]
+        server_s = time.perf_counter() - t
+        requests = served.endpoint.asked
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    t = time.perf_counter()
+    want = [local.outputs([w], k=1) for w in sentences]
+    local_s = time.perf_counter() - t
+    same, tvs = 0, []
+    for w, g, h in zip(sentences, got, want):
+        n_words = len(w)
+        same += torch.equal(g.kbest_paths[0, 0, :n_words], h.kbest_paths[0, 0, :n_words])
+        p, q = torch.softmax(h.logits[0, :n_words], -1), torch.exp(g.logits[0, :n_words])
+        tvs += (0.5 * (p - q).abs().sum(-1)).tolist()
+    result = {
+        "sentences": len(sentences),
+        "words": sum(len(w) for w in sentences),
+        "demonstrations": len(local.demonstrations),
+        "server_sentences_per_s": len(sentences) / server_s,
+        "server_requests": requests,
+        "local_sentences_per_s": len(sentences) / local_s,
+        "identical_paths": same / len(sentences),
+        "mean_tv": sum(tvs) / len(tvs),
+        "max_tv": max(tvs),
+        "echo_offset": served.endpoint_cfg.echo_offset,
+        "threads": torch.get_num_threads(),
+    }
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
