@@ -181,7 +181,8 @@ class ServerSentScoreTeacher(nn.Module):
                 f"teacher's tokenizer gives {expected}: it does not serve the model this teacher was made with"
             )
         o = self.endpoint_cfg.echo_offset  # token i's log-probability is entry i - o (align_echo)
-        part = logprobs[prompt_tokens - n - o : prompt_tokens - o] if len(logprobs) >= prompt_tokens else []
+        # the generated token's entry may be missing (an end of sequence): only the prompt's are needed
+        part = logprobs[prompt_tokens - n - o : prompt_tokens - o] if len(logprobs) >= prompt_tokens - o else []
         if len(part) != n or not all(isinstance(x, (int, float)) and not math.isnan(x) for x in part):
             raise EndpointError(f"{self.endpoint_cfg.url}: malformed log-probabilities for {where}: {part!r}")
         return float(sum(part))
