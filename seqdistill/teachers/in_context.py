@@ -25,9 +25,10 @@ Decisions, named here:
   search needs a cache that never slides (``sentscore_search.context_limit``). So the model is
   loaded with its sliding-window layers made full-attention layers. Within the window, this is the
   same computation; beyond it, those layers see more than they were trained on.
-* **The demonstrations' cache is shared.** Their keys and values are computed once per model and
-  precision and copied into every batch (``sentscore_search._context_cache``), instead of being
-  computed again in front of every sentence (docs/BENCHMARKS.md has the speed-up).
+* **The demonstrations' keys and values are shared.** They are computed once per model and
+  precision (``sentscore_search._context_states``) and attended to apart by every sentence and
+  beam (``shared_prefix.py``), neither computed again in front of every sentence nor copied into
+  every row's cache (docs/BENCHMARKS.md has the speed-up).
 """
 
 from __future__ import annotations
