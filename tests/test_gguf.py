@@ -15,25 +15,21 @@ from test_sentscore import CONLL, WORDS
 TAGS = ["O", "I", "LOC", "PER"]
 
 
-def write_tiny_llama_gguf(path, hidden=16, layers=2, heads=2, kv_heads=1, ffn=32, seed=0) -> None:
-    """A Llama GGUF file: llama.cpp's metadata keys and tensor names, float32 tensors."""
+def write_llama_gguf(
+    path, vocabulary, *, hidden=16, layers=2, heads=2, kv_heads=1, ffn=32, seed=0, std=0.2, context=256
+) -> None:
+    """A Llama GGUF file: llama.cpp's metadata keys and tensor names, float32 tensors drawn with
+    ``seed`` at standard deviation ``std``; ``vocabulary(writer)`` writes the tokenizer's keys and
+    returns the number of tokens."""
     import gguf
 
-    chars = sorted(set("".join(WORDS + TAGS)))
-    tokens = ["<unk>", "<s>", "</s>", *(f"<unused{i}>" for i in range(12)), "\u2581"]
-    tokens += [*chars, *("\u2581" + c for c in chars)]
-    tokens += [t for t in ("\u2581" + w for w in WORDS + TAGS) if t not in tokens]
-    special = 15  # unk, bos, eos and the sentinels: control tokens
-    types = [gguf.TokenType.UNKNOWN] + [gguf.TokenType.CONTROL] * (special - 1)
-    types += [gguf.TokenType.NORMAL] * (len(tokens) - special)
-    scores = [0.0] * special + [-float(i) for i in range(len(tokens) - special)]
     rng = np.random.default_rng(seed)
 
     def weight(*shape):
-        return (rng.standard_normal(shape) * 0.2).astype(np.float32)
+        return (rng.standard_normal(shape) * std).astype(np.float32)
 
     w = gguf.GGUFWriter(str(path), "llama")
-    w.add_context_length(256)
+    w.add_context_length(context)
     w.add_embedding_length(hidden)
     w.add_block_count(layers)
     w.add_feed_forward_length(ffn)
@@ -41,17 +37,9 @@ def write_tiny_llama_gguf(path, hidden=16, layers=2, heads=2, kv_heads=1, ffn=32
     w.add_head_count_kv(kv_heads)
     w.add_rope_dimension_count(hidden // heads)
     w.add_layer_norm_rms_eps(1e-6)
-    w.add_vocab_size(len(tokens))
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types([int(t) for t in types])
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    w.add_pad_token_id(0)
+    n_tokens = vocabulary(w)
     kv = kv_heads * hidden // heads
-    w.add_tensor("token_embd.weight", weight(len(tokens), hidden))
+    w.add_tensor("token_embd.weight", weight(n_tokens, hidden))
     for b in range(layers):
         w.add_tensor(f"blk.{b}.attn_norm.weight", np.ones(hidden, np.float32))
         w.add_tensor(f"blk.{b}.attn_q.weight", weight(hidden, hidden))
@@ -63,11 +51,40 @@ def write_tiny_llama_gguf(path, hidden=16, layers=2, heads=2, kv_heads=1, ffn=32
         w.add_tensor(f"blk.{b}.ffn_up.weight", weight(ffn, hidden))
         w.add_tensor(f"blk.{b}.ffn_down.weight", weight(hidden, ffn))
     w.add_tensor("output_norm.weight", np.ones(hidden, np.float32))
-    w.add_tensor("output.weight", weight(len(tokens), hidden))
+    w.add_tensor("output.weight", weight(n_tokens, hidden))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def _sentencepiece_vocabulary(w) -> int:
+    """A sentencepiece-style vocabulary of the test words and their letters, <unusedN> sentinels."""
+    import gguf
+
+    chars = sorted(set("".join(WORDS + TAGS)))
+    tokens = ["<unk>", "<s>", "</s>", *(f"<unused{i}>" for i in range(12)), "\u2581"]
+    tokens += [*chars, *("\u2581" + c for c in chars)]
+    tokens += [t for t in ("\u2581" + w for w in WORDS + TAGS) if t not in tokens]
+    special = 15  # unk, bos, eos and the sentinels: control tokens
+    types = [gguf.TokenType.UNKNOWN] + [gguf.TokenType.CONTROL] * (special - 1)
+    types += [gguf.TokenType.NORMAL] * (len(tokens) - special)
+    scores = [0.0] * special + [-float(i) for i in range(len(tokens) - special)]
+    w.add_vocab_size(len(tokens))
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types([int(t) for t in types])
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_pad_token_id(0)
+    return len(tokens)
+
+
+def write_tiny_llama_gguf(path, **shape) -> None:
+    """The tiny Llama these tests read: 2 layers of 16, the sentencepiece-style vocabulary."""
+    write_llama_gguf(path, _sentencepiece_vocabulary, **shape)
 
 
 @pytest.fixture(scope="module")

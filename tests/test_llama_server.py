@@ -16,10 +16,12 @@ import socket
 import subprocess
 import time
 import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
+from test_gguf import write_llama_gguf
 
 PYTHON = os.environ.get("LLAMA_SERVER_PYTHON")
 pytestmark = pytest.mark.skipif(not PYTHON, reason="LLAMA_SERVER_PYTHON is not set (make test-llama-server sets it)")
@@ -30,11 +32,13 @@ SENTENCES = [["anna", "visits", "rome"], ["peter"], ["the", "eu", "visits", "par
 
 
 def write_tiny_gguf(path, seed: int = 0) -> None:
-    """A 2-layer Llama of width 32 with random weights, and a byte-level BPE vocabulary in which
-    every word above is one token (its merges letter by letter); ``<unusedN>`` are control tokens."""
-    import gguf
+    """A 2-layer Llama of width 32 with random weights (``test_gguf.write_llama_gguf``), and a
+    byte-level BPE vocabulary in which every word above is one token (its merges letter by letter);
+    ``<unusedN>`` are control tokens."""
+    write_llama_gguf(path, _bpe_vocabulary, hidden=32, heads=4, kv_heads=2, ffn=64, seed=seed, std=0.3, context=512)
 
-    rng = np.random.default_rng(seed)
+
+def _bpe_vocabulary(w) -> int:
     tokens = ["<unk>", "<s>", "</s>", "<pad>", *(f"<unused{i}>" for i in range(12)), "Ċ"]
     tokens += sorted(set("".join(WORDS)))
     merges = []
@@ -45,81 +49,59 @@ def write_tiny_gguf(path, seed: int = 0) -> None:
                 tokens.append(cur + c)
                 merges.append(f"{cur} {c}")
             cur += c
-    V, D, F, L, H, KV = len(tokens), 32, 64, 2, 4, 2
-    w = gguf.GGUFWriter(str(path), "llama")
-    w.add_context_length(512)
-    w.add_embedding_length(D)
-    w.add_block_count(L)
-    w.add_feed_forward_length(F)
-    w.add_head_count(H)
-    w.add_head_count_kv(KV)
-    w.add_rope_dimension_count(D // H)
-    w.add_layer_norm_rms_eps(1e-6)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("default")
     w.add_token_list(tokens)
-    w.add_token_types([2, 3, 3, 3] + [3] * 12 + [1] * (V - 16))
+    w.add_token_types([2, 3, 3, 3] + [3] * 12 + [1] * (len(tokens) - 16))
     w.add_token_merges(merges)
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
     w.add_pad_token_id(3)
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
-
-    def weight(name, *shape):
-        w.add_tensor(name, (rng.standard_normal(shape) * 0.3).astype(np.float32))
-
-    weight("token_embd.weight", V, D)
-    for i in range(L):
-        w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(D, np.float32))
-        w.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(D, np.float32))
-        weight(f"blk.{i}.attn_q.weight", D, D)
-        weight(f"blk.{i}.attn_k.weight", D // H * KV, D)
-        weight(f"blk.{i}.attn_v.weight", D // H * KV, D)
-        weight(f"blk.{i}.attn_output.weight", D, D)
-        weight(f"blk.{i}.ffn_gate.weight", F, D)
-        weight(f"blk.{i}.ffn_up.weight", F, D)
-        weight(f"blk.{i}.ffn_down.weight", D, F)
-    w.add_tensor("output_norm.weight", np.ones(D, np.float32))
-    weight("output.weight", V, D)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    return len(tokens)
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """(the GGUF file, the server's base URL): llama.cpp's server on loopback, every logit kept
-    (echo needs them), stopped at the end."""
-    d = tmp_path_factory.mktemp("llama-server")
-    gguf_path = d / "tiny.gguf"
-    write_tiny_gguf(gguf_path)
+@contextmanager
+def llama_server(python: str, gguf_path, log_path, n_ctx: int = 512, alias: str = "tiny"):
+    """llama.cpp's server (llama-cpp-python, run by ``python``) on a free loopback port, every
+    logit kept (echo needs them); yields its API's base URL once ``/models`` answers (at most 5
+    minutes), and stops it after the block."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    args = [PYTHON, "-m", "llama_cpp.server", "--model", str(gguf_path), "--model_alias", "tiny"]
-    args += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", "512", "--logits_all", "true"]
-    log = open(d / "server.log", "w")
+    args = [python, "-m", "llama_cpp.server", "--model", str(gguf_path), "--model_alias", alias]
+    args += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--logits_all", "true"]
+    log = open(log_path, "w")
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}/v1"
     try:
-        for _ in range(240):
+        for _ in range(600):
             try:
                 with urllib.request.urlopen(base + "/models", timeout=2) as r:
                     if r.status == 200:
                         break
             except OSError:
                 if proc.poll() is not None:
-                    raise RuntimeError(f"the server exited: {(d / 'server.log').read_text()[-2000:]}") from None
+                    raise RuntimeError(f"the server exited: {Path(log_path).read_text()[-2000:]}") from None
                 time.sleep(0.5)
         else:
-            raise RuntimeError("the server did not start within 2 minutes")
-        yield gguf_path, base
+            raise RuntimeError("the server did not start within 5 minutes")
+        yield base
     finally:
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """(the GGUF file, the server's base URL), the server stopped at the end."""
+    d = tmp_path_factory.mktemp("llama-server")
+    gguf_path = d / "tiny.gguf"
+    write_tiny_gguf(gguf_path)
+    with llama_server(PYTHON, gguf_path, d / "server.log") as base:
+        yield gguf_path, base
 
 
 def _teachers(gguf_path, base, tmp_path, n_demos=4):

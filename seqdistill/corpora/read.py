@@ -121,9 +121,13 @@ class CorpusSource:
             sentences = _hashed(read_parquet(raw, path, labelled, names, notes), blocks, digest)
         else:
             stdin = read_bytes(path) if path == "-" else None  # standard input is read once, whole
-            lines = split_lines([stdin] if stdin is not None else file_blocks(path), path, digest)
+
+            def blocks():
+                return [stdin] if stdin is not None else file_blocks(path)
+
+            lines = split_lines(blocks(), path, digest)
             if fmt == "auto":
-                fmt = sniff(path, split_lines([stdin] if stdin is not None else file_blocks(path), path), labelled)
+                fmt = sniff(path, split_lines(blocks(), path), labelled)
             if fmt == "spans":
                 sentences = parse_span_jsonl(lines, path, labelled, notes)
             elif fmt == "conll":
@@ -132,7 +136,7 @@ class CorpusSource:
                 sentences = parse_jsonl(lines, path, labelled, names, notes)
             else:
                 sentences = parse_text(lines)
-        return SourceRead(path, sentences, notes, digest, names, self.tag_names)
+        return SourceRead(path, sentences, notes, digest, names)
 
 
 @dataclass
@@ -145,11 +149,10 @@ class SourceRead:
     notes: list[str]
     digest: object
     names: TagNames
-    given: tuple[str, ...] | None
 
     def sha256(self) -> str:
         if self.names.given_used:  # ids named by tag_names: another naming is another corpus
-            self.digest.update(b"\0tag-names:" + json.dumps(list(self.given)).encode())
+            self.digest.update(b"\0tag-names:" + json.dumps(list(self.names.given)).encode())
         return self.digest.hexdigest()
 
 

@@ -241,17 +241,18 @@ class _Plan:
     decoding: dict  # what the teacher adds to the kind's decoding settings (_teacher_meta)
     options: LayerOptions
     corpora: list[StreamedCorpus]
+    lengths: np.ndarray  # words of each example, in plan order (the corpora's scans, one after the other)
     fingerprints: dict
     fields: list
     vocabulary_text: list[Corpus]
 
     @property
     def examples(self) -> int:
-        return sum(c.examples for c in self.corpora)
+        return len(self.lengths)
 
     @property
     def words(self) -> int:
-        return sum(c.words for c in self.corpora)
+        return int(self.lengths.sum())
 
     @property
     def num_shards(self) -> int:
@@ -260,7 +261,7 @@ class _Plan:
     @functools.cached_property
     def shard_words(self) -> np.ndarray:
         """Words of each shard (from the scan's lengths, without reading the corpora)."""
-        lengths = np.concatenate([c.lengths for c in self.corpora]).astype(np.int64)
+        lengths = self.lengths.astype(np.int64)
         return np.add.reduceat(lengths, np.arange(0, len(lengths), self.cfg.shard_size))
 
     def shard_rows(self) -> Iterator[tuple[int, list[dict]]]:
@@ -375,7 +376,8 @@ def _plan(teacher_dir: str, corpora_specs: list[CorpusSpec], cfg: BuildConfig, t
             f"--hidden-project {cfg.hidden_project}: the teacher's states have {hidden_size} dimensions; "
             "project to fewer"
         )
-    first = np.concatenate([c.lengths for c in corpora] or [np.zeros(0, np.int32)])[: cfg.shard_size]
+    lengths = np.concatenate([c.lengths for c in corpora] or [np.zeros(0, np.int32)])
+    first = lengths[: cfg.shard_size]
     sample_words = int(first[_pca_sample(len(first))].sum()) if cfg.hidden_project else 0
     if cfg.hidden_project and sample_words < cfg.hidden_project:
         raise BuildError(
@@ -398,6 +400,7 @@ def _plan(teacher_dir: str, corpora_specs: list[CorpusSpec], cfg: BuildConfig, t
         decoding,
         options,
         corpora,
+        lengths,
         fingerprints,
         fields,
         vocabulary_text,
@@ -624,12 +627,13 @@ def _shards(plan: _Plan, mine: list[int], todo: list[int], examples) -> Iterator
     needed = todo_set | {i for i in mine if not examples.is_committed(i)}
     if not needed:
         return
+    last = max(needed)
     for index, rows in plan.shard_rows():
         if index in mine_set and not examples.is_committed(index):
             examples.write_shard(index, {k: [r[k] for r in rows] for k in rows[0]})
         if index in todo_set:
             yield index, rows
-        if index == max(needed):
+        if index == last:
             return
 
 

@@ -18,6 +18,7 @@ from torch import Tensor
 TEACHER_JSON = "teacher.json"
 HEAD_FILE = "head.safetensors"
 WEIGHT_FILES = ("model.safetensors", HEAD_FILE)
+DEMONSTRATIONS = "demonstrations.jsonl"  # an in-context or server teacher's (in_context.py)
 TOKENIZER_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",
@@ -83,7 +84,7 @@ def teacher_fingerprints(directory) -> dict[str, str]:
     of the GGUF file it was fine-tuned from, when it was (``teacher.json``'s ``base``), and of an
     in-context teacher's model and demonstrations (``in_context``)."""
     d = Path(directory)
-    out = {"weights": _sha256_files(d, WEIGHT_FILES), "tokenizer": _sha256_files(d, TOKENIZER_FILES)}
+    out = {"weights": sha256_files(d, WEIGHT_FILES), "tokenizer": sha256_files(d, TOKENIZER_FILES)}
     meta = d / TEACHER_JSON
     record = json.loads(meta.read_text()) if meta.is_file() else {}
     base = record.get("base")
@@ -92,11 +93,20 @@ def teacher_fingerprints(directory) -> dict[str, str]:
     in_context = record.get("in_context")
     if in_context:  # no weights in the directory: the model it names, and the demonstrations
         out["model"] = in_context["model_sha256"]
-        out["demonstrations"] = _sha256_files(d, ("demonstrations.jsonl",))
+        out["demonstrations"] = sha256_files(d, (DEMONSTRATIONS,))
     return out
 
 
-def _sha256_files(root: Path, names) -> str:
+def file_sha256(path) -> str:
+    """The sha256 of one file's bytes, read 1 MiB at a time."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def sha256_files(root: Path, names) -> str:
     """One digest over the named files that exist (name and content of each, in sorted order)."""
     h = hashlib.sha256()
     for name in sorted(names):

@@ -33,32 +33,25 @@ Decisions, named here:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
 from pathlib import Path
 
-from .base import TeacherError
-
-DEMONSTRATIONS = "demonstrations.jsonl"
+from .base import DEMONSTRATIONS, TeacherError, file_sha256, sha256_files
 
 
 def model_sha256(source: str) -> str:
     """The sha256 an in-context teacher records of its model: a GGUF file's, or one digest over a
-    directory's ``*.safetensors`` files (each name and its bytes, in sorted order)."""
+    directory's ``*.safetensors`` files (each name and its bytes, in sorted order: ``sha256_files``)."""
     p = Path(source)
-    files = [p] if p.is_file() else sorted(p.glob("*.safetensors"))
-    if not files:
-        raise TeacherError(f"{source}: no GGUF file and no *.safetensors weights to fingerprint")
-    h = hashlib.sha256()
-    for f in files:
-        if p.is_dir():
-            h.update(f.name.encode() + b"\0")
-        with open(f, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()
+    if p.is_dir():
+        names = sorted(f.name for f in p.glob("*.safetensors"))
+        if names:
+            return sha256_files(p, names)
+    elif p.is_file():
+        return file_sha256(p)
+    raise TeacherError(f"{source}: no GGUF file and no *.safetensors weights to fingerprint")
 
 
 def local_model(source: str) -> str:

@@ -19,7 +19,6 @@ Decisions, named here:
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 from pathlib import Path
@@ -73,11 +72,9 @@ def base_record(source: str | os.PathLike) -> dict | None:
     source = os.fspath(source)
     if not source.endswith(GGUF_SUFFIX) or not Path(source).is_file():
         return None  # a hub GGUF file is named by its repository and name only
-    h = hashlib.sha256()
-    with open(source, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return {"gguf_file": Path(source).name, "gguf_sha256": h.hexdigest()}
+    from .base import file_sha256
+
+    return {"gguf_file": Path(source).name, "gguf_sha256": file_sha256(source)}
 
 
 def save_model(model, directory: Path) -> None:

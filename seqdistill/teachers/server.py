@@ -63,10 +63,14 @@ APPROXIMATION = (
 )
 
 
+def echo_request(text: str) -> dict:
+    """A ``/completions`` body that scores ``text`` (module docstring): its tokens' log-probabilities, nothing generated beyond one token."""
+    return {"prompt": text, "max_tokens": 1, "temperature": 0, "logprobs": 1, "echo": True}
+
+
 class ServerSentScoreTeacher(nn.Module):
     kind = "sentscore"
     pooling = "first"
-    causal = True
 
     def __init__(self, tokenizer, schema: LabelSchema, endpoint: EndpointConfig, directory: Path | None = None):
         super().__init__()
@@ -76,7 +80,6 @@ class ServerSentScoreTeacher(nn.Module):
         self.format = SentFormat(tokenizer, schema.tags)
         self.k = 1
         self.source_dir, self.in_context, self.demonstrations = directory, None, []
-        self.base = None
         self._endpoint: Endpoint | None = None
         self._embeddings: nn.Module | None = None
 
@@ -157,7 +160,7 @@ class ServerSentScoreTeacher(nn.Module):
     def _score(self, ids: list[int], n: int, words: list[str]) -> float:
         """log p(the last ``n`` tokens of ``ids`` | the ones before), from the server's echo."""
         text = self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
-        body = {"prompt": text, "max_tokens": 1, "temperature": 0, "logprobs": 1, "echo": True}
+        body = echo_request(text)
         where = f"the sentence {' '.join(words[:12])!r}"
         expected = len(self.format.prefix) + len(ids)  # the server adds the model's own special tokens
         try:
@@ -273,7 +276,7 @@ def align_echo(teacher: ServerSentScoreTeacher, model, words: list[str], tags: l
         logp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].float(), -1)
     local = [logp[i - 1, ids[i]].item() for i in range(1, len(ids))]  # token i's, i >= 1
     text = teacher.tokenizer.decode(body, skip_special_tokens=False, clean_up_tokenization_spaces=False)
-    answer = teacher.endpoint.complete({"prompt": text, "max_tokens": 1, "temperature": 0, "logprobs": 1, "echo": True})
+    answer = teacher.endpoint.complete(echo_request(text))
     try:
         served = answer["choices"][0]["logprobs"]["token_logprobs"]
         assert int(answer["usage"]["prompt_tokens"]) == len(ids)
