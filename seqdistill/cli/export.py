@@ -8,19 +8,26 @@ import click
 
 from ..corpora import CorpusError
 from ..deploy.export import QUANTIZE, check_export, export_model
+from ..deploy.web import export_web
 from ..inference.onnx_runtime import EXPORT_JSON, ONNX_FILE, ExportError
 from .options import tag_names_option
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--model", "model_dir", required=True, help="Student or teacher directory.")
-@click.option("--out", "out_dir", required=True, help="New directory for the export.")
+@click.option("--model", "model_dir", required=True, help="Student or teacher directory (or, with --web, an export).")
+@click.option("--out", "out_dir", default=None, help="New directory for the export.")
+@click.option(
+    "--web",
+    "web_dir",
+    default=None,
+    help="Instead of --out: a new static folder that tags text in a web page (the export, the JavaScript "
+    "runtime, onnxruntime-web, index.html); needs `npm ci --prefix js`.",
+)
 @click.option(
     "--quantize",
     type=click.Choice(QUANTIZE),
-    default="none",
-    show_default=True,
-    help="int8: the MatMul, Gemm and LSTM weights as int8 with per-channel scales, activations in fp32 "
+    default=None,
+    help="[default: none, int8 with --web] int8: the MatMul, Gemm and LSTM weights as int8 with per-channel scales, activations in fp32 "
     "(a sentence's tags never depend on its batch).",
 )
 @click.option(
@@ -38,18 +45,26 @@ from .options import tag_names_option
     help="With --check: the most F1 points the export may lose; beyond it, exit 1.",
 )
 @click.option("--trust-remote-code", is_flag=True, help="Allow a teacher's own code from its directory.")
-def main(model_dir, out_dir, quantize, check_data, tag_names, max_f1_drop, trust_remote_code) -> None:
+def main(model_dir, out_dir, web_dir, quantize, check_data, tag_names, max_f1_drop, trust_remote_code) -> None:
     """Export a student or teacher to a self-contained ONNX directory (graph, tokenizer, label
     schema, decoding tables, export.json), loadable with ``seqdistill.Tagger.load`` and by
-    ``distill-eval`` and ``distill-predict``."""
+    ``distill-eval`` and ``distill-predict``; with ``--web``, as a folder that tags text in a web page."""
 
+    if (out_dir is None) == (web_dir is None):
+        raise click.UsageError("give one of --out (an ONNX directory) and --web (a web page folder)")
+    quantize = quantize or ("int8" if web_dir is not None else "none")  # a page's bytes are its load time
     try:
-        out = export_model(model_dir, out_dir, quantize=quantize, trust_remote_code=trust_remote_code)
+        if web_dir is not None:
+            out = export_web(model_dir, web_dir, quantize=quantize, trust_remote_code=trust_remote_code)
+        else:
+            out = export_model(model_dir, out_dir, quantize=quantize, trust_remote_code=trust_remote_code)
         meta = json.loads((out / EXPORT_JSON).read_text())
         click.echo(
-            f"{meta['kind']} {meta['model']} -> {out} (ONNX, {quantize}, decoder {meta['decoder']}, "
+            f"{meta['kind']} {meta['model']} -> {out} (ONNX, {meta['quantize']}, decoder {meta['decoder']}, "
             f"{(out / ONNX_FILE).stat().st_size / 2**20:.1f} MiB)"
         )
+        if web_dir is not None:
+            click.echo(f"serve {out} over HTTP (index.html), or load it in Node with js/src/node.js's loadTagger")
         if check_data:
             torch_f1, export_f1 = check_export(model_dir, out, check_data, tag_names=tag_names)
             drop = 100 * (torch_f1 - export_f1)

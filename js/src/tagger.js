@@ -1,0 +1,244 @@
+// The Tagger of an exported student (or teacher): seqdistill/inference/tagger.py, ported. Raw texts
+// or pre-split words in; words, UTF-16 offsets, tags and spans with scores out, the answers of
+// Python's `Tagger` on the same folder. The runtime (onnxruntime-web or onnxruntime-node) and the
+// folder's reader are given by the entry point (web.js, node.js).
+
+import { Tokenizer } from "@huggingface/tokenizers";
+import { Decoder } from "./decode.js";
+import { ExportError, checkedFile, checkedJson, readMeta, readSafetensors } from "./export.js";
+import { WordPieces, bagInputs, poolTokens, subwordInputs, teacherSegments, windowInputs } from "./inputs.js";
+import { joinWords, loneSurrogate, splitter } from "./words.js";
+
+/** Bad input to `tag` or `documents`, naming the input and the position. */
+export class InputError extends Error {}
+
+/** Open the folder `source` with the ONNX Runtime module `ort` and its session `options`. */
+export async function openTagger(source, ort, options = {}) {
+  const { meta, web } = await readMeta(source);
+  const schema = meta.label_schema;
+  let transitions = null;
+  if (meta.decoder === "crf" || meta.decoder === "bilou") {
+    const where = source.name("decode.safetensors");
+    const t = readSafetensors(await checkedFile(source, meta, "decode.safetensors"), where);
+    const n = meta.decoder === "bilou" ? 5 : schema.tags.length;
+    if (!t.transitions || t.transitions.data.length !== n * n || t.start?.data.length !== n || t.end?.data.length !== n) {
+      throw new ExportError(`${where}: the transitions do not fit ${n} tags; export the model again`);
+    }
+    transitions = { transitions: t.transitions.data, start: t.start.data, end: t.end.data };
+  }
+  const temperature = "calibration.json" in meta.files ? Number((await checkedJson(source, meta, "calibration.json")).temperature) : 1;
+  if (!(temperature > 0)) throw new ExportError(`${source.name("calibration.json")}: temperature ${temperature} must be positive`);
+  const decoder = new Decoder({
+    kind: meta.decoder,
+    tags: schema.tags,
+    scheme: schema.scheme,
+    transitions,
+    entityTypes: meta.entity_types ?? [],
+    temperature,
+  });
+  const tokenizer = new Tokenizer(
+    await checkedJson(source, meta, "tokenizer/tokenizer.json"),
+    await checkedJson(source, meta, "tokenizer/tokenizer_config.json"),
+  );
+  const graph = await checkedFile(source, meta, meta.onnx);
+  let session;
+  try {
+    session = await ort.InferenceSession.create(graph, {
+      graphOptimizationLevel: "all",
+      // decision (onnx_runtime.session_options): the int8 weights' DequantizeLinear folded once, at load
+      extra: { session: { disable_quant_qdq: "1" } },
+      ...options,
+    });
+  } catch (e) {
+    throw new ExportError(`${source.name(meta.onnx)}: ONNX Runtime cannot load it (${String(e.message ?? e).slice(0, 200)})`);
+  }
+  return new Tagger({ meta, web, decoder, tokenizer, session, ort });
+}
+
+/** The indices of the non-empty sentences, shortest first, in batches of at most `batchSize`, none
+ * padded past twice its own length (tagger.length_batches). */
+export function lengthBatches(lengths, batchSize) {
+  const order = lengths.map((n, i) => i).filter((i) => lengths[i] > 0);
+  order.sort((a, b) => lengths[a] - lengths[b] || a - b);
+  const batches = [];
+  for (const i of order) {
+    const last = batches[batches.length - 1];
+    if (!last || last.length === batchSize || lengths[i] > 2 * lengths[last[0]]) batches.push([]);
+    batches[batches.length - 1].push(i);
+  }
+  return batches;
+}
+
+export class Tagger {
+  constructor({ meta, web, decoder, tokenizer, session, ort }) {
+    Object.assign(this, { meta, web, decoder, session, ort });
+    this.words = meta.words ?? "default";
+    this.pieces = new WordPieces(tokenizer, web.tokenizer.unk_id);
+  }
+
+  get entityTypes() {
+    return this.meta.label_schema.entity_types;
+  }
+
+  /** Tag texts (split by the model's words rule) or pre-split sentences (arrays of words, whose text
+   * is the words joined by one space). Offsets are UTF-16 code units into each text. */
+  async tag(inputs, { batchSize = 32, scores = true, minScore = null } = {}) {
+    if (typeof inputs === "string") inputs = [inputs];
+    const split = splitter(this.words);
+    const items = inputs.map((item, i) => {
+      if (typeof item === "string") {
+        const bad = loneSurrogate(item);
+        if (bad >= 0) {
+          throw new InputError(
+            `input ${i}: a lone surrogate (U+${item.charCodeAt(bad).toString(16).toUpperCase()}) at offset ${bad}, ` +
+              "half of a character; the text was cut inside a character or is not valid Unicode",
+          );
+        }
+        const [words, offsets] = split(item);
+        return { text: item, words, offsets };
+      }
+      if (Array.isArray(item) && item.every((w) => typeof w === "string")) {
+        const bad = item.findIndex((w) => loneSurrogate(w) >= 0);
+        if (bad >= 0) throw new InputError(`input ${i}, word ${bad}: a lone surrogate, half of a character`);
+        const [text, offsets] = joinWords(item);
+        return { text, words: [...item], offsets };
+      }
+      throw new InputError(`input ${i}: a text (string) or a list of words (array of strings), not ${typeof item}`);
+    });
+    const decoded = await this.decode(items.map((x) => x.words), batchSize, scores || minScore !== null);
+    return items.map(({ text, words, offsets }, i) => {
+      const d = decoded[i];
+      let spans = d.spans.map(([s, e, type], j) => ({
+        type,
+        start: s,
+        end: e,
+        char_start: offsets[s][0],
+        char_end: offsets[e - 1][1],
+        text: text.slice(offsets[s][0], offsets[e - 1][1]),
+        score: d.scores ? d.scores[j] : null,
+      }));
+      let tags = d.tags;
+      if (minScore !== null) {
+        const dropped = spans.filter((sp) => sp.score !== null && sp.score < minScore);
+        spans = spans.filter((sp) => sp.score === null || sp.score >= minScore);
+        if (dropped.length && !this.decoder.nested) {
+          tags = [...tags];
+          for (const sp of dropped) tags.fill("O", sp.start, sp.end);
+        }
+      }
+      return { text, words, offsets, tags, spans };
+    });
+  }
+
+  /** Decoded sentences in input order, run in batches of similar length; an empty one gets nothing. */
+  async decode(sentences, batchSize, withScores) {
+    const out = sentences.map(() => ({ tags: [], spans: [], scores: withScores ? [] : null }));
+    for (const idx of lengthBatches(sentences.map((s) => s.length), batchSize)) {
+      const batch = idx.map((i) => sentences[i]);
+      const { data, W, perWord } = await this.scores(batch);
+      idx.forEach((i, b) => {
+        const n = batch[b].length;
+        out[i] = this.decoder.decode(data.subarray(b * W * perWord, (b * W + n) * perWord), n, withScores);
+      });
+    }
+    return out;
+  }
+
+  /** Word scores of a batch: `data` [B, W, perWord] flat (W its most words; perWord T, or E x 5 BILOU logits). */
+  async scores(batch) {
+    const meta = this.meta;
+    const pieces = this.pieces.sentences(batch);
+    const W = Math.max(...batch.map((w) => w.length));
+    let feed;
+    let pooling = null;
+    if (meta.inputs === "bags") feed = bagInputs(pieces, batch, Boolean(meta.chars));
+    else if (meta.inputs === "subwords") feed = subwordInputs(pieces, batch, meta.pooling ?? "first");
+    else {
+      const framing =
+        meta.framing === "teacher"
+          ? teacherSegments(pieces, batch, {
+              maxLength: Number(meta.max_length),
+              pooling: meta.pooling ?? "first",
+              prefix: this.web.tokenizer.prefix,
+              suffix: this.web.tokenizer.suffix,
+            })
+          : windowInputs(pieces, batch, Number(meta.window), Number(meta.cls_token_id), Number(meta.sep_token_id));
+      feed = framing.feed;
+      pooling = framing;
+    }
+    const tensors = {};
+    for (const [name, [type, data, dims]] of Object.entries(feed)) tensors[name] = new this.ort.Tensor(type, data, dims);
+    const result = await this.session.run(tensors);
+    const out = result.scores;
+    const perWord = out.dims.slice(2).reduce((a, b) => a * b, 1);
+    const data = pooling ? poolTokens(out.data, perWord, pooling.slot, pooling.weight, batch.length, W) : out.data;
+    return { data, W, perWord };
+  }
+
+  /** Tag whole documents: each split into sentences (`sentences`), every sentence tagged in batches
+   * with `onProgress(done, total)` after each batch and the event loop let in between, so a page
+   * stays responsive over a long text; offsets into the document. */
+  async documents(texts, { batchSize = 32, scores = true, minScore = null, maxWords = 256, onProgress = null } = {}) {
+    if (typeof texts === "string") texts = [texts];
+    texts.forEach((t, d) => {
+      if (typeof t !== "string") throw new InputError(`document ${d}: a text (string), not ${typeof t}`);
+      const bad = loneSurrogate(t);
+      if (bad >= 0) throw new InputError(`document ${d}: a lone surrogate at offset ${bad}, half of a character`);
+    });
+    const owners = texts.flatMap((text, d) => sentences(text, this.words, maxWords).map(([s, e]) => [d, s, e]));
+    const docs = texts.map((text) => ({ text, sentences: [], spans: [] }));
+    const chunk = Math.max(batchSize, 1) * 4;
+    for (let k = 0; k < owners.length; k += chunk) {
+      const part = owners.slice(k, k + chunk);
+      const tagged = await this.tag(part.map(([d, s, e]) => texts[d].slice(s, e)), { batchSize, scores, minScore });
+      part.forEach(([d, start], j) => {
+        const s = tagged[j];
+        s.offsets = s.offsets.map(([a, b]) => [a + start, b + start]);
+        for (const sp of s.spans) {
+          sp.char_start += start;
+          sp.char_end += start;
+        }
+        docs[d].sentences.push(s);
+        docs[d].spans.push(...s.spans);
+      });
+      onProgress?.(Math.min(k + chunk, owners.length), owners.length);
+      await new Promise((resolve) => setTimeout(resolve, 0));
+    }
+    return docs;
+  }
+}
+
+const sentenceSegmenter = new Intl.Segmenter("en", { granularity: "sentence" });
+
+/** [start, end] UTF-16 spans of a document's sentences, without their surrounding whitespace.
+ * The rule, named here: a line break always ends a sentence (as seqdistill's splitters read it);
+ * within a line, Intl.Segmenter's sentences (Unicode's sentence boundaries, UAX #29), which unlike
+ * pysbd know no abbreviations ("Dr. Smith" is cut after "Dr.") and no list numbers; a sentence of
+ * more than `maxWords` words is cut every `maxWords` words, so that no single input is unbounded. */
+export function sentences(text, rule = "default", maxWords = 256) {
+  const out = [];
+  const lineBreak = /\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]/g;
+  let from = 0;
+  for (const end of [...text.matchAll(lineBreak)].map((m) => [m.index, m.index + m[0].length]).concat([[text.length, text.length]])) {
+    const line = text.slice(from, end[0]);
+    for (const { segment, index } of sentenceSegmenter.segment(line)) {
+      const lead = segment.length - segment.trimStart().length;
+      const trail = segment.trimEnd().length;
+      if (trail > lead) out.push(...cut(text, from + index + lead, from + index + trail, rule, maxWords));
+    }
+    from = end[1];
+  }
+  return out;
+}
+
+function cut(text, start, end, rule, maxWords) {
+  if (rule === "mecab") return [[start, end]];
+  const [, offsets] = splitter(rule)(text.slice(start, end));
+  if (offsets.length <= maxWords) return [[start, end]];
+  const pieces = [];
+  for (let k = 0; k < offsets.length; k += maxWords) {
+    const last = offsets[Math.min(k + maxWords, offsets.length) - 1];
+    pieces.push([start + offsets[k][0], start + last[1]]);
+  }
+  return pieces;
+}

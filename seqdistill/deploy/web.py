@@ -1,0 +1,152 @@
+"""``distill-export --web DIR``: a student (or teacher) as a static folder that tags text in a web
+page, with nothing sent anywhere: the export directory of ``deploy.export`` (graph, tokenizer,
+decoding tables, export.json) plus the JavaScript runtime of the repository's ``js/`` package, the
+browser builds of onnxruntime-web (its WASM backend) and of ``@huggingface/tokenizers``, a
+``web.json`` and an ``index.html``.
+
+Decisions, named here:
+
+* **An option of distill-export, not a command of its own**: the folder is an export directory
+  (``Tagger.load`` and ``distill-eval`` read it as one, which is how the golden tests compare the
+  page with Python on the very same graph) with the page's files beside it. ``--model`` may name a
+  student or teacher (exported first) or an export directory (copied as it is).
+* **The runtime comes from the repository's ``js/`` folder** (its sources, and onnxruntime-web and
+  the tokenizers from ``js/node_modules``, installed by ``npm ci --prefix js``, which ``make
+  test-web`` runs): one copy of the runtime for Node, the page and the tests, at the versions its
+  lockfile pins. A folder without them is refused with that command.
+* **web.json** records what the page needs that only Python knows: the tokenizer's special tokens
+  around a sentence (``prefix``, ``suffix``, as ``tokenization.WordTokenizer`` finds them) and its
+  unknown token. The runtime tokenizes each word alone (tokenizers.js has no pre-tokenized input),
+  so the export checks, on words of many scripts, that the tokenizer gives each word the same pieces
+  alone as within its sentence (Python's pre-tokenized encoding), and refuses a tokenizer for which
+  it does not (a byte-level or SentencePiece tokenizer whose words after the first get a space).
+* **The page's privacy is shown, not promised**: its Content-Security-Policy lets it connect to its
+  own origin only, and it counts the requests made after the model loaded (``js/page/``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..inference.onnx_runtime import ExportError, check_files, is_export_dir, read_export_json
+from .export import export_model
+
+WEB_JSON = "web.json"
+WEB_FORMAT = "seqdistill-web"
+WEB_VERSION = 1
+RUNTIME = Path(__file__).resolve().parents[2] / "js"  # the repository's JavaScript package
+
+# what the page loads from js/node_modules, and where it goes in the folder
+VENDOR = {
+    "onnxruntime-web/dist/ort.wasm.min.mjs": "vendor/onnxruntime-web/ort.wasm.min.mjs",
+    "onnxruntime-web/dist/ort-wasm-simd-threaded.mjs": "vendor/onnxruntime-web/ort-wasm-simd-threaded.mjs",
+    "onnxruntime-web/dist/ort-wasm-simd-threaded.wasm": "vendor/onnxruntime-web/ort-wasm-simd-threaded.wasm",
+    "@huggingface/tokenizers/dist/tokenizers.min.mjs": "vendor/tokenizers/tokenizers.min.mjs",
+    "@huggingface/tokenizers/LICENSE": "vendor/tokenizers/LICENSE",
+}
+
+# words of many scripts on which a tokenizer must give each word the same pieces alone as in its sentence
+PROBE = (
+    "Peter Blackburn visits Paris . U.S. don't 1996-08-22 3,000 café naïve Zürich São Paulo "
+    "北京 東京タワー 서울 مرحبا ירושלים हिन्दी Москва 👍🏽 🇺🇸 ( ) $ — x"
+).split()
+
+
+def runtime_files(runtime: Path = RUNTIME) -> dict[Path, str]:
+    """Every file the page needs from the JavaScript package, and its path in the folder."""
+    modules = runtime / "node_modules"
+    missing = [p for p in VENDOR if not (modules / p).is_file()]
+    if not (runtime / "src").is_dir() or missing:
+        raise ExportError(
+            f"{runtime}: the JavaScript runtime is not installed ({missing[0] if missing else 'src/'} is missing); "
+            f"run `npm ci --prefix {runtime}` (Node 20 and npm) in a checkout of the repository"
+        )
+    files = {modules / src: dst for src, dst in VENDOR.items()}
+    files.update({p: f"seqdistill/{p.name}" for p in sorted((runtime / "src").glob("*.js")) if p.name != "node.js"})
+    files.update({p: p.name for p in sorted((runtime / "page").iterdir()) if p.is_file()})
+    return files
+
+
+def tokenizer_framing(tokenizer_dir: Path) -> dict:
+    """What the JavaScript runtime needs of the tokenizer, checked: each word's pieces alone equal
+    its pieces in its sentence (``PROBE``); the special tokens around a sentence; the unknown token."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    if not getattr(tok, "is_fast", False):
+        raise ExportError(f"{tokenizer_dir}: not a fast tokenizer (no tokenizer.json), which the page reads")
+    backend = tok.backend_tokenizer
+    together = backend.encode(PROBE, is_pretokenized=True, add_special_tokens=False)
+    for w, word in enumerate(PROBE):
+        in_sentence = [t for t, owner in zip(together.ids, together.word_ids) if owner == w]
+        alone = backend.encode(word, add_special_tokens=False).ids
+        if in_sentence != alone:
+            raise ExportError(
+                f"{tokenizer_dir}: the tokenizer gives {word!r} the pieces {alone} alone and {in_sentence} within "
+                "a sentence; the web runtime tokenizes each word alone, so this tokenizer is not supported by --web"
+            )
+    probe = tok([["x"]], is_split_into_words=True, add_special_tokens=True)
+    ids, owners = probe["input_ids"][0], probe.word_ids(0)
+    first, last = owners.index(0), len(owners) - 1 - owners[::-1].index(0)
+    unk = tok.unk_token_id if tok.unk_token_id is not None else 0
+    return {"unk_id": unk, "prefix": ids[:first], "suffix": ids[last + 1 :], "checked_words": len(PROBE)}
+
+
+def export_web(
+    model_dir,
+    out_dir,
+    *,
+    quantize: str = "int8",
+    trust_remote_code: bool = False,
+    runtime: Path = RUNTIME,
+) -> Path:
+    """Write the web folder of ``model_dir`` (a student, a teacher or an export directory) to
+    ``out_dir``, a new directory written whole or not at all."""
+    src, out = Path(model_dir), Path(out_dir)
+    if out.exists() and any(out.iterdir()):
+        raise ExportError(f"{out}: exists and is not empty; choose a new directory or remove it")
+    files = runtime_files(Path(runtime))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        folder = tmp / "web"
+        if src.is_dir() and is_export_dir(src):
+            check_files(src, read_export_json(src))
+            shutil.copytree(src, folder)
+        else:
+            export_model(src, folder, quantize=quantize, trust_remote_code=trust_remote_code)
+        meta = read_export_json(folder)
+        framing = tokenizer_framing(folder / "tokenizer")
+        for path, rel in files.items():
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, folder / rel)
+        package = json.loads((Path(runtime) / "package.json").read_text())
+        libraries = {
+            name: json.loads((Path(runtime) / "node_modules" / name / "package.json").read_text())
+            for name in ("onnxruntime-web", "@huggingface/tokenizers")
+        }
+        versions = {name: p["version"] for name, p in libraries.items()}
+        (folder / "vendor" / "NOTICE").write_text(  # onnxruntime-web's npm package ships no LICENSE file
+            "".join(
+                f"{name} {p['version']}: {p['license']} license, {p.get('homepage', '')}\n"
+                for name, p in libraries.items()
+            )
+        )
+        web = {
+            "format": WEB_FORMAT,
+            "format_version": WEB_VERSION,
+            "runtime": f"{package['name']} {package['version']}",
+            "libraries": versions,
+            "words": meta.get("words", "default"),
+            "tokenizer": framing,
+        }
+        (folder / WEB_JSON).write_text(json.dumps(web, indent=1) + "\n")
+        if out.exists():
+            out.rmdir()
+        folder.rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
