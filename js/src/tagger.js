@@ -12,6 +12,16 @@ import { joinWords, loneSurrogate, splitter } from "./words.js";
 /** Bad input to `tag` or `documents`, naming the input and the position. */
 export class InputError extends Error {}
 
+function refuseLoneSurrogates(where, text) {
+  const bad = loneSurrogate(text);
+  if (bad >= 0) {
+    throw new InputError(
+      `${where}: a lone surrogate (U+${text.charCodeAt(bad).toString(16).toUpperCase()}) at offset ${bad}, ` +
+        "half of a character; the text was cut inside a character or is not valid Unicode",
+    );
+  }
+}
+
 /** Open the folder `source` with the ONNX Runtime module `ort` and its session `options`. */
 export async function openTagger(source, ort, options = {}) {
   const { meta, web } = await readMeta(source);
@@ -74,6 +84,15 @@ export class Tagger {
     Object.assign(this, { meta, web, decoder, session, ort });
     this.words = meta.words ?? "default";
     this.pieces = new WordPieces(tokenizer, web.tokenizer.unk_id);
+    for (const [word, pieces] of Object.entries(web.tokenizer.probe ?? {})) {
+      const mine = this.pieces.word(word);
+      if (mine.join() !== pieces.join()) {
+        throw new ExportError(
+          `tokenizer/tokenizer.json: tokenizers.js gives ${JSON.stringify(word)} the pieces [${mine}], Python gave ` +
+            `[${pieces}] (web.json's probe); this tokenizer does not run in the page as it runs in Python`,
+        );
+      }
+    }
   }
 
   get entityTypes() {
@@ -87,19 +106,12 @@ export class Tagger {
     const split = splitter(this.words);
     const items = inputs.map((item, i) => {
       if (typeof item === "string") {
-        const bad = loneSurrogate(item);
-        if (bad >= 0) {
-          throw new InputError(
-            `input ${i}: a lone surrogate (U+${item.charCodeAt(bad).toString(16).toUpperCase()}) at offset ${bad}, ` +
-              "half of a character; the text was cut inside a character or is not valid Unicode",
-          );
-        }
+        refuseLoneSurrogates(`input ${i}`, item);
         const [words, offsets] = split(item);
         return { text: item, words, offsets };
       }
       if (Array.isArray(item) && item.every((w) => typeof w === "string")) {
-        const bad = item.findIndex((w) => loneSurrogate(w) >= 0);
-        if (bad >= 0) throw new InputError(`input ${i}, word ${bad}: a lone surrogate, half of a character`);
+        item.forEach((w, j) => refuseLoneSurrogates(`input ${i}, word ${j}`, w));
         const [text, offsets] = joinWords(item);
         return { text, words: [...item], offsets };
       }
@@ -182,8 +194,7 @@ export class Tagger {
     if (typeof texts === "string") texts = [texts];
     texts.forEach((t, d) => {
       if (typeof t !== "string") throw new InputError(`document ${d}: a text (string), not ${typeof t}`);
-      const bad = loneSurrogate(t);
-      if (bad >= 0) throw new InputError(`document ${d}: a lone surrogate at offset ${bad}, half of a character`);
+      refuseLoneSurrogates(`document ${d}`, t);
     });
     const owners = texts.flatMap((text, d) => sentences(text, this.words, maxWords).map(([s, e]) => [d, s, e]));
     const docs = texts.map((text) => ({ text, sentences: [], spans: [] }));
@@ -209,26 +220,65 @@ export class Tagger {
 }
 
 const sentenceSegmenter = new Intl.Segmenter("en", { granularity: "sentence" });
+// A segment that ends in one of these does not end a sentence: letters with periods ("U.S.", "e.g."),
+// an initial ("J."), or a title or other abbreviation that comes before a name or a number.
+const ABBREVIATION = /(?:^|[\s(])(?:(?:\p{L}\.){2,}|\p{Lu}\.|(?:Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|Gen|Gov|Sen|Rep|Col|Lt|Capt|Sgt|Mt|No|vs)\.)$/u;
 
 /** [start, end] UTF-16 spans of a document's sentences, without their surrounding whitespace.
- * The rule, named here: a line break always ends a sentence (as seqdistill's splitters read it);
- * within a line, Intl.Segmenter's sentences (Unicode's sentence boundaries, UAX #29), which unlike
- * pysbd know no abbreviations ("Dr. Smith" is cut after "Dr.") and no list numbers; a sentence of
- * more than `maxWords` words is cut every `maxWords` words, so that no single input is unbounded. */
+ * The rule, named here (Python's documents are split by pysbd, which has no JavaScript port): a
+ * line break always ends a sentence (as seqdistill's splitters read it); within a line,
+ * Intl.Segmenter's sentences (Unicode's sentence boundaries, UAX #29), joined again after an
+ * abbreviation (`ABBREVIATION`), where UAX #29 cuts and pysbd does not ("Mr. Smith", "the U.S.
+ * Department"); pysbd knows many more abbreviations and rules (docs/RESULTS.md measures how often the
+ * two agree). A sentence of more than `maxWords` words is cut every `maxWords` words, so that no single
+ * input is unbounded. */
 export function sentences(text, rule = "default", maxWords = 256) {
   const out = [];
   const lineBreak = /\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]/g;
+  const ends = [...text.matchAll(lineBreak)].map((m) => [m.index, m.index + m[0].length]);
   let from = 0;
-  for (const end of [...text.matchAll(lineBreak)].map((m) => [m.index, m.index + m[0].length]).concat([[text.length, text.length]])) {
-    const line = text.slice(from, end[0]);
-    for (const { segment, index } of sentenceSegmenter.segment(line)) {
-      const lead = segment.length - segment.trimStart().length;
-      const trail = segment.trimEnd().length;
-      if (trail > lead) out.push(...cut(text, from + index + lead, from + index + trail, rule, maxWords));
+  for (const [lineEnd, next] of [...ends, [text.length, text.length]]) {
+    let open = null; // the start of a sentence that an abbreviation kept open
+    for (const [segment, index] of segments(text.slice(from, lineEnd))) {
+      const start = open ?? from + index;
+      const end = from + index + segment.length;
+      open = null;
+      if (ABBREVIATION.test(segment.trimEnd()) && end < lineEnd) {
+        open = start;
+        continue;
+      }
+      out.push(...trimmed(text, start, end, rule, maxWords));
     }
-    from = end[1];
+    from = next;
   }
   return out;
+}
+
+/** Intl.Segmenter's sentences of `line` as [segment, index], read a bounded window at a time: V8
+ * walks a long string's sentences in quadratic time (36,000 sentences, 1 MB: 40 s at once; windows
+ * of 4,096 characters: a fraction of a second). A window's last segment may be cut by the window, so
+ * the next window starts there; a sentence longer than a window widens it. */
+export function* segments(line, width = 4096) {
+  let pos = 0;
+  while (pos < line.length) {
+    const piece = line.slice(pos, pos + width);
+    const found = [...sentenceSegmenter.segment(piece)];
+    const whole = pos + width >= line.length;
+    if (found.length === 1 && !whole) {
+      width *= 2; // one sentence longer than the window
+      continue;
+    }
+    const keep = whole ? found : found.slice(0, -1);
+    for (const { segment, index } of keep) yield [segment, pos + index];
+    pos += whole ? piece.length : found[found.length - 1].index;
+  }
+}
+
+function trimmed(text, start, end, rule, maxWords) {
+  const piece = text.slice(start, end);
+  const lead = piece.length - piece.trimStart().length;
+  const trail = piece.trimEnd().length;
+  return trail > lead ? cut(text, start + lead, start + trail, rule, maxWords) : [];
 }
 
 function cut(text, start, end, rule, maxWords) {

@@ -36,6 +36,16 @@ const PTB_WORD = new RegExp(
   ].join("|"),
   "gv",
 );
+/** The character classes of both rules, one code point each: what the golden test checks against
+ * Python's `regex`, code point by code point. */
+export const CLASSES = {
+  letters: new RegExp(`^${LETTERS}$`, "v"),
+  cjk: new RegExp(`^[${CJK}]$`, "v"),
+  space: /^\p{White_Space}$/v,
+  digit: /^\p{Nd}$/v,
+  letter: /^\p{L}$/v,
+  upper: /^\p{Lu}$/v,
+};
 const ENDS_IN_CLITIC = new RegExp(`${CLITIC}$`, "v");
 const LETTER = /^\p{L}$/u;
 

@@ -15,11 +15,11 @@ Decisions, named here:
   test-web`` runs): one copy of the runtime for Node, the page and the tests, at the versions its
   lockfile pins. A folder without them is refused with that command.
 * **web.json** records what the page needs that only Python knows: the tokenizer's special tokens
-  around a sentence (``prefix``, ``suffix``, as ``tokenization.WordTokenizer`` finds them) and its
-  unknown token. The runtime tokenizes each word alone (tokenizers.js has no pre-tokenized input),
-  so the export checks, on words of many scripts, that the tokenizer gives each word the same pieces
-  alone as within its sentence (Python's pre-tokenized encoding), and refuses a tokenizer for which
-  it does not (a byte-level or SentencePiece tokenizer whose words after the first get a space).
+  around a sentence (``prefix``, ``suffix``, as ``tokenization.WordTokenizer`` finds them), its
+  unknown token, and the pieces Python gives words of many scripts (``probe``). The runtime
+  tokenizes each word alone with tokenizers.js (Python's pre-tokenized encoding also reads each word
+  alone), and at load it compares its pieces of the probe words with Python's and refuses a
+  tokenizer that tokenizers.js reads otherwise, naming the word.
 * **The page's privacy is shown, not promised**: its Content-Security-Policy lets it connect to its
   own origin only, and it counts the requests made after the model loaded (``js/page/``).
 """
@@ -48,7 +48,7 @@ VENDOR = {
     "@huggingface/tokenizers/LICENSE": "vendor/tokenizers/LICENSE",
 }
 
-# words of many scripts on which a tokenizer must give each word the same pieces alone as in its sentence
+# words of many scripts whose pieces the runtime checks at load against Python's (web.json's ``probe``)
 PROBE = (
     "Peter Blackburn visits Paris . U.S. don't 1996-08-22 3,000 café naïve Zürich São Paulo "
     "北京 東京タワー 서울 مرحبا ירושלים हिन्दी Москва 👍🏽 🇺🇸 ( ) $ — x"
@@ -71,28 +71,22 @@ def runtime_files(runtime: Path = RUNTIME) -> dict[Path, str]:
 
 
 def tokenizer_framing(tokenizer_dir: Path) -> dict:
-    """What the JavaScript runtime needs of the tokenizer, checked: each word's pieces alone equal
-    its pieces in its sentence (``PROBE``); the special tokens around a sentence; the unknown token."""
+    """What the JavaScript runtime needs of the tokenizer: the special tokens around a sentence (as
+    ``tokenization.WordTokenizer`` finds them), the unknown token, and each ``PROBE`` word's pieces
+    (``tokenization.word_pieces``), which the runtime compares with its own at load."""
     from transformers import AutoTokenizer
+
+    from ..tokenization import word_pieces
 
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     if not getattr(tok, "is_fast", False):
         raise ExportError(f"{tokenizer_dir}: not a fast tokenizer (no tokenizer.json), which the page reads")
-    backend = tok.backend_tokenizer
-    together = backend.encode(PROBE, is_pretokenized=True, add_special_tokens=False)
-    for w, word in enumerate(PROBE):
-        in_sentence = [t for t, owner in zip(together.ids, together.word_ids) if owner == w]
-        alone = backend.encode(word, add_special_tokens=False).ids
-        if in_sentence != alone:
-            raise ExportError(
-                f"{tokenizer_dir}: the tokenizer gives {word!r} the pieces {alone} alone and {in_sentence} within "
-                "a sentence; the web runtime tokenizes each word alone, so this tokenizer is not supported by --web"
-            )
     probe = tok([["x"]], is_split_into_words=True, add_special_tokens=True)
     ids, owners = probe["input_ids"][0], probe.word_ids(0)
     first, last = owners.index(0), len(owners) - 1 - owners[::-1].index(0)
     unk = tok.unk_token_id if tok.unk_token_id is not None else 0
-    return {"unk_id": unk, "prefix": ids[:first], "suffix": ids[last + 1 :], "checked_words": len(PROBE)}
+    pieces = word_pieces(tok, [list(PROBE)])[0]
+    return {"unk_id": unk, "prefix": ids[:first], "suffix": ids[last + 1 :], "probe": dict(zip(PROBE, pieces))}
 
 
 def export_web(

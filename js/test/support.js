@@ -1,6 +1,8 @@
 // Compare a runtime's answers with the golden answers of Python's Tagger (golden.json: inputs and
 // answers, offsets in Python's code points): every word, tag, span and UTF-16 offset equal, every
 // score within 1e-4. Returns a list of differences (empty: the same answers).
+import { readdir } from "node:fs/promises";
+import path from "node:path";
 import { codePointToUtf16 } from "../src/words.js";
 
 export const SCORE_TOLERANCE = 1e-4;
@@ -28,4 +30,10 @@ export function compareAnswers(golden, answers) {
     }
   });
   return diffs;
+}
+
+/** The fixture folders under `dir` (each a web folder with its golden.json), by name. */
+export async function fixtures(dir) {
+  const names = (await readdir(dir, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name);
+  return names.sort().map((name) => path.join(dir, name));
 }

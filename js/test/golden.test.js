@@ -1,0 +1,81 @@
+// The runtime in Node against Python's Tagger: every fixture folder under $SEQDISTILL_WEB_FIXTURES
+// (written by tests/test_web.py, `make test-web`: a `distill-export --web` folder of a tiny model of
+// every kind, or of the demo's student, with golden.json, the answers of Python's Tagger on that
+// very folder) gives the same words, tags, spans, UTF-16 offsets and scores (to 1e-4); and the words
+// rules' character classes equal Python's `regex` classes code point by code point (classes.json).
+import assert from "node:assert/strict";
+import { cp, mkdtemp, readFile, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { test } from "node:test";
+import { loadTagger } from "../src/node.js";
+import { CLASSES } from "../src/words.js";
+import { compareAnswers, fixtures } from "./support.js";
+
+const root = process.env.SEQDISTILL_WEB_FIXTURES;
+const skip = root ? false : "no fixtures: SEQDISTILL_WEB_FIXTURES is not set (make test-web sets it)";
+
+test("every fixture model gives Tagger's answers in Node", { skip }, async (t) => {
+  for (const dir of await fixtures(root)) {
+    await t.test(path.basename(dir), async () => {
+      const golden = JSON.parse(await readFile(path.join(dir, "golden.json"), "utf-8"));
+      const tagger = await loadTagger(dir);
+      const alone = await tagger.tag(golden.inputs, { batchSize: 1 });
+      const batched = await tagger.tag(golden.inputs, { batchSize: 32 });
+      assert.deepEqual(compareAnswers(golden, alone), []);
+      assert.deepEqual(compareAnswers(golden, batched), []);
+    });
+  }
+});
+
+test("the words rules' classes are Python's, code point by code point", { skip }, async () => {
+  // where the two Unicode versions differ (a code point unassigned in Python's `regex` or in this
+  // engine's ICU), the class may differ: those are left out, all others must agree
+  const python = JSON.parse(await readFile(path.join(root, "classes.json"), "utf-8"));
+  const known = new Uint8Array(0x110000).fill(1);
+  for (const [lo, hi] of python.unassigned) known.fill(0, lo, hi + 1);
+  const unassigned = /^\p{Cn}$/v;
+  for (const [name, ranges] of Object.entries(python.classes)) {
+    const inPython = new Uint8Array(0x110000);
+    for (const [lo, hi] of ranges) inPython.fill(1, lo, hi + 1);
+    const differ = [];
+    for (let c = 0; c < 0x110000; c++) {
+      if ((c >= 0xd800 && c <= 0xdfff) || !known[c]) continue;
+      const ch = String.fromCodePoint(c);
+      if (Boolean(inPython[c]) !== CLASSES[name].test(ch) && !unassigned.test(ch)) differ.push(c.toString(16));
+    }
+    assert.deepEqual(differ, [], `${name}: code points assigned in both Unicode versions and classed apart`);
+  }
+});
+
+test("bad folders are refused by name", { skip }, async () => {
+  const [dir] = await fixtures(root);
+  const broken = async (edit) => {
+    const copy = path.join(await mkdtemp(path.join(os.tmpdir(), "web-")), "m");
+    await cp(dir, copy, { recursive: true });
+    await edit(copy);
+    return copy;
+  };
+  const meta = JSON.parse(await readFile(path.join(dir, "export.json"), "utf-8"));
+  const cases = [
+    [async (d) => writeFile(path.join(d, "export.json"), "{"), /export\.json: not valid JSON/],
+    [async (d) => writeFile(path.join(d, "export.json"), JSON.stringify({ ...meta, format_version: 99 })), /format version 99 is newer/],
+    [async (d) => writeFile(path.join(d, "model.onnx"), "not a graph"), /model\.onnx: damaged/],
+    [async (d) => writeFile(path.join(d, "export.json"), JSON.stringify({ ...meta, files: { ...meta.files, "../x": "0" } })), /files "\.\.\/x" names a file outside/],
+    [async (d) => writeFile(path.join(d, "web.json"), JSON.stringify({ format: "seqdistill-web", format_version: 9 })), /web format version 9 is newer/],
+  ];
+  for (const [edit, message] of cases) await assert.rejects(loadTagger(await broken(edit)), message);
+});
+
+test("bad text is refused by name; a long document is tagged in chunks", { skip }, async () => {
+  const [dir] = await fixtures(root);
+  const tagger = await loadTagger(dir);
+  await assert.rejects(tagger.tag(["fine", "cut \ud83d here"]), /input 1: a lone surrogate \(U\+D83D\) at offset 4/);
+  await assert.rejects(tagger.tag([42]), /input 0: a text \(string\) or a list of words/);
+  const text = "Peter visits Paris and Rome. ".repeat(36_000); // 1 MB
+  const progress = [];
+  const [doc] = await tagger.documents(text, { onProgress: (done, total) => progress.push([done, total]) });
+  assert.equal(doc.sentences.length, 36_000);
+  assert.ok(progress.length > 10 && progress.at(-1)[0] === 36_000);
+  assert.equal(doc.sentences[1].offsets[0][0], 29);
+});
