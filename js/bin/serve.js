@@ -17,22 +17,27 @@ const TYPES = {
   ".safetensors": "application/octet-stream",
 };
 
+// compressed once per file, version and encoding, for every server of the process (a static host
+// compresses ahead of time; the 14 MB WASM takes seconds to compress)
+const cache = new Map();
+
 /** Start serving `dir`; resolves to the server once it listens (its URL in `server.url`). */
 export async function serve(dir, { port = 0, host = "127.0.0.1" } = {}) {
   const root = path.resolve(dir);
-  const cache = new Map(); // compressed once per file and encoding
   const server = createServer(async (req, res) => {
     const rel = decodeURIComponent(new URL(req.url, "http://x").pathname);
     const file = path.join(root, rel.endsWith("/") ? `${rel}index.html` : rel);
     if (!file.startsWith(root + path.sep)) return res.writeHead(403).end();
+    let info;
     try {
-      if (!(await stat(file)).isFile()) throw new Error("not a file");
+      info = await stat(file);
+      if (!info.isFile()) throw new Error("not a file");
     } catch {
       return res.writeHead(404).end(`${rel}: not found`);
     }
     const accepts = String(req.headers["accept-encoding"] ?? "");
     const encoding = /\bbr\b/.test(accepts) ? "br" : /\bgzip\b/.test(accepts) ? "gzip" : null;
-    const key = `${file}\0${encoding}`;
+    const key = `${file}\0${info.size}\0${info.mtimeMs}\0${encoding}`;
     if (!cache.has(key)) {
       const raw = await readFile(file);
       cache.set(

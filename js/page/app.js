@@ -81,7 +81,7 @@ async function main() {
   }
   $("tag").addEventListener("click", run);
   $("tag").disabled = false;
-  window.seqdistill = { tagger, loadedMs: loaded - started, run };
+  window.seqdistill = { tagger, loadedMs: loaded - started, readyAt: loaded, run };
 }
 
 window.seqdistillReady = main();

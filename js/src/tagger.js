@@ -25,19 +25,15 @@ function refuseLoneSurrogates(where, text) {
 /** Open the folder `source` with the ONNX Runtime module `ort` and its session `options`. */
 export async function openTagger(source, ort, options = {}) {
   const { meta, web } = await readMeta(source);
-  const schema = meta.label_schema;
-  let transitions = null;
-  if (meta.decoder === "crf" || meta.decoder === "bilou") {
-    const where = source.name("decode.safetensors");
-    const t = readSafetensors(await checkedFile(source, meta, "decode.safetensors"), where);
-    const n = meta.decoder === "bilou" ? 5 : schema.tags.length;
-    if (!t.transitions || t.transitions.data.length !== n * n || t.start?.data.length !== n || t.end?.data.length !== n) {
-      throw new ExportError(`${where}: the transitions do not fit ${n} tags; export the model again`);
-    }
-    transitions = { transitions: t.transitions.data, start: t.start.data, end: t.end.data };
-  }
-  const temperature = "calibration.json" in meta.files ? Number((await checkedJson(source, meta, "calibration.json")).temperature) : 1;
+  // every file at once: the page's load time is its longest fetch, not their sum
+  const [transitions, temperature, tokenizer, graph] = await Promise.all([
+    decodingTables(source, meta),
+    "calibration.json" in meta.files ? checkedJson(source, meta, "calibration.json").then((c) => Number(c.temperature)) : 1,
+    Promise.all([checkedJson(source, meta, "tokenizer/tokenizer.json"), checkedJson(source, meta, "tokenizer/tokenizer_config.json")]),
+    checkedFile(source, meta, meta.onnx),
+  ]);
   if (!(temperature > 0)) throw new ExportError(`${source.name("calibration.json")}: temperature ${temperature} must be positive`);
+  const schema = meta.label_schema;
   const decoder = new Decoder({
     kind: meta.decoder,
     tags: schema.tags,
@@ -46,11 +42,6 @@ export async function openTagger(source, ort, options = {}) {
     entityTypes: meta.entity_types ?? [],
     temperature,
   });
-  const tokenizer = new Tokenizer(
-    await checkedJson(source, meta, "tokenizer/tokenizer.json"),
-    await checkedJson(source, meta, "tokenizer/tokenizer_config.json"),
-  );
-  const graph = await checkedFile(source, meta, meta.onnx);
   let session;
   try {
     session = await ort.InferenceSession.create(graph, {
@@ -62,7 +53,19 @@ export async function openTagger(source, ort, options = {}) {
   } catch (e) {
     throw new ExportError(`${source.name(meta.onnx)}: ONNX Runtime cannot load it (${String(e.message ?? e).slice(0, 200)})`);
   }
-  return new Tagger({ meta, web, decoder, tokenizer, session, ort });
+  return new Tagger({ meta, web, decoder, tokenizer: new Tokenizer(...tokenizer), session, ort });
+}
+
+/** A crf or bilou decoder's transitions, start and end scores (decode.safetensors), checked. */
+async function decodingTables(source, meta) {
+  if (meta.decoder !== "crf" && meta.decoder !== "bilou") return null;
+  const where = source.name("decode.safetensors");
+  const t = readSafetensors(await checkedFile(source, meta, "decode.safetensors"), where);
+  const n = meta.decoder === "bilou" ? 5 : meta.label_schema.tags.length;
+  if (!t.transitions || t.transitions.data.length !== n * n || t.start?.data.length !== n || t.end?.data.length !== n) {
+    throw new ExportError(`${where}: the transitions do not fit ${n} tags; export the model again`);
+  }
+  return { transitions: t.transitions.data, start: t.start.data, end: t.end.data };
 }
 
 /** The indices of the non-empty sentences, shortest first, in batches of at most `batchSize`, none
