@@ -87,10 +87,10 @@ def make_student(tiny_encoder, d, arch: str, schema=SCHEMA, **kw):
     return d
 
 
-def make_teacher(tiny_encoder, d, kind: str, schema=SCHEMA):
+def make_teacher(tiny_encoder, d, kind: str, schema=SCHEMA, **build):
     from seqdistill.teachers import build_teacher
 
-    t = build_teacher(tiny_encoder, schema, kind)
+    t = build_teacher(tiny_encoder, schema, kind, **build)
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for p in t.classifier.parameters():

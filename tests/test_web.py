@@ -96,6 +96,18 @@ def test_a_web_folder_is_an_export_with_the_page(tiny_encoder, tmp_path):
     assert (again / "model.onnx").read_bytes() == (out / "model.onnx").read_bytes()
 
 
+def test_the_command_takes_one_of_out_and_web(tiny_encoder, tmp_path):
+    from click.testing import CliRunner
+
+    from seqdistill.cli.export import main
+
+    src = make_student(tiny_encoder, tmp_path / "s", "bilstm-crf")
+    for args in ([], ["--out", str(tmp_path / "a"), "--web", str(tmp_path / "b")]):
+        result = CliRunner().invoke(main, ["--model", str(src), *args])
+        assert result.exit_code == 2 and "give one of --out" in result.output
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
 def test_refusals_name_what_to_do(tiny_encoder, tmp_path):
     src = make_student(tiny_encoder, tmp_path / "s", "bilstm-crf")
     with pytest.raises(ExportError, match="npm ci --prefix"):
@@ -109,10 +121,12 @@ def test_refusals_name_what_to_do(tiny_encoder, tmp_path):
 
 # -- the JavaScript runtime against Python (make test-web) ---------------------------------------
 
+MIN_SCORE = 0.6
 FIXTURES = [
     *((f"student-{i:02d}-{arch}", arch, kw) for i, (arch, kw) in enumerate(STUDENTS)),
     ("student-ptb-calibrated", "bilstm-crf", {"extra": {"words": "ptb"}, "temperature": 1.7}),
     *((f"teacher-{kind}", "teacher", {"kind": kind}) for kind in ("crf", "softmax", "bilou-per-type")),
+    ("teacher-crf-mean", "teacher", {"kind": "crf", "pooling": "mean"}),  # each word the mean of its subwords
 ]
 
 
@@ -130,14 +144,20 @@ def test_the_javascript_runtime_gives_the_taggers_answers(tiny_encoder, tmp_path
         kw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in kw.items()}
         temperature = kw.pop("temperature", None)
         if arch == "teacher":
-            src = make_teacher(tiny_encoder, tmp_path / name, kw["kind"])
+            src = make_teacher(tiny_encoder, tmp_path / name, **kw)
         else:
             src = make_student(tiny_encoder, tmp_path / name, arch, **kw)
         if temperature:
             (Path(src) / CALIBRATION_FILE).write_text(json.dumps({"temperature": temperature}))
         out = export_web(src, root / name, quantize="none" if arch == "teacher" else "int8")
-        answers = [s.to_json() for s in Tagger.load(out, threads=1)(inputs)]
-        (out / "golden.json").write_text(json.dumps({"inputs": inputs, "answers": answers}, ensure_ascii=False))
+        tagger = Tagger.load(out, threads=1)
+        golden = {
+            "inputs": inputs,
+            "answers": [s.to_json() for s in tagger(inputs)],
+            "min_score": MIN_SCORE,  # and the answers with the spans below it dropped
+            "answers_min_score": [s.to_json() for s in tagger(inputs, min_score=MIN_SCORE)],
+        }
+        (out / "golden.json").write_text(json.dumps(golden, ensure_ascii=False))
     write_classes(root / "classes.json")
     run = subprocess.run(
         ["npm", "test", "--silent"],

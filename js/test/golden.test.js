@@ -24,6 +24,10 @@ test("every fixture model gives Tagger's answers in Node", { skip }, async (t) =
       const batched = await tagger.tag(golden.inputs, { batchSize: 32 });
       assert.deepEqual(compareAnswers(golden, alone), []);
       assert.deepEqual(compareAnswers(golden, batched), []);
+      if (golden.answers_min_score) {
+        const kept = await tagger.tag(golden.inputs, { minScore: golden.min_score });
+        assert.deepEqual(compareAnswers({ answers: golden.answers_min_score }, kept), []);
+      }
     });
   }
 });
