@@ -2,6 +2,8 @@
 // Serve a folder (a `distill-export --web` page) on loopback, compressed as a static host would
 // serve it (brotli or gzip, by the browser's Accept-Encoding), for the browser tests, the benchmark
 // and a look at the page:  node js/bin/serve.js FOLDER [--port 8000]
+// Written here (Node's http and zlib, no dependency) because the static servers on npm (sirv,
+// http-server) serve only files compressed beforehand, and the page's size is measured compressed.
 import { createServer } from "node:http";
 import { readFile, stat } from "node:fs/promises";
 import path from "node:path";

@@ -48,6 +48,13 @@ test("every fixture model gives Tagger's answers in Chromium", { skip }, async (
         const answers = await page.evaluate((inputs) => window.seqdistill.tagger.tag(inputs), golden.inputs);
         assert.deepEqual(compareAnswers(golden, answers), []);
         assert.equal(await page.textContent("#requests"), "0");
+        // the page's policy stops a connection to any other origin before it is made
+        const violated = await page.evaluate(async () => {
+          const seen = new Promise((resolve) => document.addEventListener("securitypolicyviolation", (e) => resolve(e.effectiveDirective)));
+          await fetch("http://127.0.0.2:9/leak", { method: "POST", body: "text" }).catch(() => null);
+          return seen;
+        });
+        assert.equal(violated, "connect-src");
       } finally {
         await page.close();
         server.close();
