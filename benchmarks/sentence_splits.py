@@ -72,7 +72,9 @@ def main() -> None:
             extra = sorted({e for _, e in b} - {e for _, e in a})
             missing = sorted({e for _, e in a} - {e for _, e in b})
             t = texts[d]
-            print(f"- doc {d}: runtime only {[t[max(0, e - 25) : e] for e in extra]}; pysbd only {[t[max(0, e - 25) : e] for e in missing]}")
+            print(
+                f"- doc {d}: runtime only {[t[max(0, e - 25) : e] for e in extra]}; pysbd only {[t[max(0, e - 25) : e] for e in missing]}"
+            )
             shown += 1
 
 
