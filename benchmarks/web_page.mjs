@@ -18,7 +18,8 @@ const option = (name) => (rest.includes(name) ? rest[rest.indexOf(name) + 1] : n
 const { sentences, paragraph } = JSON.parse(await readFile(sentencesFile, "utf-8"));
 const golden = option("--golden") ? JSON.parse(await readFile(option("--golden"), "utf-8")) : null;
 
-async function latency(tag, batch, batches = 20) {
+/** Median ms per sentence of `tag(part, batch)` over 20 batches; run in Node and, as source, in the page. */
+async function latency(tag, sentences, batch, batches = 20) {
   const times = [];
   await tag(sentences.slice(0, batch), batch); // warm-up
   for (let i = 0; i < batches; i++) {
@@ -47,7 +48,7 @@ const result = { node: {}, chromium: {} };
 // -- Node -------------------------------------------------------------------------------------------
 const tagger = await loadTagger(folder, { threads: 1 });
 const nodeTag = (part, batch) => tagger.tag(part, { batchSize: batch, scores: false });
-result.node.ms_per_sentence = { 1: await latency(nodeTag, 1), 32: await latency(nodeTag, 32) };
+result.node.ms_per_sentence = { 1: await latency(nodeTag, sentences, 1), 32: await latency(nodeTag, sentences, 32) };
 if (golden) result.node.differences = compareAnswers(golden, await tagger.tag(golden.inputs));
 
 // -- Chromium ---------------------------------------------------------------------------------------
@@ -76,24 +77,13 @@ try {
     return { ready_ms: readyAt, first_tag_ms: performance.now() - t0, first_tag_after_navigation_ms: performance.now() };
   }, paragraph);
   Object.assign(result.chromium, first);
-  result.chromium.ms_per_sentence = await page.evaluate(async (sentences) => {
-    const tagger = window.seqdistill.tagger;
-    const tag = (part, batch) => tagger.tag(part, { batchSize: batch, scores: false });
-    const median = async (batch, batches = 20) => {
-      const times = [];
-      await tag(sentences.slice(0, batch), batch);
-      for (let i = 0; i < batches; i++) {
-        const start = (i * batch) % Math.max(1, sentences.length - batch);
-        const part = sentences.slice(start, start + batch);
-        const t0 = performance.now();
-        await tag(part, batch);
-        times.push((performance.now() - t0) / part.length);
-      }
-      times.sort((a, b) => a - b);
-      return (times[9] + times[10]) / 2;
-    };
-    return { 1: await median(1), 32: await median(32) };
-  }, sentences);
+  // the same function, given to the page as source (evaluated by DevTools, which its policy allows)
+  result.chromium.ms_per_sentence = await page.evaluate(`(async () => {
+    const latency = ${latency};
+    const tag = (part, batch) => window.seqdistill.tagger.tag(part, { batchSize: batch, scores: false });
+    const sentences = ${JSON.stringify(sentences)};
+    return { 1: await latency(tag, sentences, 1), 32: await latency(tag, sentences, 32) };
+  })()`);
   if (golden) {
     const answers = await page.evaluate((inputs) => window.seqdistill.tagger.tag(inputs), golden.inputs);
     result.chromium.differences = compareAnswers(golden, answers);
