@@ -94,6 +94,8 @@ def test_a_web_folder_is_an_export_with_the_page(tiny_encoder, tmp_path):
     assert Tagger.load(out).predict(sents) == Tagger.load(plain).predict(sents)  # Tagger reads it as an export
     again = export_web(out, tmp_path / "again", runtime=tmp_path / "js")  # from an export: copied, not re-exported
     assert (again / "model.onnx").read_bytes() == (out / "model.onnx").read_bytes()
+    with pytest.raises(ExportError, match="exported with --quantize int8, not none"):
+        export_web(out, tmp_path / "fp32", quantize="none", runtime=tmp_path / "js")
 
 
 def test_the_command_takes_one_of_out_and_web(tiny_encoder, tmp_path):

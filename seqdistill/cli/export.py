@@ -52,12 +52,11 @@ def main(model_dir, out_dir, web_dir, quantize, check_data, tag_names, max_f1_dr
 
     if (out_dir is None) == (web_dir is None):
         raise click.UsageError("give one of --out (an ONNX directory) and --web (a web page folder)")
-    quantize = quantize or ("int8" if web_dir is not None else "none")  # a page's bytes are its load time
     try:
-        if web_dir is not None:
+        if web_dir is not None:  # int8 unless asked otherwise: a page's bytes are its load time
             out = export_web(model_dir, web_dir, quantize=quantize, trust_remote_code=trust_remote_code)
         else:
-            out = export_model(model_dir, out_dir, quantize=quantize, trust_remote_code=trust_remote_code)
+            out = export_model(model_dir, out_dir, quantize=quantize or "none", trust_remote_code=trust_remote_code)
         meta = json.loads((out / EXPORT_JSON).read_text())
         click.echo(
             f"{meta['kind']} {meta['model']} -> {out} (ONNX, {meta['quantize']}, decoder {meta['decoder']}, "

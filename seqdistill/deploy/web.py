@@ -93,12 +93,14 @@ def export_web(
     model_dir,
     out_dir,
     *,
-    quantize: str = "int8",
+    quantize: str | None = None,
     trust_remote_code: bool = False,
     runtime: Path = RUNTIME,
 ) -> Path:
     """Write the web folder of ``model_dir`` (a student, a teacher or an export directory) to
-    ``out_dir``, a new directory written whole or not at all."""
+    ``out_dir``, a new directory written whole or not at all. ``quantize``: a model's export (None:
+    int8, a page's bytes being its load time); an export directory is taken as it is, and refused
+    when ``quantize`` asks for another."""
     src, out = Path(model_dir), Path(out_dir)
     if out.exists() and any(out.iterdir()):
         raise ExportError(f"{out}: exists and is not empty; choose a new directory or remove it")
@@ -108,10 +110,16 @@ def export_web(
     try:
         folder = tmp / "web"
         if src.is_dir() and is_export_dir(src):
-            check_files(src, read_export_json(src))
+            meta = read_export_json(src)
+            if quantize is not None and meta.get("quantize", "none") != quantize:
+                raise ExportError(
+                    f"{src}: exported with --quantize {meta.get('quantize', 'none')}, not {quantize}; "
+                    "give the student or teacher it came from instead"
+                )
+            check_files(src, meta)
             shutil.copytree(src, folder)
         else:
-            export_model(src, folder, quantize=quantize, trust_remote_code=trust_remote_code)
+            export_model(src, folder, quantize=quantize or "int8", trust_remote_code=trust_remote_code)
         meta = read_export_json(folder)
         framing = tokenizer_framing(folder / "tokenizer")
         for path, rel in files.items():
