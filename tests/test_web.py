@@ -73,11 +73,13 @@ def test_a_web_folder_is_an_export_with_the_page(tiny_encoder, tmp_path):
     src = make_student(tiny_encoder, tmp_path / "s", "bilstm-crf")
     out = export_web(src, tmp_path / "web", runtime=fake_runtime(tmp_path / "js"))
     web = json.loads((out / "web.json").read_text())
-    assert {k: web["tokenizer"][k] for k in ("unk_id", "prefix", "suffix")} == {
+    assert {k: web["tokenizer"][k] for k in ("unk_id", "pad_id", "prefix", "suffix")} == {
         "unk_id": 1,
+        "pad_id": 0,
         "prefix": [2],
         "suffix": [3],
     }
+    assert "web.json" in json.loads((out / "export.json").read_text())["files"]  # checked like every file
     assert web["tokenizer"]["probe"]["Peter"] == [
         int(i) for i in Tagger.load(src).backend.tokenizer("Peter", add_special_tokens=False)["input_ids"]
     ]
@@ -161,6 +163,7 @@ def test_the_javascript_runtime_gives_the_taggers_answers(tiny_encoder, tmp_path
         }
         (out / "golden.json").write_text(json.dumps(golden, ensure_ascii=False))
     write_classes(root / "classes.json")
+    write_numpy_cases(root / "numpy.json")
     run = subprocess.run(
         ["npm", "test", "--silent"],
         cwd=RUNTIME,
@@ -171,6 +174,29 @@ def test_the_javascript_runtime_gives_the_taggers_answers(tiny_encoder, tmp_path
     )
     print(run.stdout[-6000:], run.stderr[-3000:])
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
+
+
+def write_numpy_cases(path: Path) -> None:
+    """float32 arrays of many lengths (pairwise summation changes its order at 8 and 128 values)
+    with numpy's float32 sum and mean, float64 sum, and the decoders' softmax of them."""
+    import numpy as np
+
+    from seqdistill.decode import softmax
+
+    rng = np.random.default_rng(0)
+    cases = []
+    for n in (1, 2, 7, 8, 9, 15, 16, 17, 100, 128, 129, 300, 1000):
+        a = (rng.standard_normal(n) * rng.choice([1e-3, 1, 1e3], n)).astype(np.float32)
+        cases.append(
+            {
+                "values": a.tolist(),
+                "sum32": float(a.sum()),
+                "mean32": float(a.mean()),
+                "sum64": float(a.astype(np.float64).sum()),
+                "softmax": softmax(a[None] / np.float32(1000))[0].tolist(),
+            }
+        )
+    path.write_text(json.dumps(cases))
 
 
 def write_classes(path: Path) -> None:

@@ -27,7 +27,12 @@ const cache = new Map();
 export async function serve(dir, { port = 0, host = "127.0.0.1" } = {}) {
   const root = path.resolve(dir);
   const server = createServer(async (req, res) => {
-    const rel = decodeURIComponent(new URL(req.url, "http://x").pathname);
+    let rel;
+    try {
+      rel = decodeURIComponent(new URL(req.url, "http://x").pathname);
+    } catch {
+      return res.writeHead(400).end("a malformed path");
+    }
     const file = path.join(root, rel.endsWith("/") ? `${rel}index.html` : rel);
     if (!file.startsWith(root + path.sep)) return res.writeHead(403).end();
     let info;

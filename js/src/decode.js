@@ -2,12 +2,49 @@
 // span functions of seqdistill/cache_schema/labels.py, ported.
 //
 // Arithmetic follows numpy's: the Viterbi sums are float32 (Math.fround after every operation, so a
-// tie breaks as it does in numpy, to the lowest tag id), the CRF marginals float64 over float32
-// inputs divided by the temperature, softmax probabilities float32. The scores a graph gives differ
-// between ONNX Runtime builds in their last bits (WASM against x86 kernels), so a path decided by
-// less than that could differ; the golden tests count such differences (none so far).
+// tie breaks as it does in numpy, to the lowest tag id, and a NaN wins as numpy's argmax lets it),
+// the CRF marginals float64 over float32 inputs divided by the float32 temperature, softmax
+// probabilities and their means float32, every sum in numpy's pairwise order (`pairwiseSum`). Left
+// apart: numpy's float32 exp is its own SIMD polynomial, not correctly rounded, so a probability may
+// differ in its last bit (about 1e-7). The scores a graph gives differ between ONNX Runtime builds
+// in their last bits too (WASM against x86 kernels), so a path decided by less than that could
+// differ; the golden tests count such differences (none so far).
 
 const f = Math.fround;
+const same = (x) => x;
+
+/** The sum of `a[lo:hi]` as numpy adds a contiguous array (its pairwise_sum: sequential under 8
+ * values, 8 running sums up to 128, halves beyond), rounding each addition by `round` (Math.fround
+ * for float32, identity for float64), so that a sum rounds as numpy's does. */
+export function pairwiseSum(a, round = f, lo = 0, hi = a.length) {
+  const n = hi - lo;
+  if (n < 8) {
+    let s = 0;
+    for (let i = lo; i < hi; i++) s = round(s + a[i]);
+    return s;
+  }
+  if (n <= 128) {
+    const r = [];
+    for (let j = 0; j < 8; j++) r.push(round(a[lo + j]));
+    let i = 8;
+    for (; i < n - (n % 8); i += 8) for (let j = 0; j < 8; j++) r[j] = round(r[j] + a[lo + i + j]);
+    let s = round(round(round(r[0] + r[1]) + round(r[2] + r[3])) + round(round(r[4] + r[5]) + round(r[6] + r[7])));
+    for (; i < n; i++) s = round(s + a[lo + i]);
+    return s;
+  }
+  const half = Math.floor(n / 2) - (Math.floor(n / 2) % 8);
+  return round(pairwiseSum(a, round, lo, lo + half) + pairwiseSum(a, round, lo + half, hi));
+}
+
+/** numpy's argmax of `x[offset:offset+C]`: the first maximum, or the first NaN. */
+function argmax(x, offset, C) {
+  let best = 0;
+  for (let c = 0; c < C; c++) {
+    if (Number.isNaN(x[offset + c])) return c;
+    if (x[offset + c] > x[offset + best]) best = c;
+  }
+  return best;
+}
 
 /** The best path of one sentence: `emissions` [n * T] float32, `transitions` [T * T], `start`, `end` [T]
  * (paper 000, eq. 1: start[y_1] + sum_t E[t, y_t] + sum_t A[y_{t-1}, y_t] + end[y_n]). */
@@ -32,15 +69,11 @@ export function viterbi(emissions, n, T, transitions, start, end) {
     }
     [delta, next] = [next, delta];
   }
-  let cur = 0;
-  let top = f(delta[0] + end[0]);
-  for (let j = 1; j < T; j++) {
-    const c = f(delta[j] + end[j]);
-    if (c > top) {
-      top = c;
-      cur = j;
-    }
-  }
+  let cur = argmax(
+    Float32Array.from(delta, (d, j) => d + end[j]),
+    0,
+    T,
+  );
   const path = new Array(n);
   path[n - 1] = cur;
   for (let t = n - 1; t > 0; t--) {
@@ -85,18 +118,20 @@ export function crfMarginals(emissions, n, T, transitions, start, end) {
   return probs;
 }
 
+function rowMax(x, r, C) {
+  let m = -Infinity;
+  for (let c = 0; c < C; c++) if (x[r + c] > m || Number.isNaN(x[r + c])) m = x[r + c];
+  return m;
+}
+
 /** Softmax over the last axis of rows of `C` values (float32, as numpy computes it). */
 export function softmax(x, C) {
-  const out = new Float32Array(x.length);
+  const out = new Float32Array(x.length); // Float32Array: every value stored is rounded to float32
   for (let r = 0; r < x.length; r += C) {
-    let m = -Infinity;
-    for (let c = 0; c < C; c++) if (x[r + c] > m) m = x[r + c];
-    let s = 0;
-    for (let c = 0; c < C; c++) {
-      out[r + c] = f(Math.exp(f(x[r + c] - m)));
-      s = f(s + out[r + c]);
-    }
-    for (let c = 0; c < C; c++) out[r + c] = f(out[r + c] / s);
+    const m = rowMax(x, r, C);
+    for (let c = 0; c < C; c++) out[r + c] = Math.exp(f(x[r + c] - m));
+    const s = pairwiseSum(out, f, r, r + C);
+    for (let c = 0; c < C; c++) out[r + c] = out[r + c] / s;
   }
   return out;
 }
@@ -104,20 +139,12 @@ export function softmax(x, C) {
 function logSoftmax(x, C) {
   const out = new Float32Array(x.length);
   for (let r = 0; r < x.length; r += C) {
-    let m = -Infinity;
-    for (let c = 0; c < C; c++) if (x[r + c] > m) m = x[r + c];
-    let s = 0;
-    for (let c = 0; c < C; c++) s = f(s + f(Math.exp(f(x[r + c] - m))));
-    const l = f(Math.log(s));
-    for (let c = 0; c < C; c++) out[r + c] = f(f(x[r + c] - m) - l);
+    const m = rowMax(x, r, C);
+    for (let c = 0; c < C; c++) out[r + c] = Math.exp(f(x[r + c] - m));
+    const l = f(Math.log(pairwiseSum(out, f, r, r + C)));
+    for (let c = 0; c < C; c++) out[r + c] = f(x[r + c] - m) - l;
   }
   return out;
-}
-
-function argmax(x, offset, C) {
-  let best = 0;
-  for (let c = 1; c < C; c++) if (x[offset + c] > x[offset + best]) best = c;
-  return best;
 }
 
 // -- tags and spans (cache_schema/labels.py) -----------------------------------------------------
@@ -272,19 +299,22 @@ export class Decoder {
     if (this.kind === "crf") {
       const { transitions, start, end } = this.transitions;
       ids = viterbi(scores, n, T, transitions, start, end);
-      if (withScores) {
-        const t = this.temperature;
-        const div = (a) => Float32Array.from(a, (v) => f(v / t));
-        probs = crfMarginals(div(scores), n, T, div(transitions), div(start), div(end));
-      }
+      if (withScores) probs = crfMarginals(this.#cool(scores), n, T, ...[transitions, start, end].map((a) => this.#cool(a)));
     } else {
       ids = Array.from({ length: n }, (_, i) => argmax(scores, i * T, T));
-      if (withScores) probs = softmax(Float32Array.from(scores, (v) => f(v / this.temperature)), T);
+      if (withScores) probs = softmax(this.#cool(scores), T);
     }
     const tags = ids.map((i) => this.tags[i]);
     const spans = tagsToSpans(tags, this.scheme);
-    const spanScores = probs && spans.map(([s, e]) => mean(ids.slice(s, e).map((id, k) => probs[(s + k) * T + id])));
+    const round = this.kind === "crf" ? same : f; // the CRF's marginals are float64, softmax's float32
+    const spanScores = probs && spans.map(([s, e]) => mean(ids.slice(s, e).map((id, k) => probs[(s + k) * T + id]), round));
     return { tags, spans, scores: spanScores };
+  }
+
+  /** Scores divided by the temperature, in float32 as numpy divides a float32 array by a Python float. */
+  #cool(a) {
+    const t = f(this.temperature);
+    return Float32Array.from(a, (v) => v / t);
   }
 
   /** Per-type BILOU tag ids [n][E] (decode.Decoder.layers). */
@@ -308,18 +338,19 @@ export class Decoder {
     let spanScores = null;
     if (withScores) {
       const E = this.entityTypes.length;
-      const probs = softmax(Float32Array.from(logits, (v) => f(v / this.temperature)), 5);
+      const probs = softmax(this.#cool(logits), 5);
       spanScores = spans.map(([s, e, type]) => {
         const k = this.entityTypes.indexOf(type);
         const chosen = [];
         for (let i = s; i < e; i++) chosen.push(probs[(i * E + k) * 5 + layers[i][k]]);
-        return mean(chosen);
+        return mean(chosen, f);
       });
     }
     return { tags, spans, scores: spanScores };
   }
 }
 
-function mean(values) {
-  return values.reduce((a, b) => a + b, 0) / values.length;
+/** numpy's mean: the pairwise sum divided by the count, rounded by `round`. */
+function mean(values, round) {
+  return round(pairwiseSum(values, round) / values.length);
 }

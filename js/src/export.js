@@ -17,8 +17,7 @@ export async function sha256(bytes) {
   return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-async function readJson(source, path) {
-  const bytes = await source.read(path);
+function parseJson(source, path, bytes) {
   try {
     return JSON.parse(decoder.decode(bytes));
   } catch (e) {
@@ -26,8 +25,16 @@ async function readJson(source, path) {
   }
 }
 
+async function readJson(source, path) {
+  return parseJson(source, path, await source.read(path));
+}
+
+// A file of the folder: plain names joined by "/", nothing that a URL or a file system would read as
+// a scheme, a query, an escape, a parent or the root ("%2e%2e/", "https://...", "/etc/...").
+const FOLDER_PATH = /^[A-Za-z0-9_.-]+(?:\/[A-Za-z0-9_.-]+)*$/;
+
 function safePath(source, path, field) {
-  if (typeof path !== "string" || path.startsWith("/") || path.split("/").includes("..") || path.includes("\\")) {
+  if (typeof path !== "string" || !FOLDER_PATH.test(path) || path.split("/").some((p) => p === ".." || p === ".")) {
     throw new ExportError(`${source.name("export.json")}: ${field} ${JSON.stringify(path)} names a file outside the folder`);
   }
   return path;
@@ -49,19 +56,27 @@ export async function readMeta(source) {
   for (const key of ["onnx", "onnx_sha256", "inputs", "decoder", "label_schema", "kind", "model", "files"]) {
     if (!(key in meta)) throw new ExportError(`${where}: field ${JSON.stringify(key)} is missing; export the model again`);
   }
+  if (typeof meta.files !== "object" || meta.files === null || Array.isArray(meta.files)) {
+    throw new ExportError(`${where}: field "files" is not a map of files to their sha256; export the model again`);
+  }
   if (!["bags", "subwords", "segments"].includes(meta.inputs)) {
     throw new ExportError(`${where}: inputs ${JSON.stringify(meta.inputs)} is not one of bags, subwords, segments`);
   }
   safePath(source, meta.onnx, "onnx");
-  for (const rel of Object.keys(meta.files ?? {})) safePath(source, rel, "files");
-  const web = await readJson(source, "web.json");
-  if (web?.format !== WEB_FORMAT) {
-    throw new ExportError(`${source.name("web.json")}: not a seqdistill web export; run distill-export --web again`);
+  for (const rel of Object.keys(meta.files)) safePath(source, rel, "files");
+  if (!("web.json" in meta.files)) {
+    throw new ExportError(`${where}: no checksum of web.json; not a web folder: run distill-export --web again`);
   }
+  const webWhere = source.name("web.json");
+  const web = await checkedJson(source, meta, "web.json");
+  if (web?.format !== WEB_FORMAT) throw new ExportError(`${webWhere}: not a seqdistill web export; run distill-export --web again`);
   if (web.format_version > WEB_VERSION) {
-    throw new ExportError(
-      `${source.name("web.json")}: web format version ${web.format_version} is newer than this runtime reads (${WEB_VERSION})`,
-    );
+    throw new ExportError(`${webWhere}: web format version ${web.format_version} is newer than this runtime reads (${WEB_VERSION})`);
+  }
+  const t = web.tokenizer;
+  const ids = (v) => Array.isArray(v) && v.every(Number.isInteger);
+  if (!t || !Number.isInteger(t.unk_id) || !Number.isInteger(t.pad_id) || !ids(t.prefix) || !ids(t.suffix) || typeof t.probe !== "object" || t.probe === null) {
+    throw new ExportError(`${webWhere}: "tokenizer" lacks unk_id, pad_id, prefix, suffix or probe; run distill-export --web again`);
   }
   return { meta, web };
 }
@@ -80,8 +95,7 @@ export async function checkedFile(source, meta, path) {
 }
 
 export async function checkedJson(source, meta, path) {
-  const bytes = await checkedFile(source, meta, path);
-  return JSON.parse(decoder.decode(bytes));
+  return parseJson(source, path, await checkedFile(source, meta, path));
 }
 
 /** The float32 tensors of a safetensors file: an 8-byte little-endian header length, a JSON
@@ -89,14 +103,22 @@ export async function checkedJson(source, meta, path) {
  * Read by hand: it is these few lines, and the maintained readers are Python and Rust. */
 export function readSafetensors(bytes, where) {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const size = Number(view.getBigUint64(0, true));
+  const size = bytes.byteLength >= 8 ? Number(view.getBigUint64(0, true)) : Infinity;
   if (8 + size > bytes.byteLength) throw new ExportError(`${where}: not a safetensors file (header past its end)`);
-  const header = JSON.parse(decoder.decode(bytes.subarray(8, 8 + size)));
+  let header;
+  try {
+    header = JSON.parse(decoder.decode(bytes.subarray(8, 8 + size)));
+  } catch (e) {
+    throw new ExportError(`${where}: not a safetensors file (its header: ${e.message})`);
+  }
   const out = {};
   for (const [name, t] of Object.entries(header)) {
     if (name === "__metadata__") continue;
     if (t.dtype !== "F32") throw new ExportError(`${where}: tensor ${name} is ${t.dtype}, the decoding tables are F32`);
     const [a, b] = t.data_offsets;
+    if (!(Number.isInteger(a) && Number.isInteger(b) && 0 <= a && a <= b && 8 + size + b <= bytes.byteLength && (b - a) % 4 === 0)) {
+      throw new ExportError(`${where}: tensor ${name}'s data_offsets ${JSON.stringify(t.data_offsets)} do not fit the file`);
+    }
     const data = bytes.slice(8 + size + a, 8 + size + b); // a copy: aligned for Float32Array
     out[name] = { data: new Float32Array(data.buffer, data.byteOffset, (b - a) / 4), shape: t.shape };
   }

@@ -29,11 +29,18 @@ export class WordPieces {
 
 const int64 = (values) => BigInt64Array.from(values, (v) => BigInt(v));
 
+/** The largest of `values` (Math.max(...values) overflows the stack past about 125,000 values). */
+function most(values) {
+  let m = -Infinity;
+  for (const v of values) if (v > m) m = v;
+  return m;
+}
+
 /** `bags` inputs: piece_ids and piece_mask [B, L, P], lengths [B]; with chars, char_ids [B, L, C]. */
 export function bagInputs(pieces, batch, chars) {
   const B = batch.length;
-  const L = Math.max(...batch.map((w) => w.length));
-  const P = Math.max(...pieces.flatMap((s) => s.map((p) => p.length)));
+  const L = most(batch.map((w) => w.length));
+  const P = most(pieces.flatMap((s) => s.map((p) => p.length)));
   const ids = new BigInt64Array(B * L * P);
   const mask = new Float32Array(B * L * P);
   pieces.forEach((sent, b) =>
@@ -58,9 +65,9 @@ const utf8 = new TextEncoder();
 
 /** Each word's UTF-8 bytes plus one, its first 20 (tokenization.word_bytes). */
 function wordBytes(batch) {
-  const L = Math.max(...batch.map((w) => w.length));
+  const L = most(batch.map((w) => w.length));
   const encoded = batch.map((s) => s.map((w) => utf8.encode(w).subarray(0, MAX_WORD_BYTES)));
-  const C = Math.max(1, ...encoded.flatMap((s) => s.map((b) => b.length)));
+  const C = Math.max(1, most(encoded.flatMap((s) => s.map((b) => b.length))));
   const out = new BigInt64Array(batch.length * L * C);
   encoded.forEach((s, i) => s.forEach((bytes, j) => bytes.forEach((v, k) => (out[(i * L + j) * C + k] = BigInt(v + 1)))));
   return ["int64", out, [batch.length, L, C]];
@@ -69,9 +76,9 @@ function wordBytes(batch) {
 /** `subwords` inputs: ids [B, S], lengths [B] in subwords, pool [B, L, S] (first subword, or mean). */
 export function subwordInputs(pieces, batch, pooling) {
   const B = batch.length;
-  const L = Math.max(...batch.map((w) => w.length));
+  const L = most(batch.map((w) => w.length));
   const seqs = pieces.map((s) => s.flat());
-  const S = Math.max(...seqs.map((s) => s.length));
+  const S = most(seqs.map((s) => s.length));
   const ids = new BigInt64Array(B * S);
   const pool = new Float32Array(B * L * S);
   pieces.forEach((sent, b) => {
@@ -108,10 +115,12 @@ export function subwordWindows(n, window) {
   return [sorted, owner];
 }
 
-function framed(rows, slots, weights) {
+/** Framed rows as a feed, padded with `padId` (a transformer student's windows pad with 0, a
+ * teacher's with its tokenizer's pad token, as tokenization.WordTokenizer does). */
+function framed(rows, slots, weights, padId = 0) {
   const N = rows.length;
-  const Lt = Math.max(...rows.map((r) => r.length));
-  const ids = new BigInt64Array(N * Lt);
+  const Lt = most(rows.map((r) => r.length));
+  const ids = new BigInt64Array(N * Lt).fill(BigInt(padId));
   const attention = new BigInt64Array(N * Lt);
   const slot = new Int32Array(N * Lt).fill(-1);
   const weight = new Float32Array(N * Lt);
@@ -133,8 +142,8 @@ function framed(rows, slots, weights) {
 /** `segments` of a transformer student (onnx_runtime.window_inputs): windows of `window` subwords
  * framed by [CLS] and [SEP], each word pooled from its first subword in the window that owns it. */
 export function windowInputs(pieces, batch, window, cls, sep) {
-  const w = Math.min(window, Math.max(...pieces.map((s) => s.reduce((a, p) => a + p.length, 0))));
-  const L = Math.max(...batch.map((x) => x.length));
+  const w = Math.min(window, most(pieces.map((s) => s.reduce((a, p) => a + p.length, 0))));
+  const L = most(batch.map((x) => x.length));
   const rows = [];
   const slots = [];
   pieces.forEach((sent, b) => {
@@ -159,10 +168,10 @@ export function windowInputs(pieces, batch, window, cls, sep) {
 /** `segments` of a teacher (tokenization.WordTokenizer): overlapping windows cut at word starts,
  * stride half a window, each word from the window where it has the most context on its poorer side;
  * framed by the tokenizer's own special tokens (`prefix`, `suffix`). */
-export function teacherSegments(pieces, batch, { maxLength, pooling, prefix, suffix }) {
+export function teacherSegments(pieces, batch, { maxLength, pooling, prefix, suffix, padId }) {
   const window = maxLength - prefix.length - suffix.length;
   const stride = Math.max(1, Math.floor(window * 0.5));
-  const W = Math.max(...batch.map((x) => x.length));
+  const W = most(batch.map((x) => x.length));
   const rows = [];
   const slots = [];
   const weights = [];
@@ -203,7 +212,7 @@ export function teacherSegments(pieces, batch, { maxLength, pooling, prefix, suf
       weights.push(weight);
     });
   });
-  return framed(rows, slots, weights);
+  return framed(rows, slots, weights, padId);
 }
 
 function teacherWindows(spans, n, window, stride) {
@@ -215,12 +224,12 @@ function teacherWindows(spans, n, window, stride) {
     let end = Math.min(start + window, n);
     if (end < n) {
       const cuts = starts.filter((s) => start < s && s <= end);
-      if (cuts.length) end = Math.max(...cuts);
+      if (cuts.length) end = most(cuts);
     }
     windows.push([start, end]);
     if (end >= n) return windows;
     const back = starts.filter((s) => s <= start + stride);
-    const next = back.length ? Math.max(...back) : start;
+    const next = back.length ? most(back) : start;
     start = next > start ? next : end;
   }
 }

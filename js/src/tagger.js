@@ -34,14 +34,9 @@ export async function openTagger(source, ort, options = {}) {
   ]);
   if (!(temperature > 0)) throw new ExportError(`${source.name("calibration.json")}: temperature ${temperature} must be positive`);
   const schema = meta.label_schema;
-  const decoder = new Decoder({
-    kind: meta.decoder,
-    tags: schema.tags,
-    scheme: schema.scheme,
-    transitions,
-    entityTypes: meta.entity_types ?? [],
-    temperature,
-  });
+  const decoder = named(source.name("export.json"), () =>
+    new Decoder({ kind: meta.decoder, tags: schema.tags, scheme: schema.scheme, transitions, entityTypes: meta.entity_types ?? [], temperature }),
+  );
   let session;
   try {
     session = await ort.InferenceSession.create(graph, {
@@ -53,7 +48,17 @@ export async function openTagger(source, ort, options = {}) {
   } catch (e) {
     throw new ExportError(`${source.name(meta.onnx)}: ONNX Runtime cannot load it (${String(e.message ?? e).slice(0, 200)})`);
   }
-  return new Tagger({ meta, web, decoder, tokenizer: new Tokenizer(...tokenizer), session, ort });
+  const reader = named(source.name("tokenizer/tokenizer.json"), () => new Tokenizer(...tokenizer));
+  return new Tagger({ meta, web, decoder, tokenizer: reader, session, ort });
+}
+
+/** `make()`, its error named by `where` and made an ExportError. */
+function named(where, make) {
+  try {
+    return make();
+  } catch (e) {
+    throw new ExportError(`${where}: ${e.message}; export the model again`);
+  }
 }
 
 /** A crf or bilou decoder's transitions, start and end scores (decode.safetensors), checked. */
@@ -163,7 +168,7 @@ export class Tagger {
   async scores(batch) {
     const meta = this.meta;
     const pieces = this.pieces.sentences(batch);
-    const W = Math.max(...batch.map((w) => w.length));
+    const W = batch.reduce((m, w) => Math.max(m, w.length), 0);
     let feed;
     let pooling = null;
     if (meta.inputs === "bags") feed = bagInputs(pieces, batch, Boolean(meta.chars));
@@ -176,6 +181,7 @@ export class Tagger {
               pooling: meta.pooling ?? "first",
               prefix: this.web.tokenizer.prefix,
               suffix: this.web.tokenizer.suffix,
+              padId: this.web.tokenizer.pad_id,
             })
           : windowInputs(pieces, batch, Number(meta.window), Number(meta.cls_token_id), Number(meta.sep_token_id));
       feed = framing.feed;

@@ -11,9 +11,10 @@ import { openTagger } from "./tagger.js";
 
 export * from "./index.js";
 
-/** The files of a folder at `base` (a URL), fetched. */
+/** The files of a folder at `base` (a URL; a folder, whether or not it ends in "/"), fetched. */
 export function urlSource(base) {
   const root = new URL(base, globalThis.location?.href);
+  if (!root.pathname.endsWith("/")) root.pathname += "/";
   return {
     name: (rel) => new URL(rel, root).href,
     async read(rel) {

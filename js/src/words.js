@@ -10,6 +10,9 @@
 // Offsets are UTF-16 code units, JavaScript's own string indices (Python's are code points:
 // `codePointToUtf16` converts). Unicode versions differ between Python's `regex`, Node's ICU and a
 // browser's: a character assigned in a newer version may be classed apart (none in the golden set).
+// One grapheme rule differs too: `regex` joins a virama to the consonant after it even where no
+// consonant comes before ("(्क" is one cluster there, two in Intl.Segmenter, which follows
+// Unicode's rule GB9c); such text (a virama after punctuation or an emoji) splits into other words.
 // The `mecab` rule is not ported: MeCab and its dictionary are not in the page. A model of that rule
 // tags pre-split words only, and raw text is refused by name.
 

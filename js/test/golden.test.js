@@ -4,10 +4,12 @@
 // very folder) gives the same words, tags, spans, UTF-16 offsets and scores (to 1e-4); and the words
 // rules' character classes equal Python's `regex` classes code point by code point (classes.json).
 import assert from "node:assert/strict";
-import { cp, mkdtemp, readFile, writeFile } from "node:fs/promises";
+import { cp, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
+import { pairwiseSum, softmax as softmaxOf } from "../src/decode.js";
+import { sha256 } from "../src/export.js";
 import { loadTagger } from "../src/node.js";
 import { CLASSES } from "../src/words.js";
 import { compareAnswers, fixtures } from "./support.js";
@@ -61,14 +63,42 @@ test("bad folders are refused by name", { skip }, async () => {
     return copy;
   };
   const meta = JSON.parse(await readFile(path.join(dir, "export.json"), "utf-8"));
+  const web = JSON.parse(await readFile(path.join(dir, "web.json"), "utf-8"));
   const cases = [
     [async (d) => writeFile(path.join(d, "export.json"), "{"), /export\.json: not valid JSON/],
     [async (d) => writeFile(path.join(d, "export.json"), JSON.stringify({ ...meta, format_version: 99 })), /format version 99 is newer/],
     [async (d) => writeFile(path.join(d, "model.onnx"), "not a graph"), /model\.onnx: damaged/],
     [async (d) => writeFile(path.join(d, "export.json"), JSON.stringify({ ...meta, files: { ...meta.files, "../x": "0" } })), /files "\.\.\/x" names a file outside/],
-    [async (d) => writeFile(path.join(d, "web.json"), JSON.stringify({ format: "seqdistill-web", format_version: 9 })), /web format version 9 is newer/],
+    [async (d) => writeFile(path.join(d, "export.json"), JSON.stringify({ ...meta, files: { ...meta.files, "%2e%2e/x": "0" } })), /names a file outside/],
+    [async (d) => writeFile(path.join(d, "export.json"), JSON.stringify({ ...meta, onnx: "https://example.com/m.onnx" })), /onnx "https:\/\/example\.com\/m\.onnx" names a file outside/],
+    [async (d) => rewriteWeb(d, meta, { format: "seqdistill-web", format_version: 9 }), /web format version 9 is newer/],
+    [async (d) => rewriteWeb(d, meta, { ...web, tokenizer: { ...web.tokenizer, probe: undefined } }), /web\.json: "tokenizer" lacks/],
+    [async (d) => rewriteWeb(d, meta, { ...web, tokenizer: { ...web.tokenizer, probe: { Peter: [7, 7, 7] } } }), /tokenizers\.js gives "Peter" the pieces/],
+    [async (d) => writeFile(path.join(d, "web.json"), "{}"), /web\.json: damaged/],
+    [async (d) => rm(path.join(d, "decode.safetensors")).then(() => symlink("/etc/hostname", path.join(d, "decode.safetensors"))), /a link to a file outside/],
   ];
   for (const [edit, message] of cases) await assert.rejects(loadTagger(await broken(edit)), message);
+});
+
+/** web.json replaced by `body`, with its sha256 in export.json, so that only its content is wrong. */
+async function rewriteWeb(dir, meta, body) {
+  const text = JSON.stringify(body);
+  await writeFile(path.join(dir, "web.json"), text);
+  const files = { ...meta.files, "web.json": await sha256(new TextEncoder().encode(text)) };
+  await writeFile(path.join(dir, "export.json"), JSON.stringify({ ...meta, files }));
+}
+
+test("sums, means and softmax round as numpy's (numpy.json)", { skip }, async () => {
+  const cases = JSON.parse(await readFile(path.join(root, "numpy.json"), "utf-8"));
+  for (const { values, sum32, mean32, sum64, softmax } of cases) {
+    const a = Float32Array.from(values);
+    assert.equal(pairwiseSum(a), sum32, `float32 sum of ${values.length}`);
+    assert.equal(Math.fround(pairwiseSum(a) / a.length), mean32, `float32 mean of ${values.length}`);
+    assert.equal(pairwiseSum(Float64Array.from(values), (x) => x), sum64, `float64 sum of ${values.length}`);
+    const mine = softmaxOf(Float32Array.from(a, (v) => v / Math.fround(1000)), a.length);
+    // numpy's float32 exp is its own polynomial: a probability may differ in its last bits
+    mine.forEach((p, i) => assert.ok(Math.abs(p - softmax[i]) <= 4e-7 * Math.max(1, softmax[i] * 8), `softmax ${i}: ${p} ${softmax[i]}`));
+  }
 });
 
 test("bad text is refused by name; a long document is tagged in chunks", { skip }, async () => {

@@ -122,6 +122,18 @@ test("sentences read a window at a time are the sentences read at once", () => {
   for (const width of [16, 64, 1000, 100_000]) assert.deepEqual([...segments(text, width)], atOnce, `width ${width}`);
 });
 
+test("the loopback server answers a malformed path with 400 and keeps serving", async () => {
+  const { serve } = await import("../bin/serve.js");
+  const server = await serve(new URL("../page/", import.meta.url).pathname);
+  try {
+    assert.equal((await fetch(new URL("/%E0%A4%A", server.url))).status, 400);
+    assert.equal((await fetch(new URL("/..%2fpackage.json", server.url))).status, 403);
+    assert.equal((await fetch(new URL("/index.html", server.url))).status, 200);
+  } finally {
+    server.close();
+  }
+});
+
 test("safetensors: F32 tensors by name, other dtypes refused", () => {
   const header = new TextEncoder().encode(JSON.stringify({ a: { dtype: "F32", shape: [2], data_offsets: [0, 8] } }));
   const bytes = new Uint8Array(8 + header.length + 8);

@@ -16,7 +16,8 @@ Decisions, named here:
   lockfile pins. A folder without them is refused with that command.
 * **web.json** records what the page needs that only Python knows: the tokenizer's special tokens
   around a sentence (``prefix``, ``suffix``, as ``tokenization.WordTokenizer`` finds them), its
-  unknown token, and the pieces Python gives words of many scripts (``probe``). The runtime
+  unknown and pad tokens, and the pieces Python gives words of many scripts (``probe``); its sha256
+  joins the others in export.json's ``files``. The runtime
   tokenizes each word alone with tokenizers.js (Python's pre-tokenized encoding also reads each word
   alone), and at load it compares its pieces of the probe words with Python's and refuses a
   tokenizer that tokenizers.js reads otherwise, naming the word.
@@ -31,7 +32,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..inference.onnx_runtime import ExportError, check_files, is_export_dir, read_export_json
+from ..inference.onnx_runtime import EXPORT_JSON, ExportError, check_files, is_export_dir, read_export_json, sha256_file
 from .export import export_model
 
 WEB_JSON = "web.json"
@@ -85,8 +86,15 @@ def tokenizer_framing(tokenizer_dir: Path) -> dict:
     ids, owners = probe["input_ids"][0], probe.word_ids(0)
     first, last = owners.index(0), len(owners) - 1 - owners[::-1].index(0)
     unk = tok.unk_token_id if tok.unk_token_id is not None else 0
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     pieces = word_pieces(tok, [list(PROBE)])[0]
-    return {"unk_id": unk, "prefix": ids[:first], "suffix": ids[last + 1 :], "probe": dict(zip(PROBE, pieces))}
+    return {
+        "unk_id": unk,
+        "pad_id": pad,
+        "prefix": ids[:first],
+        "suffix": ids[last + 1 :],
+        "probe": dict(zip(PROBE, pieces)),
+    }
 
 
 def export_web(
@@ -146,6 +154,8 @@ def export_web(
             "tokenizer": framing,
         }
         (folder / WEB_JSON).write_text(json.dumps(web, indent=1) + "\n")
+        meta["files"][WEB_JSON] = sha256_file(folder / WEB_JSON)  # checked at load, as every file the page reads
+        (folder / EXPORT_JSON).write_text(json.dumps(meta, indent=1) + "\n")
         if out.exists():
             out.rmdir()
         folder.rename(out)
