@@ -11,7 +11,7 @@ import { gzipSync, brotliCompressSync, constants } from "node:zlib";
 import { chromium } from "../js/node_modules/playwright-core/index.mjs";
 import { serve } from "../js/bin/serve.js";
 import { loadTagger } from "../js/src/node.js";
-import { compareAnswers } from "../js/test/support.js";
+import { compareAnswers, largestScoreDifference } from "../js/test/support.js";
 
 const [folder, sentencesFile, ...rest] = process.argv.slice(2);
 const option = (name) => (rest.includes(name) ? rest[rest.indexOf(name) + 1] : null);
@@ -49,7 +49,11 @@ const result = { node: {}, chromium: {} };
 const tagger = await loadTagger(folder, { threads: 1 });
 const nodeTag = (part, batch) => tagger.tag(part, { batchSize: batch, scores: false });
 result.node.ms_per_sentence = { 1: await latency(nodeTag, sentences, 1), 32: await latency(nodeTag, sentences, 32) };
-if (golden) result.node.differences = compareAnswers(golden, await tagger.tag(golden.inputs));
+if (golden) {
+  const answers = await tagger.tag(golden.inputs);
+  result.node.differences = compareAnswers(golden, answers);
+  result.node.largest_score_difference = largestScoreDifference(golden, answers);
+}
 
 // -- Chromium ---------------------------------------------------------------------------------------
 const server = await serve(folder);
@@ -87,6 +91,7 @@ try {
   if (golden) {
     const answers = await page.evaluate((inputs) => window.seqdistill.tagger.tag(inputs), golden.inputs);
     result.chromium.differences = compareAnswers(golden, answers);
+    result.chromium.largest_score_difference = largestScoreDifference(golden, answers);
   }
   result.chromium.requests = requests;
   result.chromium.transferred = requests.reduce((s, r) => s + r.body + r.headers, 0);

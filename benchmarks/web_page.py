@@ -118,7 +118,9 @@ def report(args, rounds: list[dict], n_golden: int) -> str:
         f"thread in every runtime. {args.rounds} rounds (Python, then Node, then a fresh page), medians over rounds.",
         "",
         f"**Differences from Python's Tagger** over the {n_golden:,} golden inputs (tags, spans, UTF-16 offsets; "
-        f"scores to 1e-4): Node {len(first['node']['differences'])}, Chromium {len(first['chromium']['differences'])}.",
+        f"scores to 1e-4): Node {len(first['node']['differences'])}, Chromium {len(first['chromium']['differences'])}. "
+        f"The largest span-score difference: Node {first['node']['largest_score_difference']:.1e}, "
+        f"Chromium {first['chromium']['largest_score_difference']:.1e}.",
         "",
         "| ms per sentence | batch 1 | batch 32 |",
         "|---|---:|---:|",

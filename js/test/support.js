@@ -32,6 +32,18 @@ export function compareAnswers(golden, answers) {
   return diffs;
 }
 
+/** The largest difference between a span score and Python's, over spans that match. */
+export function largestScoreDifference(golden, answers) {
+  let most = 0;
+  golden.answers.forEach((want, i) =>
+    want.spans.forEach((s, j) => {
+      const got = answers[i].spans[j];
+      if (got && got.start === s.start && got.end === s.end && got.type === s.type) most = Math.max(most, Math.abs(got.score - s.score));
+    }),
+  );
+  return most;
+}
+
 /** The fixture folders under `dir` (each a web folder with its golden.json), by name. */
 export async function fixtures(dir) {
   const names = (await readdir(dir, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name);
