@@ -299,10 +299,10 @@ export class Decoder {
     if (this.kind === "crf") {
       const { transitions, start, end } = this.transitions;
       ids = viterbi(scores, n, T, transitions, start, end);
-      if (withScores) probs = crfMarginals(this.#cool(scores), n, T, ...[transitions, start, end].map((a) => this.#cool(a)));
+      if (withScores) probs = crfMarginals(this.#atTemperature(scores), n, T, ...[transitions, start, end].map((a) => this.#atTemperature(a)));
     } else {
       ids = Array.from({ length: n }, (_, i) => argmax(scores, i * T, T));
-      if (withScores) probs = softmax(this.#cool(scores), T);
+      if (withScores) probs = softmax(this.#atTemperature(scores), T);
     }
     const tags = ids.map((i) => this.tags[i]);
     const spans = tagsToSpans(tags, this.scheme);
@@ -312,7 +312,7 @@ export class Decoder {
   }
 
   /** Scores divided by the temperature, in float32 as numpy divides a float32 array by a Python float. */
-  #cool(a) {
+  #atTemperature(a) {
     const t = f(this.temperature);
     return Float32Array.from(a, (v) => v / t);
   }
@@ -338,7 +338,7 @@ export class Decoder {
     let spanScores = null;
     if (withScores) {
       const E = this.entityTypes.length;
-      const probs = softmax(this.#cool(logits), 5);
+      const probs = softmax(this.#atTemperature(logits), 5);
       spanScores = spans.map(([s, e, type]) => {
         const k = this.entityTypes.indexOf(type);
         const chosen = [];

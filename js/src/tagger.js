@@ -170,11 +170,11 @@ export class Tagger {
     const pieces = this.pieces.sentences(batch);
     const W = batch.reduce((m, w) => Math.max(m, w.length), 0);
     let feed;
-    let pooling = null;
+    let framing = null; // segments: each token's word slot and weight, to pool token scores to words
     if (meta.inputs === "bags") feed = bagInputs(pieces, batch, Boolean(meta.chars));
     else if (meta.inputs === "subwords") feed = subwordInputs(pieces, batch, meta.pooling ?? "first");
     else {
-      const framing =
+      framing =
         meta.framing === "teacher"
           ? teacherSegments(pieces, batch, {
               maxLength: Number(meta.max_length),
@@ -185,14 +185,13 @@ export class Tagger {
             })
           : windowInputs(pieces, batch, Number(meta.window), Number(meta.cls_token_id), Number(meta.sep_token_id));
       feed = framing.feed;
-      pooling = framing;
     }
     const tensors = {};
     for (const [name, [type, data, dims]] of Object.entries(feed)) tensors[name] = new this.ort.Tensor(type, data, dims);
     const result = await this.session.run(tensors);
     const out = result.scores;
     const perWord = out.dims.slice(2).reduce((a, b) => a * b, 1);
-    const data = pooling ? poolTokens(out.data, perWord, pooling.slot, pooling.weight, batch.length, W) : out.data;
+    const data = framing ? poolTokens(out.data, perWord, framing.slot, framing.weight, batch.length, W) : out.data;
     return { data, W, perWord };
   }
 
