@@ -26,14 +26,13 @@ from seqdistill.corpora.documents import split_sentences  # noqa: E402
 
 SCRIPT = """
 import { sentences } from "./src/tagger.js";
-import { codePointToUtf16 } from "./src/words.js";
 let input = "";
 for await (const chunk of process.stdin) input += chunk;
 const out = JSON.parse(input).map((text) => {
   // UTF-16 ends back to code points, as Python counts
-  const at = codePointToUtf16(text);
-  const back = new Map();
-  for (let i = 0; ; i++) { try { back.set(at(i), i); } catch { break; } }
+  const back = new Map([[0, 0]]);
+  let units = 0;
+  for (const ch of text) back.set((units += ch.length), back.size);
   return sentences(text, "default", 1e9).map(([a, b]) => [back.get(a), back.get(b)]);
 });
 console.log(JSON.stringify(out));

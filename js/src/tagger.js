@@ -125,6 +125,11 @@ export class Tagger {
       }
       throw new InputError(`input ${i}: a text (string) or a list of words (array of strings), not ${typeof item}`);
     });
+    return this.#tagged(items, { batchSize, scores, minScore });
+  }
+
+  /** Texts already split into words ({text, words, offsets}) tagged, with their spans. */
+  async #tagged(items, { batchSize, scores, minScore }) {
     const decoded = await this.decode(items.map((x) => x.words), batchSize, scores || minScore !== null);
     return items.map(({ text, words, offsets }, i) => {
       const d = decoded[i];
@@ -204,13 +209,18 @@ export class Tagger {
       if (typeof t !== "string") throw new InputError(`document ${d}: a text (string), not ${typeof t}`);
       refuseLoneSurrogates(`document ${d}`, t);
     });
-    const owners = texts.flatMap((text, d) => sentences(text, this.words, maxWords).map(([s, e]) => [d, s, e]));
+    const owners = texts.flatMap((text, d) => sentencePieces(text, this.words, maxWords).map((p) => [d, p]));
     const docs = texts.map((text) => ({ text, sentences: [], spans: [] }));
     const chunk = Math.max(batchSize, 1) * 4;
     for (let k = 0; k < owners.length; k += chunk) {
       const part = owners.slice(k, k + chunk);
-      const tagged = await this.tag(part.map(([d, s, e]) => texts[d].slice(s, e)), { batchSize, scores, minScore });
-      part.forEach(([d, start], j) => {
+      const items = part.map(([d, piece]) => {
+        const text = texts[d].slice(piece.start, piece.end);
+        if (piece.words === null) splitter(this.words)(text); // mecab: refused there, by name
+        return { text, words: piece.words, offsets: piece.offsets };
+      });
+      const tagged = await this.#tagged(items, { batchSize, scores, minScore });
+      part.forEach(([d, { start }], j) => {
         const s = tagged[j];
         s.offsets = s.offsets.map(([a, b]) => [a + start, b + start]);
         for (const sp of s.spans) {
@@ -241,6 +251,13 @@ const ABBREVIATION = /(?:^|[\s(])(?:(?:\p{L}\.){2,}|\p{Lu}\.|(?:Mr|Mrs|Ms|Dr|Pro
  * two agree). A sentence of more than `maxWords` words is cut every `maxWords` words, so that no single
  * input is unbounded. */
 export function sentences(text, rule = "default", maxWords = 256) {
+  return sentencePieces(text, rule, maxWords).map(({ start, end }) => [start, end]);
+}
+
+/** The sentences of `sentences`, each {start, end, words, offsets} with its words by `rule` (offsets
+ * into the sentence: what `Tagger.tag` would make of its text), so that a document's words are split
+ * once; `words` is null under `mecab`, which does not run here. */
+function sentencePieces(text, rule, maxWords) {
   const out = [];
   const lineBreak = /\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]/g;
   const ends = [...text.matchAll(lineBreak)].map((m) => [m.index, m.index + m[0].length]);
@@ -290,13 +307,15 @@ function trimmed(text, start, end, rule, maxWords) {
 }
 
 function cut(text, start, end, rule, maxWords) {
-  if (rule === "mecab") return [[start, end]];
-  const [, offsets] = splitter(rule)(text.slice(start, end));
-  if (offsets.length <= maxWords) return [[start, end]];
+  if (rule === "mecab") return [{ start, end, words: null, offsets: null }];
+  const split = splitter(rule);
+  const [words, offsets] = split(text.slice(start, end));
+  if (offsets.length <= maxWords) return [{ start, end, words, offsets }];
   const pieces = [];
   for (let k = 0; k < offsets.length; k += maxWords) {
-    const last = offsets[Math.min(k + maxWords, offsets.length) - 1];
-    pieces.push([start + offsets[k][0], start + last[1]]);
+    const [a, b] = [start + offsets[k][0], start + offsets[Math.min(k + maxWords, offsets.length) - 1][1]];
+    const [w, o] = split(text.slice(a, b)); // a piece's words, as its own text splits (rare: over maxWords)
+    pieces.push({ start: a, end: b, words: w, offsets: o });
   }
   return pieces;
 }

@@ -6,12 +6,11 @@
 // saying so.
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
-import { cp, mkdtemp, readFile, writeFile } from "node:fs/promises";
-import os from "node:os";
+import { readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { serve } from "../bin/serve.js";
-import { compareAnswers, fixtures } from "./support.js";
+import { brokenCopy, compareAnswers, fixtures } from "./support.js";
 
 const root = process.env.SEQDISTILL_WEB_FIXTURES;
 const chromiumPath = process.env.CHROMIUM ?? "/usr/bin/chromium";
@@ -71,9 +70,7 @@ test("the page shows what is wrong with a folder or a text", { skip }, async () 
     ["export.json", JSON.stringify({ ...meta, format_version: 99 }), /format version 99 is newer than this runtime reads/],
     ["model.onnx", "not a graph", /model\.onnx: damaged/],
   ]) {
-    const copy = path.join(await mkdtemp(path.join(os.tmpdir(), "web-")), "m");
-    await cp(dir, copy, { recursive: true });
-    await writeFile(path.join(copy, file), body);
+    const copy = await brokenCopy(dir, (d) => writeFile(path.join(d, file), body));
     const { page, server } = await openPage(browser, copy);
     assert.match(await page.textContent("#error"), message);
     await page.close();

@@ -4,15 +4,14 @@
 // very folder) gives the same words, tags, spans, UTF-16 offsets and scores (to 1e-4); and the words
 // rules' character classes equal Python's `regex` classes code point by code point (classes.json).
 import assert from "node:assert/strict";
-import { cp, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
-import os from "node:os";
+import { readFile, rm, symlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { test } from "node:test";
 import { pairwiseSum, softmax as softmaxOf } from "../src/decode.js";
 import { sha256 } from "../src/export.js";
 import { loadTagger } from "../src/node.js";
 import { CLASSES } from "../src/words.js";
-import { compareAnswers, fixtures } from "./support.js";
+import { brokenCopy, compareAnswers, fixtures } from "./support.js";
 
 const root = process.env.SEQDISTILL_WEB_FIXTURES;
 const skip = root ? false : "no fixtures: SEQDISTILL_WEB_FIXTURES is not set (make test-web sets it)";
@@ -56,12 +55,6 @@ test("the words rules' classes are Python's, code point by code point", { skip }
 
 test("bad folders are refused by name", { skip }, async () => {
   const [dir] = await fixtures(root);
-  const broken = async (edit) => {
-    const copy = path.join(await mkdtemp(path.join(os.tmpdir(), "web-")), "m");
-    await cp(dir, copy, { recursive: true });
-    await edit(copy);
-    return copy;
-  };
   const meta = JSON.parse(await readFile(path.join(dir, "export.json"), "utf-8"));
   const web = JSON.parse(await readFile(path.join(dir, "web.json"), "utf-8"));
   const cases = [
@@ -77,7 +70,7 @@ test("bad folders are refused by name", { skip }, async () => {
     [async (d) => writeFile(path.join(d, "web.json"), "{}"), /web\.json: damaged/],
     [async (d) => rm(path.join(d, "decode.safetensors")).then(() => symlink("/etc/hostname", path.join(d, "decode.safetensors"))), /a link to a file outside/],
   ];
-  for (const [edit, message] of cases) await assert.rejects(loadTagger(await broken(edit)), message);
+  for (const [edit, message] of cases) await assert.rejects(loadTagger(await brokenCopy(dir, edit)), message);
 });
 
 /** web.json replaced by `body`, with its sha256 in export.json, so that only its content is wrong. */

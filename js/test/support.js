@@ -1,7 +1,8 @@
 // Compare a runtime's answers with the golden answers of Python's Tagger (golden.json: inputs and
 // answers, offsets in Python's code points): every word, tag, span and UTF-16 offset equal, every
 // score within 1e-4. Returns a list of differences (empty: the same answers).
-import { readdir } from "node:fs/promises";
+import { cp, mkdtemp, readdir } from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import { codePointToUtf16 } from "../src/words.js";
 
@@ -48,4 +49,12 @@ export function largestScoreDifference(golden, answers) {
 export async function fixtures(dir) {
   const names = (await readdir(dir, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name);
   return names.sort().map((name) => path.join(dir, name));
+}
+
+/** A copy of the folder `dir` in a new temporary directory, changed by `edit(copy)`. */
+export async function brokenCopy(dir, edit) {
+  const copy = path.join(await mkdtemp(path.join(os.tmpdir(), "web-")), "m");
+  await cp(dir, copy, { recursive: true });
+  await edit(copy);
+  return copy;
 }

@@ -77,22 +77,19 @@ def tokenizer_framing(tokenizer_dir: Path) -> dict:
     (``tokenization.word_pieces``), which the runtime compares with its own at load."""
     from transformers import AutoTokenizer
 
-    from ..tokenization import word_pieces
+    from ..tokenization import WordTokenizer, word_pieces
 
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     if not getattr(tok, "is_fast", False):
         raise ExportError(f"{tokenizer_dir}: not a fast tokenizer (no tokenizer.json), which the page reads")
-    probe = tok([["x"]], is_split_into_words=True, add_special_tokens=True)
-    ids, owners = probe["input_ids"][0], probe.word_ids(0)
-    first, last = owners.index(0), len(owners) - 1 - owners[::-1].index(0)
+    framing = WordTokenizer(tok, max_length=1 << 20)  # its special tokens; the length is the export's own
     unk = tok.unk_token_id if tok.unk_token_id is not None else 0
-    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     pieces = word_pieces(tok, [list(PROBE)])[0]
     return {
         "unk_id": unk,
-        "pad_id": pad,
-        "prefix": ids[:first],
-        "suffix": ids[last + 1 :],
+        "pad_id": framing.pad_id,
+        "prefix": framing.prefix,
+        "suffix": framing.suffix,
         "probe": dict(zip(PROBE, pieces)),
     }
 
