@@ -77,18 +77,19 @@ run() {
     step "build-$1-$2${3:+-$3}${4:+-$4}" 80 $PY benchmarks/build_throughput.py --device "$DEVICE" --precision "$2" --repeats 3 \
       --sentences "${4:-$N}" --data $d/train.txt --encoder "$C/$1" --hidden-layer 6 ${3:+--$3}
   }
-  sentscore() {
-    step "sentscore-$1" 70 $PY benchmarks/sentscore_throughput.py --device "$DEVICE" --precision "$1" \
-      --pretrained $C/gemma-3-270m --data $d/test.txt --sentences "$((N / 4))" --batch 64 --single 32 --naive 4
+  sentscore() {  # sentscore PRECISION SEARCHES SECONDS SENTENCES: the searches side by side (sentscore_static.py)
+    step "sentscore-$1-$2" "$3" $PY benchmarks/sentscore_throughput.py --device "$DEVICE" --precision "$1" \
+      --pretrained $C/gemma-3-270m --data $d/test.txt --sentences "$4" --batch 64 --single 32 --naive 4 --searches "$2"
   }
   build minilm-l6 bf16
+  build embeddinggemma-300m bf16
+  sentscore bf16 dynamic,static 80 "$((N / 4))"
+  sentscore bf16 static,static-compiled 150 "$((N / 8))"
   build minilm-l6 bf16 host-ceiling
+  build minilm-l6 bf16 "" 20000
   # where the device loop still waits for the device: each warning names the line (one run)
   step sync-debug 60 $PY benchmarks/build_throughput.py --device "$DEVICE" --precision bf16 --repeats 1 \
     --sentences 200 --data $d/train.txt --encoder "$C/minilm-l6" --hidden-layer 6 --sync-debug
-  build embeddinggemma-300m bf16
-  build minilm-l6 bf16 "" 20000
-  sentscore bf16
   step kbest 90 $PY benchmarks/kbest_throughput.py --device "$DEVICE" --batch 256 --repeats 3
   build embeddinggemma-300m bf16 host-ceiling
   build minilm-l6 fp32

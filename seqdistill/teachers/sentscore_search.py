@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import inspect
 from dataclasses import dataclass
 
@@ -377,13 +378,23 @@ def _set_states(layer, keys: Tensor, values: Tensor) -> None:
 
 @torch.inference_mode()
 def sentscore(
-    model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1, share_context: bool = True
+    model,
+    fmt: SentFormat,
+    batch_words: list[list[str]],
+    k: int = 1,
+    share_context: bool = True,
+    static: bool | None = None,
+    compile_steps: bool = False,
 ) -> SentScoreOutput:
     """Algorithm 1 over a batch of sentences, batched over sentences and beams; the |T̄| tags are
     scored by one decoder call each over all beams, every call reading the same prefix cache.
     An in-context teacher's demonstrations (``fmt.context``) are encoded once and their keys and
     values shared by every sentence and beam (``shared_prefix.py``; ``share_context=False``:
-    encoded again before every prompt, the reference the sharing is checked and timed against)."""
+    encoded again before every prompt, the reference the sharing is checked and timed against).
+
+    ``static``: the search over a static key/value cache, with no host synchronisation inside a
+    step (``sentscore_static.py``; decoder-only LMs); None: on a CUDA device where the model allows
+    it. ``compile_steps``: its decoder calls compiled (CUDA graphs on a GPU)."""
     B = len(batch_words)
     if not B or any(not w for w in batch_words):
         raise ValueError("SenTScore needs a non-empty batch of non-empty sentences")
@@ -393,7 +404,7 @@ def sentscore(
     shared = share_context and bool(fmt.context) and is_causal(model)
     states = _context_states(model, fmt, next(model.parameters()).device) if shared else None
     with attached(model, states) if shared else contextlib.nullcontext():
-        search = _BeamSearch(model, fmt, words, k, shared)
+        search = _search(model, static, compile_steps)(model, fmt, words, k, shared)
         for i in range(1, lengths[0] + 1):
             search.drop_finished(sum(1 for x in lengths if x >= i))
             step, blocks = search.score_tags(i)  # eq. 1, every tag after every beam
@@ -408,6 +419,23 @@ def sentscore(
     return SentScoreOutput(search.tags[inverse], search.beam[inverse], search.scores[inverse])
 
 
+def _search(model, static: bool | None, compile_steps: bool):
+    """The search class: :class:`_BeamSearch`, or the static one (``sentscore_static.py``)."""
+    from . import sentscore_static
+
+    can = sentscore_static.supports_static(model)
+    if static and not can:
+        raise ValueError(
+            "SenTScore's static search needs a decoder-only LM with sdpa or eager attention, not "
+            f"{type(model).__name__} with {getattr(model.config, '_attn_implementation', None)!r}: pass static=False"
+        )
+    if static is None:
+        static = can and next(model.parameters()).device.type == "cuda"
+    if not static:
+        return _BeamSearch
+    return functools.partial(sentscore_static.StaticBeamSearch, compile_steps=compile_steps)
+
+
 class _BeamSearch:
     """The state of Algorithm 1 over a batch of sentences sorted longest first, K beams each, and
     its steps: :meth:`score_tags` (eq. 1), :meth:`choose` (the top K of beam x tag), :meth:`keep`
@@ -417,7 +445,7 @@ class _BeamSearch:
     def __init__(self, model, fmt: SentFormat, words: list[list[str]], k: int, after_context: bool = False):
         device = self.device = next(model.parameters()).device
         self.fmt, self.k = fmt, k
-        B, n_t, L = len(words), len(fmt.tags), len(words[0])
+        B, L = len(words), len(words[0])
         self.causal = is_causal(model)
         cache, before = None, torch.zeros(B, dtype=torch.long, device=device)
         if self.causal:  # the prompts and the target's s_0, left-padded, in one call
@@ -432,11 +460,7 @@ class _BeamSearch:
             self.dec = _Decoder(model, enc_h, enc_mask)
             prefix = torch.tensor([_decoder_start(model), fmt.sentinels[0]], device=device).expand(B, 2)
             first_mask = torch.ones(B, 2, dtype=torch.long, device=device)
-        self.tag_tokens = [torch.tensor(t, device=device) for t in fmt.tag_ids]
-        self.tag_lens = [len(t) for t in fmt.tag_ids]  # the blocks of tag tokens, on the host: reading them is free
-        self.tag_len = torch.tensor(self.tag_lens, device=device)
-        self.C = max(self.tag_lens)
-        self.start_ok, self.after_ok = (x.to(device) for x in fmt.allowed())
+        self._start(B, L)
 
         # the prefix of every sentence, then K beams per sentence (sentence-major rows)
         logits, cache = self.dec(torch.arange(B, device=device), prefix, first_mask, cache, before)
@@ -446,6 +470,15 @@ class _BeamSearch:
         self.rows = torch.arange(B, device=device).repeat_interleave(k)  # the sentence of each row
         self.mask = first_mask.repeat_interleave(k, 0)
         self.n_real = self.mask.sum(1) + before.repeat_interleave(k)  # real tokens, the shared prefix's too
+
+    def _start(self, B: int, L: int) -> None:
+        """The tags' tokens and constraints, and the search's results before its first step."""
+        device, fmt, k, n_t = self.device, self.fmt, self.k, len(self.fmt.tags)
+        self.tag_tokens = [torch.tensor(t, device=device) for t in fmt.tag_ids]
+        self.tag_lens = [len(t) for t in fmt.tag_ids]  # the blocks of tag tokens, on the host: reading them is free
+        self.tag_len = torch.tensor(self.tag_lens, device=device)
+        self.C = max(self.tag_lens)
+        self.start_ok, self.after_ok = (x.to(device) for x in fmt.allowed())
         self.beam = torch.full((B, k), float("-inf"), device=device)
         self.beam[:, 0] = 0.0  # at the start all beams are the same: keep one
         self.prev_tag = torch.full((B, k), -1, dtype=torch.long, device=device)
@@ -516,8 +549,8 @@ class _BeamSearch:
     def keep(self, src: Tensor, tag: Tensor, blocks: list) -> None:
         """The new cache: each kept beam's prefix and its chosen tag's block, right-aligned (padding
         rolled left); for causal LMs the columns that are padding in every row are dropped (module
-        docstring): counting them is the search's one host synchronisation a step (a static cache
-        of the longest row's width would remove it; not built). The cross-attention cache needs no
+        docstring): counting them is the search's one host synchronisation a step
+        (``sentscore_static.py`` has none: its cache is of the batch's final width). The cross-attention cache needs no
         selection: beams of one sentence share it."""
         device, C, n_t = self.device, self.C, len(self.fmt.tags)
         take = (torch.arange(self.live, device=device)[:, None] * self.k + src).reshape(-1)
