@@ -181,6 +181,8 @@ class SentScoreTeacher(nn.Module):
         k = k or self.k
         pieces, owner = self._pieces(batch_words)
         out = sentscore(self.model, self.format, pieces, k=k)
+        # to the host once (three copies), not three a piece: on a GPU each copy waits for the device
+        tags, beam, best = (x.cpu() for x in (out.tags, out.beam_scores, out.tag_scores[:, 0]))
         B, W, T = len(batch_words), max(len(w) for w in batch_words), len(self.schema.tags)
         paths = torch.full((B, k, W), -1, dtype=torch.long)
         beams = torch.zeros(B, k)
@@ -188,9 +190,9 @@ class SentScoreTeacher(nn.Module):
         offset = [0] * B
         for p, (b, words) in enumerate(zip(owner, pieces)):
             n, o = len(words), offset[b]
-            paths[b, :, o : o + n] = out.tags[p, :, :n].cpu()
-            beams[b] += out.beam_scores[p].cpu()
-            scores[b, o : o + n] = out.tag_scores[p, 0, :n].cpu()
+            paths[b, :, o : o + n] = tags[p, :, :n]
+            beams[b] += beam[p]
+            scores[b, o : o + n] = best[p, :n]
             offset[b] += n
         paths[torch.isinf(beams)] = -1
         return paths, beams, scores
