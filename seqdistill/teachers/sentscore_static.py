@@ -17,9 +17,12 @@ on the host once a step, and every decoder call has a new shape. Here, for decod
   (True where a query may look: the row's filled columns, then the call's own tokens causally),
   and passed to the model as is, so transformers builds no mask (its mask code reads the padding
   on the host to decide whether it may skip the mask).
-* **Rows stay.** A sentence that has ended keeps its rows until the batch ends (their scores are
-  not recorded), so every call of a step has ``R = B K`` rows: the lengths are known on the host,
-  so the search still knows which sentences are live without reading the device.
+* **Rows stay, then halve.** A sentence that has ended keeps its rows (their scores are not
+  recorded), so the calls of a step keep their shape, until half the rows or more have ended:
+  then the ended rows leave, and the buffers are copied once to the new number of rows. A batch
+  thus takes at most log2(B) + 1 numbers of rows, and never computes more than twice the live rows.
+  The lengths are known on the host, so the search knows which sentences are live without
+  reading the device.
 
 Decisions:
 
@@ -43,6 +46,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
+from transformers.cache_utils import Cache, CacheLayerMixin
 
 from .sentscore_search import (
     _BeamSearch,
@@ -66,25 +70,27 @@ def supports_static(model) -> bool:
     return causal and getattr(model.config, "_attn_implementation", None) in MASKS
 
 
-class ColumnLayer:
+class ColumnLayer(CacheLayerMixin):
     """One layer's keys and values ``[R, H, W, D]``, allocated at the first write; a call writes
     its tokens at the columns ``column, column + 1, ...`` (``column``: a 0-d tensor on the device
     that the search moves, shared by every layer) and attends over the whole buffer."""
 
-    is_compileable, is_sliding, is_croppable = True, False, False
+    is_compileable, is_sliding = True, False
 
     def __init__(self, width: int, column: Tensor):
+        super().__init__()
         self.width, self.column = width, column
-        self.keys: Tensor | None = None
-        self.values: Tensor | None = None
+
+    def lazy_initialization(self, key_states: Tensor, value_states: Tensor) -> None:
+        R, H, _, D = key_states.shape
+        self.place(
+            key_states.new_zeros(R, H, self.width, D), value_states.new_zeros(R, H, self.width, value_states.shape[-1])
+        )
+        self.is_initialized = True
 
     def update(self, key_states: Tensor, value_states: Tensor, *args, **kwargs) -> tuple[Tensor, Tensor]:
-        if self.keys is None:
-            R, H, _, D = key_states.shape
-            self.place(
-                key_states.new_zeros(R, H, self.width, D),
-                value_states.new_zeros(R, H, self.width, value_states.shape[-1]),
-            )
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
         cols = self.column + torch.arange(key_states.shape[-2], device=key_states.device)
         self.keys.index_copy_(2, cols, key_states)
         self.values.index_copy_(2, cols, value_states)
@@ -97,7 +103,10 @@ class ColumnLayer:
             torch._dynamo.mark_static_address(self.keys)
             torch._dynamo.mark_static_address(self.values)
 
-    def get_seq_length(self) -> int:  # positions are explicit: transformers never needs it
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.width, 0
+
+    def get_seq_length(self) -> int:  # positions are explicit: the search never asks transformers to count
         return 0
 
     def get_max_length(self) -> int:
@@ -106,8 +115,6 @@ class ColumnLayer:
 
 def column_cache(model, width: int, column: Tensor):
     """A transformers ``Cache`` of :class:`ColumnLayer` s, one per decoder layer."""
-    from transformers.cache_utils import Cache
-
     n = model.config.get_text_config(decoder=True).num_hidden_layers
     return Cache(layers=[ColumnLayer(width, column) for _ in range(n)])
 
@@ -129,6 +136,8 @@ class StaticBeamSearch(_BeamSearch):
         self.P = prompt.shape[1]
         self.width = self.P + L * (self.C + 1)
         self.column = torch.zeros((), dtype=torch.long, device=device)
+        if self.column.is_cuda:
+            torch._dynamo.mark_static_address(self.column)
         self.cache = column_cache(model, self.width, self.column)
         self.cols = torch.arange(self.width, device=device)
         self.filled = nn.functional.pad(prompt_mask.bool(), (0, self.width - self.P))  # [B, W] columns holding a token
@@ -170,7 +179,10 @@ class StaticBeamSearch(_BeamSearch):
         if head is not None:
             head.forward = _identity  # as in _Decoder: the projection at the scored positions only
         try:
-            return (self.step_call if step else self._forward)(ids, positions, mask)
+            if not step or self.step_call is self._forward:
+                return self._forward(ids, positions, mask)
+            # a CUDA graph's outputs are overwritten by its next replay: the states are copied out
+            return self.step_call(ids, positions, mask).clone()
         finally:
             if head is not None:
                 del head.forward
@@ -180,8 +192,17 @@ class StaticBeamSearch(_BeamSearch):
         return self.filled | ((self.cols >= start) & (self.cols < start + m))
 
     def drop_finished(self, n: int) -> None:
-        """The first ``n`` sentences are live; the others keep their rows (module docstring)."""
+        """The first ``n`` sentences are live; the others keep their rows until half the rows have
+        ended, then leave (module docstring)."""
         self.live = n
+        keep = n * self.k
+        if keep <= self.R // 2:
+            for layer in _self_attention_layers(self.cache):
+                layer.place(layer.keys[:keep].clone(), layer.values[:keep].clone())
+            self.filled, self.n_real, self.last, self.rows = (
+                x[:keep] for x in (self.filled, self.n_real, self.last, self.rows)
+            )
+            self.R = keep
 
     def _block(self, i: int) -> int:
         """The first column of word ``i``'s tag block; its sentinel is at ``+ C``."""
@@ -228,6 +249,7 @@ class StaticBeamSearch(_BeamSearch):
         )
         chosen = torch.cat([tag.reshape(-1), tag.new_zeros(self.R - live)])
         used = self.tag_len[chosen]
+        used[live:] = 0  # the ended sentences' positions stay where they ended (an absolute table's range)
         self.filled = self.filled[take]
         self.filled[:, start : start + C] = torch.arange(C, device=device)[None] < used[:, None]
         for j, layer in enumerate(_self_attention_layers(self.cache)):
@@ -247,7 +269,7 @@ class StaticBeamSearch(_BeamSearch):
         states = self._call(ids, self.n_real[:, None], at, self._own(at, 1))
         self.filled[:, at] = True
         self.last = torch.log_softmax(self.dec.project(states[:, -1]), -1)
-        self.n_real = self.n_real + 1
+        self.n_real[: self.live * self.k] += 1
 
 
 def _compile_mode(device: torch.device) -> str:
