@@ -2,12 +2,10 @@
 once and shared by every sentence and beam, against the same prompts encoded whole and against
 brute-force enumeration of every tag sequence, on tiny random Llama and Gemma 3 models."""
 
-import itertools
-
 import pytest
 import torch
 from test_sentscore import _sentences
-from test_sentscore_causal import _causal_log_likelihood, _gemma3, _llama, tokenizer  # noqa: F401
+from test_sentscore_causal import _gemma3, _llama, every_path, tokenizer  # noqa: F401
 
 from seqdistill.teachers.sentscore_search import SentFormat, sbio_tags, sentscore, sentscore_one_at_a_time
 
@@ -72,14 +70,7 @@ def test_in_context_beam_is_exact_against_brute_force(tokenizer):  # noqa: F811
     fmt = _format(tokenizer)
     words = ["anna", "visits", "paris"]
     out = sentscore(model, fmt, [words], k=64)  # every valid sequence of 3 tags fits in the beam
-    every = sorted(
-        (
-            (_causal_log_likelihood(model, fmt, words, list(seq)), seq)
-            for seq in itertools.product(fmt.tags, repeat=3)
-            if seq[0] != "I" and not any(a == "O" and c == "I" for a, c in zip(seq, seq[1:]))
-        ),
-        reverse=True,
-    )
+    every = every_path(model, fmt, words)
     got = [tuple(fmt.tags[t] for t in out.tags[0, j].tolist()) for j in range(len(every))]
     assert got == [s for _, s in every]
     for j, (e, _) in enumerate(every):

@@ -133,22 +133,29 @@ def _causal_log_likelihood(model, fmt, words, tags):
     return sum(logp[j - 1, ids[0, j]].item() for j in range(start, ids.shape[1]))
 
 
+def every_path(model, fmt, words):
+    """Every valid sBIO sequence of ``words`` with its log-likelihood by one pass, best first."""
+    return sorted(
+        (
+            (_causal_log_likelihood(model, fmt, words, list(seq)), seq)
+            for seq in itertools.product(fmt.tags, repeat=len(words))
+            if seq[0] != "I" and not any(a == "O" and c == "I" for a, c in zip(seq, seq[1:]))
+        ),
+        reverse=True,
+    )
+
+
 @TAG_SETS
-def test_wide_causal_beam_is_exact_against_brute_force(tokenizer, types):
+@pytest.mark.parametrize("static", [False, True], ids=["dynamic", "static"])
+def test_wide_causal_beam_is_exact_against_brute_force(tokenizer, types, static):
+    """Both searches: the dynamic one and the static one (sentscore_static.py)."""
     model = _gemma3(len(tokenizer), sliding_window=64)  # three words with six-piece tags fit
     fmt = SentFormat(tokenizer, sbio_tags(types))
     sents = [["anna", "visits", "rome"], ["rome"]]
     K = 64  # every valid 3-tag sequence fits: the beam search is exact
-    out = sentscore(model, fmt, sents, k=K)
+    out = sentscore(model, fmt, sents, k=K, static=static)
     for b, words in enumerate(sents):
-        every = sorted(
-            (
-                (_causal_log_likelihood(model, fmt, words, list(seq)), seq)
-                for seq in itertools.product(fmt.tags, repeat=len(words))
-                if seq[0] != "I" and not any(a == "O" and c == "I" for a, c in zip(seq, seq[1:]))
-            ),
-            reverse=True,
-        )
+        every = every_path(model, fmt, words)
         got = [
             (out.beam_scores[b, j].item(), tuple(fmt.tags[t] for t in out.tags[b, j, : len(words)].tolist()))
             for j in range(len(every))

@@ -36,9 +36,10 @@ Decisions:
   the last bits (attention sums over other widths), and a CPU, which waits for nothing, gains
   little (docs/BENCHMARKS.md): a CPU build's shards stay byte for byte what they were.
 * With ``compile_steps`` the decoder call of a step is compiled with ``torch.compile``
-  (``mode="reduce-overhead"`` on a GPU: CUDA graphs) for each number of tokens a call feeds (the
-  tags' lengths, and 1 for the sentinel); a second batch width makes the width a dynamic size, so
-  later batches reuse the graphs. The prompt's call is not compiled (its shape is the batch's).
+  (``mode="reduce-overhead"`` on a GPU: CUDA graphs), with dynamic sizes (rows, width, tokens fed):
+  compiled once, for the first batch, and reused by every later one (without ``dynamic``, each new
+  width recompiled, until torch's limit of 8 fell back to eager calls). On a GPU a CUDA graph is
+  still recorded for each shape met. The prompt's call is not compiled (its shape is the batch's).
   The build does not ask for it: compiling costs minutes, which a short build would not win back.
 """
 
@@ -150,7 +151,9 @@ class StaticBeamSearch(_BeamSearch):
         self.filled = self.filled.repeat_interleave(k, 0)
         self.n_real = (prompt_mask.sum(1) + before).repeat_interleave(k)
         self.rows = torch.arange(B, device=device).repeat_interleave(k)
-        self.step_call = torch.compile(self._forward, mode=_compile_mode(device)) if compile_steps else self._forward
+        self.step_call = (
+            torch.compile(self._forward, mode=_compile_mode(device), dynamic=True) if compile_steps else self._forward
+        )
         self.R = B * k
 
     def _mask(self, visible: Tensor, start: int, m: int) -> Tensor:
