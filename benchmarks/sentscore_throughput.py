@@ -36,12 +36,8 @@ sys.path.insert(0, str(ROOT))
 
 from seqdistill.cache_schema import LabelSchema  # noqa: E402
 from seqdistill.corpora import read_corpus  # noqa: E402
-from seqdistill.teachers.sentscore_search import (  # noqa: E402
-    SentFormat,
-    context_limit,
-    sentscore,
-    sentscore_one_at_a_time,
-)
+from seqdistill.teachers.sentscore_search import SentFormat, context_limit, sentscore_one_at_a_time  # noqa: E402
+from seqdistill.teachers.sentscore_static import sentscore  # noqa: E402  (either search: --searches)
 
 
 def conll_test() -> str:

@@ -9,6 +9,7 @@ import pytest
 import torch
 from test_sentscore import CONLL, WORDS, _sentences
 
+from seqdistill.teachers import sentscore_static
 from seqdistill.teachers.sentscore_search import SentFormat, sbio_tags, sentscore, sentscore_one_at_a_time
 
 TAGS = ["O", "I", "LOC", "PER"]
@@ -153,7 +154,7 @@ def test_wide_causal_beam_is_exact_against_brute_force(tokenizer, types, static)
     fmt = SentFormat(tokenizer, sbio_tags(types))
     sents = [["anna", "visits", "rome"], ["rome"]]
     K = 64  # every valid 3-tag sequence fits: the beam search is exact
-    out = sentscore(model, fmt, sents, k=K, static=static)
+    out = sentscore_static.sentscore(model, fmt, sents, k=K, static=static)
     for b, words in enumerate(sents):
         every = every_path(model, fmt, words)
         got = [

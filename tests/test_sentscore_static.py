@@ -18,7 +18,8 @@ from test_sentscore_causal import (  # noqa: F401
 )
 
 from seqdistill.teachers import sentscore_search
-from seqdistill.teachers.sentscore_search import SentFormat, sbio_tags, sentscore, sentscore_one_at_a_time
+from seqdistill.teachers.sentscore_search import SentFormat, sbio_tags, sentscore_one_at_a_time
+from seqdistill.teachers.sentscore_static import sentscore
 
 MODELS = pytest.mark.parametrize("make", [_llama, lambda n: _gemma3(n, sliding_window=200)], ids=["llama", "gemma3"])
 TAG_SETS = pytest.mark.parametrize("types", [["LOC", "PER"], MULTI_TOKEN_TYPES], ids=["one-token", "multi-token"])

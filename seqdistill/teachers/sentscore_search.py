@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import inspect
 from dataclasses import dataclass
 
@@ -378,13 +377,7 @@ def _set_states(layer, keys: Tensor, values: Tensor) -> None:
 
 @torch.inference_mode()
 def sentscore(
-    model,
-    fmt: SentFormat,
-    batch_words: list[list[str]],
-    k: int = 1,
-    share_context: bool = True,
-    static: bool | None = None,
-    compile_steps: bool = False,
+    model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1, share_context: bool = True, search=None
 ) -> SentScoreOutput:
     """Algorithm 1 over a batch of sentences, batched over sentences and beams; the |T̄| tags are
     scored by one decoder call each over all beams, every call reading the same prefix cache.
@@ -392,9 +385,8 @@ def sentscore(
     values shared by every sentence and beam (``shared_prefix.py``; ``share_context=False``:
     encoded again before every prompt, the reference the sharing is checked and timed against).
 
-    ``static``: the search over a static key/value cache, with no host synchronisation inside a
-    step (``sentscore_static.py``; decoder-only LMs); None: on a CUDA device where the model allows
-    it. ``compile_steps``: its decoder calls compiled (CUDA graphs on a GPU)."""
+    ``search``: the class that holds the search's state and runs its steps, :class:`_BeamSearch`
+    when None; ``sentscore_static.sentscore`` passes its static search (and picks it on a GPU)."""
     B = len(batch_words)
     if not B or any(not w for w in batch_words):
         raise ValueError("SenTScore needs a non-empty batch of non-empty sentences")
@@ -404,7 +396,7 @@ def sentscore(
     shared = share_context and bool(fmt.context) and is_causal(model)
     states = _context_states(model, fmt, next(model.parameters()).device) if shared else None
     with attached(model, states) if shared else contextlib.nullcontext():
-        search = _search(model, static, compile_steps)(model, fmt, words, k, shared)
+        search = (search or _BeamSearch)(model, fmt, words, k, shared)
         for i in range(1, lengths[0] + 1):
             search.drop_finished(sum(1 for x in lengths if x >= i))
             step, blocks = search.score_tags(i)  # eq. 1, every tag after every beam
@@ -417,23 +409,6 @@ def sentscore(
     inverse = torch.empty(B, dtype=torch.long, device=device)
     inverse[torch.tensor(order, device=device)] = torch.arange(B, device=device)
     return SentScoreOutput(search.tags[inverse], search.beam[inverse], search.scores[inverse])
-
-
-def _search(model, static: bool | None, compile_steps: bool):
-    """The search class: :class:`_BeamSearch`, or the static one (``sentscore_static.py``)."""
-    from . import sentscore_static
-
-    can = sentscore_static.supports_static(model)
-    if static and not can:
-        raise ValueError(
-            "SenTScore's static search needs a decoder-only LM with sdpa or eager attention, not "
-            f"{type(model).__name__} with {getattr(model.config, '_attn_implementation', None)!r}: pass static=False"
-        )
-    if static is None:
-        static = can and next(model.parameters()).device.type == "cuda"
-    if not static:
-        return _BeamSearch
-    return functools.partial(sentscore_static.StaticBeamSearch, compile_steps=compile_steps)
 
 
 class _BeamSearch:

@@ -31,7 +31,7 @@ Decisions:
 * The attention implementations whose masks are known: ``sdpa`` and the shared-prefix attention
   (boolean masks), ``eager`` (an additive mask). Others (flash attention takes no 4-D mask) keep
   the dynamic search.
-* The default (``static=None`` in :func:`sentscore_search.sentscore`) is this search on a CUDA
+* The default (``static=None`` in :func:`sentscore`) is this search on a CUDA
   device and the dynamic one elsewhere. The two find the same paths, but their scores differ in
   the last bits (attention sums over other widths), and a CPU, which waits for nothing, gains
   little (docs/BENCHMARKS.md): a CPU build's shards stay byte for byte what they were.
@@ -45,11 +45,15 @@ Decisions:
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor, nn
 from transformers.cache_utils import Cache, CacheLayerMixin
 
 from .sentscore_search import (
+    SentFormat,
+    SentScoreOutput,
     _BeamSearch,
     _Decoder,
     _identity,
@@ -59,9 +63,34 @@ from .sentscore_search import (
     context_limit,
     encode_prompts,
 )
+from .sentscore_search import sentscore as _sentscore
 from .shared_prefix import NAME as SHARED_PREFIX_ATTENTION
 
 MASKS = {"sdpa": "bool", SHARED_PREFIX_ATTENTION: "bool", "eager": "additive"}
+
+
+def sentscore(
+    model,
+    fmt: SentFormat,
+    batch_words: list[list[str]],
+    k: int = 1,
+    share_context: bool = True,
+    static: bool | None = None,
+    compile_steps: bool = False,
+) -> SentScoreOutput:
+    """SenTScore (:func:`sentscore_search.sentscore`) by the static search where ``static``, or, when
+    None, on a CUDA device where the model allows it (:func:`supports_static`); else by the dynamic
+    one. ``compile_steps``: the static search's decoder calls compiled. What teachers call."""
+    can = supports_static(model)
+    if static and not can:
+        raise ValueError(
+            "SenTScore's static search needs a decoder-only LM with sdpa or eager attention, not "
+            f"{type(model).__name__} with {getattr(model.config, '_attn_implementation', None)!r}: pass static=False"
+        )
+    if static is None:
+        static = can and next(model.parameters()).device.type == "cuda"
+    search = functools.partial(StaticBeamSearch, compile_steps=compile_steps) if static else None
+    return _sentscore(model, fmt, batch_words, k=k, share_context=share_context, search=search)
 
 
 def supports_static(model) -> bool:

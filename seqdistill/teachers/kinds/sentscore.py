@@ -51,9 +51,9 @@ from ..sentscore_search import (
     is_causal,
     output_head,
     project,
-    sentscore,
     without_sliding_window,
 )
+from ..sentscore_static import sentscore  # the static search on a GPU, the dynamic one elsewhere
 
 
 class SentScoreTeacher(nn.Module):
