@@ -79,12 +79,14 @@ run() {
   }
   sentscore() {  # sentscore PRECISION SEARCHES SECONDS SENTENCES: the searches side by side (sentscore_static.py)
     step "sentscore-$1-$2" "$3" $PY benchmarks/sentscore_throughput.py --device "$DEVICE" --precision "$1" \
-      --pretrained $C/gemma-3-270m --data $d/test.txt --sentences "$4" --batch 64 --single 32 --naive 4 --searches "$2"
+      --pretrained $C/gemma-3-270m --data $d/test.txt --sentences "$4" --batch 64 --single 16 --naive 2 --searches "$2"
   }
   build minilm-l6 bf16
   build embeddinggemma-300m bf16
-  sentscore fp32 dynamic,static 80 "$((N / 4))"  # fp32: the 22.3 sentences/s of the issue; bf16 was slower there
-  sentscore fp32 static,static-compiled 150 "$((N / 8))"
+  # fp32: the 22.3 sentences/s of the issue (bf16 was slower there); one sentence at a time took
+  # 1.2 s a sentence there, so 16 of them, not 32; compiling Gemma takes a minute or two
+  sentscore fp32 dynamic,static 110 "$((N / 4))"
+  sentscore fp32 static,static-compiled 180 "$((N / 8))"
   build minilm-l6 bf16 host-ceiling
   build minilm-l6 bf16 "" 20000
   # where the device loop still waits for the device: each warning names the line (one run)
