@@ -329,6 +329,17 @@ class _Decoder:
         """Logits (float32) from what a call returned."""
         return project(self.head, h)
 
+    @contextlib.contextmanager
+    def without_head(self):
+        """For the block, the model's output projection is skipped (:meth:`project` applies it)."""
+        if self.head is not None:
+            self.head.forward = _identity
+        try:
+            yield
+        finally:
+            if self.head is not None:
+                del self.head.forward
+
     def __call__(self, rows: Tensor, ids: Tensor, mask: Tensor, cache, n_real: Tensor):
         """States for ``ids [R, C]`` after ``cache`` (rows ``R``, of sentences ``rows``);
         ``mask [R, past + C]``; ``n_real [R]`` real tokens before ``ids``."""
@@ -348,13 +359,8 @@ class _Decoder:
             }
             if self.absolute:
                 kwargs["decoder_position_ids"] = n_real[:, None] + torch.arange(ids.shape[1], device=ids.device)
-        if self.head is not None:
-            self.head.forward = _identity  # skip the output projection inside the model, for this call
-        try:
+        with self.without_head():
             out = self.model(**{self.cache_arg: cache}, use_cache=True, **kwargs)
-        finally:
-            if self.head is not None:
-                del self.head.forward
         cache = getattr(out, "cache", None)
         return out.logits, cache if cache is not None else out.past_key_values
 
@@ -377,7 +383,12 @@ def _set_states(layer, keys: Tensor, values: Tensor) -> None:
 
 @torch.inference_mode()
 def sentscore(
-    model, fmt: SentFormat, batch_words: list[list[str]], k: int = 1, share_context: bool = True, search=None
+    model,
+    fmt: SentFormat,
+    batch_words: list[list[str]],
+    k: int = 1,
+    share_context: bool = True,
+    search_class=None,
 ) -> SentScoreOutput:
     """Algorithm 1 over a batch of sentences, batched over sentences and beams; the |T̄| tags are
     scored by one decoder call each over all beams, every call reading the same prefix cache.
@@ -385,7 +396,7 @@ def sentscore(
     values shared by every sentence and beam (``shared_prefix.py``; ``share_context=False``:
     encoded again before every prompt, the reference the sharing is checked and timed against).
 
-    ``search``: the class that holds the search's state and runs its steps, :class:`_BeamSearch`
+    ``search_class``: the class that holds the search's state and runs its steps, :class:`_BeamSearch`
     when None; ``sentscore_static.sentscore`` passes its static search (and picks it on a GPU)."""
     B = len(batch_words)
     if not B or any(not w for w in batch_words):
@@ -396,7 +407,7 @@ def sentscore(
     shared = share_context and bool(fmt.context) and is_causal(model)
     states = _context_states(model, fmt, next(model.parameters()).device) if shared else None
     with attached(model, states) if shared else contextlib.nullcontext():
-        search = (search or _BeamSearch)(model, fmt, words, k, shared)
+        search = (search_class or _BeamSearch)(model, fmt, words, k, shared)
         for i in range(1, lengths[0] + 1):
             search.drop_finished(sum(1 for x in lengths if x >= i))
             step, blocks = search.score_tags(i)  # eq. 1, every tag after every beam
@@ -484,22 +495,40 @@ class _BeamSearch:
             states, self.cache = dec(
                 self.rows, ids, torch.cat([self.mask, self.mask.new_ones(R, m)], 1), self.cache, self.n_real
             )
-            scored.append(states.reshape(R * m, -1))  # the positions that predict tokens 2..m, then s_i
-            targets.append(torch.cat([ids[:, 1:], ids.new_full((R, 1), fmt.sentinels[i])], 1).reshape(-1))
-            step[:, t] = self.last.gather(1, ids[:, :1]).squeeze(1)
+            self._scored(step, t, ids, states, i, scored, targets)
             layers = _self_attention_layers(self.cache)
             blocks.append(
                 [(layer.keys[..., -m:, :].clone(), layer.values[..., -m:, :].clone()) for layer in layers]
             )  # small: free the rest
             for layer in layers:  # back to the prefix (views; the next call copies)
                 _set_states(layer, layer.keys[..., :-m, :], layer.values[..., :-m, :])
-        # one output projection over every tag's scored positions: the vocabulary matrix is read once
-        # a step, not once a tag (Gemma 3's is 262k x 640, and reading it is most of a step's cost)
-        logits = dec.project(torch.cat(scored))
+        self._project_scored(step, scored, targets)
+        return _note_nan(step, self.first_nan, self.live, self.k, i), blocks
+
+    def _scored(self, step: Tensor, t: int, ids: Tensor, states: Tensor, i: int, scored: list, targets: list) -> None:
+        """Tag ``t``'s first token scored from the prefix's last prediction into ``step[:, t]``; the
+        states of its call (the positions that predict tokens 2..m, then s_i) and their targets kept
+        for :meth:`_project_scored`."""
+        R = ids.shape[0]
+        scored.append(states.reshape(R * ids.shape[1], -1))
+        targets.append(torch.cat([ids[:, 1:], ids.new_full((R, 1), self.fmt.sentinels[i])], 1).reshape(-1))
+        step[:, t] = self.last.gather(1, ids[:, :1]).squeeze(1)
+
+    def _project_scored(self, step: Tensor, scored: list, targets: list) -> None:
+        """eq. 1's remaining terms added to ``step``: one output projection over every tag's scored
+        positions, so the vocabulary matrix is read once a step, not once a tag (Gemma 3's is
+        262k x 640, and reading it is most of a step's cost)."""
+        logits = self.dec.project(torch.cat(scored))
         logp = logits.gather(1, torch.cat(targets)[:, None]).squeeze(1) - logits.logsumexp(-1)
         for t, part in enumerate(logp.split([len(x) for x in targets])):
-            step[:, t] += part.view(R, -1).sum(1)
-        return _note_nan(step, self.first_nan, self.live, self.k, i), blocks
+            step[:, t] += part.view(step.shape[0], -1).sum(1)
+
+    def _chosen_blocks(self, blocks: list, j: int, which: int, chosen: Tensor, take: Tensor) -> Tensor:
+        """Layer ``j``'s keys (``which`` 0) or values (1) of each kept row's chosen tag: every tag's
+        block padded to C and stacked ``[T̄, R, H, C, D]``, each row taking its tag's."""
+        C = self.C
+        padded = [nn.functional.pad(b[j][which], (0, 0, 0, C - n)) for b, n in zip(blocks, self.tag_lens)]
+        return torch.stack(padded)[chosen, take]
 
     def choose(self, step: Tensor, i: int) -> tuple[Tensor, Tensor]:
         """The top K extensions over (beam, tag) of every sentence, constrained (an invalid sBIO
@@ -527,7 +556,7 @@ class _BeamSearch:
         docstring): counting them is the search's one host synchronisation a step
         (``sentscore_static.py`` has none: its cache is of the batch's final width). The cross-attention cache needs no
         selection: beams of one sentence share it."""
-        device, C, n_t = self.device, self.C, len(self.fmt.tags)
+        device, C = self.device, self.C
         take = (torch.arange(self.live, device=device)[:, None] * self.k + src).reshape(-1)
         chosen = tag.reshape(-1)
         used = self.tag_len[chosen]
@@ -540,10 +569,7 @@ class _BeamSearch:
         for j, layer in enumerate(_self_attention_layers(self.cache)):
             states = []
             for attr, which in (("keys", 0), ("values", 1)):
-                # every tag's block padded to C, stacked [T̄, R, H, C, D]; each beam takes its tag's
-                block = torch.stack(
-                    [nn.functional.pad(blocks[t][j][which], (0, 0, 0, C - self.tag_lens[t])) for t in range(n_t)]
-                )[chosen, take]
+                block = self._chosen_blocks(blocks, j, which, chosen, take)
                 full = torch.cat([getattr(layer, attr)[take], block], 2)
                 aligned = full.gather(2, index[:, None, :, None].expand(-1, full.shape[1], -1, full.shape[-1]))
                 states.append(aligned[:, :, lead:])

@@ -56,7 +56,6 @@ from .sentscore_search import (
     SentScoreOutput,
     _BeamSearch,
     _Decoder,
-    _identity,
     _note_nan,
     _refuse_too_long,
     _self_attention_layers,
@@ -90,7 +89,7 @@ def sentscore(
     if static is None:
         static = can and next(model.parameters()).device.type == "cuda"
     search = functools.partial(StaticBeamSearch, compile_steps=compile_steps) if static else None
-    return _sentscore(model, fmt, batch_words, k=k, share_context=share_context, search=search)
+    return _sentscore(model, fmt, batch_words, k=k, share_context=share_context, search_class=search)
 
 
 def supports_static(model) -> bool:
@@ -207,17 +206,11 @@ class StaticBeamSearch(_BeamSearch):
         """The states of ``ids [R, m]`` written at columns ``start ..``, seeing ``visible``."""
         self.column.fill_(start)
         mask = self._mask(visible, start, ids.shape[1])
-        head = self.dec.head
-        if head is not None:
-            head.forward = _identity  # as in _Decoder: the projection at the scored positions only
-        try:
+        with self.dec.without_head():  # as in _Decoder: the projection at the scored positions only
             if not step or self.step_call is self._forward:
                 return self._forward(ids, positions, mask)
             # a CUDA graph's outputs are overwritten by its next replay: the states are copied out
             return self.step_call(ids, positions, mask).clone()
-        finally:
-            if head is not None:
-                del head.forward
 
     def _own(self, start: int, m: int) -> Tensor:
         """The filled columns and a call's own ``start .. start + m - 1``."""
@@ -251,19 +244,14 @@ class StaticBeamSearch(_BeamSearch):
             ids = tokens.expand(R, -1)
             positions = self.n_real[:, None] + torch.arange(m, device=self.device)
             states = self._call(ids, positions, start, self._own(start, m))
-            scored.append(states.reshape(R * m, -1))
-            targets.append(torch.cat([ids[:, 1:], ids.new_full((R, 1), fmt.sentinels[i])], 1).reshape(-1))
-            step[:, t] = self.last.gather(1, ids[:, :1]).squeeze(1)
+            self._scored(step, t, ids, states, i, scored, targets)
             blocks.append(
                 [
                     (layer.keys[..., start : start + m, :].clone(), layer.values[..., start : start + m, :].clone())
                     for layer in _self_attention_layers(self.cache)
                 ]
             )
-        logits = self.dec.project(torch.cat(scored))
-        logp = logits.gather(1, torch.cat(targets)[:, None]).squeeze(1) - logits.logsumexp(-1)
-        for t, part in enumerate(logp.split([len(x) for x in targets])):
-            step[:, t] += part.view(R, -1).sum(1)
+        self._project_scored(step, scored, targets)
         live = self.live * self.k
         step[:live] = _note_nan(step[:live], self.first_nan, self.live, self.k, i)
         return step[:live], (blocks, start)
@@ -272,7 +260,7 @@ class StaticBeamSearch(_BeamSearch):
         """Each kept beam's row, with its chosen tag's block written at word ``i``'s columns (the rest
         of the block left empty); the ended sentences' rows stay as they are."""
         blocks, start = blocks
-        device, C, n_t, live = self.device, self.C, len(self.fmt.tags), self.live * self.k
+        device, C, live = self.device, self.C, self.live * self.k
         take = torch.cat(
             [
                 (torch.arange(self.live, device=device)[:, None] * self.k + src).reshape(-1),
@@ -287,9 +275,7 @@ class StaticBeamSearch(_BeamSearch):
         for j, layer in enumerate(_self_attention_layers(self.cache)):
             for attr, which in (("keys", 0), ("values", 1)):
                 buffer = getattr(layer, attr)
-                block = torch.stack(
-                    [nn.functional.pad(blocks[t][j][which], (0, 0, 0, C - self.tag_lens[t])) for t in range(n_t)]
-                )[chosen, take]
+                block = self._chosen_blocks(blocks, j, which, chosen, take)
                 buffer.copy_(buffer[take])  # in place: the buffer keeps its address
                 buffer[:, :, start : start + C] = block
         self.n_real = self.n_real[take] + used
