@@ -36,14 +36,21 @@ def _no_autocast(device: torch.device):
     return torch.autocast(device_type=device.type, enabled=False)
 
 
+def _all_live(mask: Tensor) -> int:
+    """The number of steps every sentence of the batch runs: before it no step needs masking.
+    Counted on the host only: on a GPU, counting would wait for the device, and masking every step
+    gives the same values (0)."""
+    return int(mask.sum(1).min()) if mask.device.type == "cpu" else 0
+
+
 def log_partition(emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor) -> Tensor:
     """log Z(x) for every sentence by the forward algorithm (paper 000, eq. 2). Returns ``[B]``."""
     with _no_autocast(emissions.device):
         emissions, transitions, start, end = _prepare(emissions, transitions, start, end)
-        alpha = start + emissions[:, 0]
+        alpha, all_live = start + emissions[:, 0], _all_live(mask)
         for t in range(1, emissions.shape[1]):
             nxt = torch.logsumexp(alpha.unsqueeze(2) + transitions, dim=1) + emissions[:, t]
-            alpha = torch.where(mask[:, t, None], nxt, alpha)
+            alpha = nxt if t < all_live else torch.where(mask[:, t, None], nxt, alpha)
         return torch.logsumexp(alpha + end, dim=1)
 
 
@@ -88,15 +95,16 @@ def marginals(
     with _no_autocast(emissions.device):
         emissions, transitions, start, end = _prepare(emissions, transitions, start, end)
         B, L, T = emissions.shape
+        all_live = _all_live(mask)
         alphas = [start + emissions[:, 0]]
         for t in range(1, L):
             nxt = torch.logsumexp(alphas[-1].unsqueeze(2) + transitions, dim=1) + emissions[:, t]
-            alphas.append(torch.where(mask[:, t, None], nxt, alphas[-1]))
+            alphas.append(nxt if t < all_live else torch.where(mask[:, t, None], nxt, alphas[-1]))
         log_z = torch.logsumexp(alphas[-1] + end, dim=1)
         betas = [end.expand(B, T)]
         for t in range(L - 2, -1, -1):
             nxt = torch.logsumexp(transitions + (emissions[:, t + 1] + betas[0]).unsqueeze(1), dim=2)
-            betas.insert(0, torch.where(mask[:, t + 1, None], nxt, end.expand(B, T)))
+            betas.insert(0, nxt if t + 1 < all_live else torch.where(mask[:, t + 1, None], nxt, end.expand(B, T)))
         alpha, beta = torch.stack(alphas, 1), torch.stack(betas, 1)
         probs = torch.exp(alpha + beta - log_z[:, None, None])
         probs = probs * mask.unsqueeze(2).to(probs.dtype)
@@ -151,9 +159,7 @@ def kbest(
         # where a sentence has ended they point to themselves
         stay = (torch.arange(k, device=dev).view(k, 1) * T + torch.arange(T, device=dev)).expand(B, k, T)
         trans_flat = trans_t.repeat(1, k).unsqueeze(0)  # [1, T(next), k * T(prev)]: A[i, j] at r * T + i
-        # before this step every sentence is still running (on the host only: on a GPU, counting
-        # would wait for the device, and masking every step gives the same values)
-        all_live = int(mask.sum(1).min()) if dev.type == "cpu" else 0
+        all_live = _all_live(mask)
         back = []
         for t in range(1, L):
             if k == 1:
