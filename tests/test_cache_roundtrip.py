@@ -160,36 +160,3 @@ def test_info_and_verify_commands(tmp_path, corpora):
     assert r.exit_code == 0 and "OK" in r.output
     r = runner.invoke(cache_cli, ["info", str(tmp_path / "nothing")])
     assert r.exit_code == 1 and "has no manifest.json" in r.output
-
-
-def test_numpy_rows_go_to_arrow_as_plain_lists_would(tmp_path):
-    """The writer's flat-buffer path gives the array (and the Parquet bytes) that pa.array of the
-    same rows as lists gives: rows of several shapes, empty ones, NaN and -0.0; another dtype or a
-    None takes the list path, as before."""
-    import pyarrow as pa
-
-    from seqdistill.cache_schema.writer import _arrow_array
-
-    rng = np.random.default_rng(0)
-    paths = [rng.integers(-1, 9, size=(k, n)).astype(np.int16) for k, n in ((3, 5), (1, 1), (0, 4), (2, 0), (10, 7))]
-    probs = [rng.normal(size=k).astype(np.float32) for k in (3, 1, 0, 2, 10)]
-    probs[0][1], probs[4][2] = np.nan, -0.0
-    for rows, dtype in ((paths, pa.list_(pa.list_(pa.int16()))), (probs, pa.list_(pa.float32()))):
-        fast, plain = _arrow_array(rows, dtype), pa.array([r.tolist() for r in rows], type=dtype)
-        assert fast.type == dtype
-        a, b = fast, plain
-        while pa.types.is_list(a.type):  # the same offsets at every level, the same value bits
-            assert a.offsets.equals(b.offsets)
-            a, b = a.flatten(), b.flatten()
-        assert a.to_numpy().tobytes() == b.to_numpy().tobytes()
-        files = []
-        for name, arr in (("fast", fast), ("plain", plain)):
-            pq.write_table(pa.table({"x": arr}), tmp_path / name, compression="zstd")
-            files.append((tmp_path / name).read_bytes())
-        assert files[0] == files[1]
-    floats = [np.array([1.5, 2.0]), np.array([-3.0])]  # another dtype: Arrow converts it as lists
-    assert _arrow_array(floats, pa.list_(pa.int16())).equals(
-        pa.array([r.tolist() for r in floats], pa.list_(pa.int16()))
-    )
-    mixed = _arrow_array([probs[0], None], pa.list_(pa.float32()))
-    assert mixed.null_count == 1 and mixed[0].as_py()[0] == probs[0][0]

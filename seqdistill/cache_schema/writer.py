@@ -400,7 +400,7 @@ def _write_parquet(
             continue
         values = columns[f.name]
         try:
-            arr = _arrow_array(values, f.arrow_type())
+            arr = pa.array(_plain(values), type=f.arrow_type())
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
             raise FieldError(
                 f"{where}: field {f.name!r} does not hold {f.dtype} values of shape {list(f.shape)}: {e}"
@@ -425,34 +425,11 @@ def _write_parquet(
     return sizes
 
 
-def _arrow_array(values, arrow_type: pa.DataType) -> pa.Array:
-    """A Parquet column as an Arrow array of ``arrow_type``.
-
-    A column whose every row is a numpy array of the field's own dtype with one dimension per list
-    level (the build's k-best paths and log-probabilities) goes to Arrow as one flat buffer and
-    one offsets array per level: no Python object per value. The array is the one ``pa.array``
-    makes of the same rows as lists, so the file's bytes are the same (the behaviour fingerprint,
-    tests/test_cache_roundtrip.py). Anything else (None, Python lists or scalars, another dtype, which
-    Arrow must convert or refuse value by value) goes through ``pa.array`` of plain lists."""
-    depth, leaf = 0, arrow_type
-    while pa.types.is_list(leaf):
-        depth, leaf = depth + 1, leaf.value_type
-    if (
-        depth
-        and len(values)
-        and not pa.types.is_string(leaf)
-        and all(isinstance(v, np.ndarray) and v.ndim == depth and v.dtype == leaf.to_pandas_dtype() for v in values)
-    ):
-        arr = pa.array(np.concatenate([v.reshape(-1) for v in values]), type=leaf)
-        for level in reversed(range(depth)):  # innermost lists first: each row holds prod(shape[:level]) of them
-            counts = np.concatenate([np.full(int(np.prod(v.shape[:level])), v.shape[level], np.int32) for v in values])
-            offsets = np.zeros(len(counts) + 1, np.int32)
-            np.cumsum(counts, out=offsets[1:])
-            arr = pa.ListArray.from_arrays(pa.array(offsets), arr)
-        return arr
+def _plain(values):
+    """numpy arrays inside a column become lists, which pyarrow converts with a given type."""
     if isinstance(values, np.ndarray):
-        return pa.array(values.tolist(), type=arrow_type)
-    return pa.array([v.tolist() if isinstance(v, np.ndarray) else v for v in values], type=arrow_type)
+        return values.tolist()
+    return [v.tolist() if isinstance(v, np.ndarray) else v for v in values]
 
 
 def _check_word_lengths(arr: pa.Array, f: FieldSpec, n_words: np.ndarray, where: str) -> None:
