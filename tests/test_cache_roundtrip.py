@@ -123,6 +123,9 @@ def test_writer_validates_shapes_and_alignment(tmp_path, corpora):
     bad = dict(cols, kbest_paths=[[p[:-1] for p in x] for x in cols["kbest_paths"]])
     with pytest.raises(FieldError, match="dimension 'words' of 3, the example has 4"):
         tl.write_shard(0, bad)
+    for paths in ([np.asarray(x, np.float32) for x in cols["kbest_paths"]], [[[0, 1.5, 2, 0]]] * len(rows)):
+        with pytest.raises(FieldError, match="field 'kbest_paths' is int16 but was given non-integer values"):
+            tl.write_shard(0, dict(cols, kbest_paths=paths))  # Arrow alone would store 1.5 as 1
     bad = dict(cols, example_id=list(reversed(cols["example_id"])))
     with pytest.raises(ShardError, match="example ids do not match the examples layer"):
         tl.write_shard(0, bad)

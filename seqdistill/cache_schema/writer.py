@@ -399,6 +399,8 @@ def _write_parquet(
         if f.storage != "parquet":
             continue
         values = columns[f.name]
+        if f.dtype in _INTEGERS and _holds_fraction_type(values):
+            raise FieldError(f"{where}: field {f.name!r} is {f.dtype} but was given non-integer values")
         try:
             arr = pa.array(_plain(values), type=f.arrow_type())
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
@@ -423,6 +425,23 @@ def _write_parquet(
             sizes[top] = sizes.get(top, 0) + col.total_compressed_size
     sizes.pop("example_id", None)
     return sizes
+
+
+_INTEGERS = {"uint8", "uint16", "int8", "int16", "int32", "int64"}
+
+
+def _holds_fraction_type(values) -> bool:
+    """Whether a column for an integer field holds a float (a float array, or a float among lists):
+    Arrow would cut 1.5 to 1 without a word. The zarr fields refuse the same (``_write_zarr``)."""
+    for v in values:
+        if isinstance(v, np.ndarray):
+            if v.dtype.kind in "fc":
+                return True
+        elif isinstance(v, (float, np.floating)):
+            return True
+        elif isinstance(v, (list, tuple)) and _holds_fraction_type(v):
+            return True
+    return False
 
 
 def _plain(values):
