@@ -73,15 +73,20 @@ run() {
   local d=$C/conll
   # issue 54's figures first: the teacher phase against the bare forward (with the stage times), the
   # host's own ceiling (forward replayed from memory), end to end over 20,000 sentences, SenTScore
-  build() {
-    step "build-$1-$2${3:+-$3}${4:+-$4}" 80 $PY benchmarks/build_throughput.py --device "$DEVICE" --precision "$2" --repeats 3 \
-      --sentences "${4:-$N}" --data $d/train.txt --encoder "$C/$1" --hidden-layer 6 ${3:+--$3}
+  build() {  # build ENCODER PRECISION [FLAG] [SENTENCES] [WORDS A BATCH]
+    step "build-$1-$2${3:+-$3}${4:+-$4}${5:+-w$5}" 80 $PY benchmarks/build_throughput.py --device "$DEVICE" \
+      --precision "$2" --repeats 3 --sentences "${4:-$N}" --data $d/train.txt --encoder "$C/$1" --hidden-layer 6 \
+      ${3:+--$3} ${5:+--max-words-per-batch $5}
   }
   sentscore() {  # sentscore PRECISION SEARCHES SECONDS SENTENCES: the searches side by side (sentscore_static.py)
     step "sentscore-$1-$2" "$3" $PY benchmarks/sentscore_throughput.py --device "$DEVICE" --precision "$1" \
       --pretrained $C/gemma-3-270m --data $d/test.txt --sentences "$4" --batch 64 --single 16 --naive 2 --searches "$2"
   }
   build minilm-l6 bf16
+  # a batch's CRF work (k-best, marginals: a few hundred small operations, each a launch) grows with
+  # its longest sentence, not its words: 4x the words a batch should take MiniLM's teacher phase
+  # towards its forward, if launches are what holds it back
+  build minilm-l6 bf16 "" "" 16384
   build embeddinggemma-300m bf16
   # fp32: the 22.3 sentences/s of the issue (bf16 was slower there); one sentence at a time took
   # 1.2 s a sentence there, so 16 of them, not 32; compiling Gemma takes a minute or two

@@ -177,17 +177,20 @@ def kbest(
             top, flat = top.transpose(1, 2), flat.transpose(1, 2)  # [B, k, T(next)]
             top = top + emissions[:, t].unsqueeze(1)
             if t < all_live:
-                delta, flat = top, flat.reshape(B, k * T)
+                delta = top
             else:
                 live = mask[:, t].view(B, 1, 1)
-                delta, flat = torch.where(live, top, delta), torch.where(live, flat, stay).reshape(B, k * T)
-            back.append(flat)
+                delta, flat = torch.where(live, top, delta), torch.where(live, flat, stay)
+            back.append(flat)  # [B, k, T(next)], copied into one tensor after the loop
         scores, cur = (delta + end.view(1, 1, T)).reshape(B, k * T).topk(k, dim=1)  # [B, k]
-        paths = torch.empty(B, k, L, dtype=torch.long, device=dev)
-        paths[:, :, L - 1] = cur % T
+        # the walk back: one gather a step over every step's pointers stacked once ([L - 1, B, k * T]),
+        # the tags (state % T) of all steps taken at the end: few operations a step, which a GPU
+        # launches one by one
+        pointers = torch.stack(back).view(L - 1, B, k * T) if back else None
+        states = [cur]
         for t in range(L - 1, 0, -1):
-            cur = back[t - 1].gather(1, cur)
-            paths[:, :, t - 1] = cur % T
+            states.append(pointers[t - 1].gather(1, states[-1]))
+        paths = torch.stack(states[::-1], dim=2) % T
         valid = torch.isfinite(scores)
         paths = paths.masked_fill(~mask.unsqueeze(1) | ~valid.unsqueeze(2), PAD_TAG)
         if not with_log_z:
