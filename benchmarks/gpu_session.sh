@@ -97,6 +97,7 @@ run() {
   # where the device loop still waits for the device: each warning names the line (one run)
   step sync-debug 60 $PY benchmarks/build_throughput.py --device "$DEVICE" --precision bf16 --repeats 1 \
     --sentences 200 --data $d/train.txt --encoder "$C/minilm-l6" --hidden-layer 6 --sync-debug
+  step crf-launches 30 $PY benchmarks/crf_launches.py --device "$DEVICE"
   step kbest 90 $PY benchmarks/kbest_throughput.py --device "$DEVICE" --batch 256 --repeats 3
   build embeddinggemma-300m bf16 host-ceiling
   build minilm-l6 fp32

@@ -36,10 +36,13 @@ def _no_autocast(device: torch.device):
     return torch.autocast(device_type=device.type, enabled=False)
 
 
-def _all_live(mask: Tensor) -> int:
-    """The number of steps every sentence of the batch runs: before it no step needs masking.
-    Counted on the host only: on a GPU, counting would wait for the device, and masking every step
-    gives the same values (0)."""
+def _all_live(mask: Tensor, known: int | None = None) -> int:
+    """The number of steps every sentence of the batch runs (its shortest sentence's length):
+    before it no step needs masking. ``known``: that number as the caller has it on the host (the
+    build does, from the words). Otherwise counted on a CPU only: on a GPU, counting would wait for
+    the device, and masking every step gives the same values (0), at a few more launches a step."""
+    if known is not None:
+        return known
     return int(mask.sum(1).min()) if mask.device.type == "cpu" else 0
 
 
@@ -87,15 +90,22 @@ def nll(
 
 
 def marginals(
-    emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor, with_log_z: bool = False
+    emissions: Tensor,
+    mask: Tensor,
+    transitions: Tensor,
+    start: Tensor,
+    end: Tensor,
+    with_log_z: bool = False,
+    shortest: int | None = None,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Posterior tag marginals ``p(y_t = y | x)`` by forward-backward, ``[B, L, T]`` (0 on padding);
     with ``with_log_z`` also log Z ``[B]``, the forward pass's (the same values as
-    :func:`log_partition`'s, which then need not run again)."""
+    :func:`log_partition`'s, which then need not run again). ``shortest``: the length of the
+    batch's shortest sentence, where the caller knows it on the host (:func:`_all_live`)."""
     with _no_autocast(emissions.device):
         emissions, transitions, start, end = _prepare(emissions, transitions, start, end)
         B, L, T = emissions.shape
-        all_live = _all_live(mask)
+        all_live = _all_live(mask, shortest)
         alphas = [start + emissions[:, 0]]
         for t in range(1, L):
             nxt = torch.logsumexp(alphas[-1].unsqueeze(2) + transitions, dim=1) + emissions[:, t]
@@ -133,6 +143,7 @@ def kbest(
     k: int,
     with_log_z: bool = True,
     log_z: Tensor | None = None,
+    shortest: int | None = None,
 ) -> KBest:
     """The ``k`` highest-scoring paths of every sentence by k-best Viterbi, best first.
 
@@ -143,7 +154,8 @@ def kbest(
     those ``k`` heads), so ``k * k`` candidates are ranked instead of ``k * T``. All sentences and
     beams advance together; the only loop is over time (paper 000, Appendix C). With
     ``with_log_z=False`` log Z is not computed and ``log_probs`` / ``log_z`` are None (decoding only);
-    ``log_z``: log Z already computed for these emissions (:func:`marginals`), used as it is.
+    ``log_z``: log Z already computed for these emissions (:func:`marginals`), used as it is;
+    ``shortest``: the length of the batch's shortest sentence, where the caller knows it on the host.
     """
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
@@ -159,7 +171,7 @@ def kbest(
         # where a sentence has ended they point to themselves
         stay = (torch.arange(k, device=dev).view(k, 1) * T + torch.arange(T, device=dev)).expand(B, k, T)
         trans_flat = trans_t.repeat(1, k).unsqueeze(0)  # [1, T(next), k * T(prev)]: A[i, j] at r * T + i
-        all_live = _all_live(mask)
+        all_live = _all_live(mask, shortest)
         back = []
         for t in range(1, L):
             if k == 1:
@@ -251,11 +263,13 @@ class CRF(nn.Module):
     def nll(self, emissions: Tensor, mask: Tensor, tags: Tensor, log_z: Tensor | None = None) -> Tensor:
         return nll(emissions, mask, tags, *self.scores(), log_z=log_z)
 
-    def marginals(self, emissions: Tensor, mask: Tensor, with_log_z: bool = False):
-        return marginals(emissions, mask, *self.scores(), with_log_z=with_log_z)
+    def marginals(self, emissions: Tensor, mask: Tensor, with_log_z: bool = False, shortest: int | None = None):
+        return marginals(emissions, mask, *self.scores(), with_log_z=with_log_z, shortest=shortest)
 
-    def kbest(self, emissions: Tensor, mask: Tensor, k: int, log_z: Tensor | None = None) -> KBest:
-        return kbest(emissions, mask, *self.scores(), k, log_z=log_z)
+    def kbest(
+        self, emissions: Tensor, mask: Tensor, k: int, log_z: Tensor | None = None, shortest: int | None = None
+    ) -> KBest:
+        return kbest(emissions, mask, *self.scores(), k, log_z=log_z, shortest=shortest)
 
     def decode(self, emissions: Tensor, mask: Tensor) -> Tensor:
         return viterbi(emissions, mask, *self.scores())[0]

@@ -45,18 +45,20 @@ class SegmentBatch:
     subword_word_ids: Tensor  # [B, Smax] word index of each owned subword, -1 padding
     num_segments_per_sentence: list[int]
     # The tokens that pooling reads (weight > 0: the first subword of each word, or all of them
-    # for mean pooling), their word slots and weights: derived from token_slot and token_weight
+    # for mean pooling), their word slots and weights, and the shortest sentence's words: derived
     # when the batch is made, on the host, so that pooling on the device is two index ops and no
-    # boolean mask (which would wait for the device to count it).
+    # boolean mask, and the CRF need not count the mask (either would wait for the device).
     pool_index: Tensor | None = None
     pool_slot: Tensor | None = None
     pool_weight: Tensor | None = None
+    shortest: int | None = None  # words of the shortest sentence: the CRF's steps that need no mask
 
     def __post_init__(self):
         if self.pool_index is None:
             self.pool_index = torch.nonzero((self.token_slot >= 0) & (self.token_weight > 0)).view(-1)
             self.pool_slot = self.token_slot[self.pool_index]
             self.pool_weight = self.token_weight[self.pool_index]
+            self.shortest = int(self.word_mask.sum(1).min())
 
     def to(self, device, non_blocking: bool = False) -> "SegmentBatch":
         return self._map(lambda v: v.to(device, non_blocking=non_blocking))

@@ -162,3 +162,32 @@ def test_log_z_computed_once_is_the_same_log_z():
     assert torch.equal(shared.log_probs, alone.log_probs) and torch.equal(shared.paths, alone.paths)
     tags = alone.paths[:, 0].clamp(min=0)
     assert torch.equal(nll(em, mask, tags, trans, start, end, log_z=log_z), nll(em, mask, tags, trans, start, end))
+
+
+@pytest.mark.parametrize("K", [1, 3, 8])
+def test_unmasked_steps_give_the_same_values(K):
+    """Steps before the shortest sentence ends skip the mask: counted on a CPU, given by the build
+    (``shortest``, from the words), or none at all (0, a GPU that was told nothing). All give the
+    same marginals, log Z and paths, bit for bit; the paths are those of brute force (above)."""
+    em, mask, trans, start, end, lengths = _problem(11, B=6, L=8, T=5)
+    lengths[1:] = torch.clamp(lengths[1:], min=5)  # a long run of steps where every sentence runs
+    mask = torch.arange(8)[None] < lengths[:, None]
+    shortest = int(lengths.min())
+    ref_probs, ref_z = marginals(em, mask, trans, start, end, with_log_z=True)
+    ref_best = kbest(em, mask, trans, start, end, K)
+    for given in (None, shortest, 0):
+        probs, z = marginals(em, mask, trans, start, end, with_log_z=True, shortest=given)
+        best = kbest(em, mask, trans, start, end, K, shortest=given)
+        assert torch.equal(probs, ref_probs) and torch.equal(z, ref_z)
+        assert torch.equal(best.paths, ref_best.paths) and torch.equal(best.scores, ref_best.scores)
+
+
+def test_a_batch_knows_its_shortest_sentence_on_the_host():
+    from transformers import BertTokenizerFast
+
+    from seqdistill.tokenization import WordTokenizer
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b", "##b"]
+    tok = BertTokenizerFast(vocab_file=None, vocab={w: i for i, w in enumerate(vocab)})
+    batch = WordTokenizer(tok, max_length=16)([["a", "bb", "a"], ["b"], ["a", "a"]])
+    assert batch.shortest == 1 and batch.to("cpu").shortest == 1

@@ -52,6 +52,7 @@ class TeacherOutput:
     kbest_log_probs: Tensor | None = None  # [B, K], -inf on invalid beams
     marginals: Tensor | None = None
     gold_nll: Tensor | None = None
+    shortest: int | None = None  # words of the batch's shortest sentence, known on the host (crf.py)
 
 
 def inference_autocast(device: torch.device, precision: str | None = "bf16"):

@@ -106,7 +106,7 @@ class Teacher(nn.Module):
         tokens = out.last_hidden_state
         words = seg.pool(tokens)
         logits = self.classifier(self.dropout(words))
-        result = TeacherOutput(seg.word_mask, logits)
+        result = TeacherOutput(seg.word_mask, logits, shortest=seg.shortest)
         for layer in hidden_layers:  # the last layer's states are pooled once
             states = out.hidden_states[layer]
             result.hidden[layer] = words if states is tokens else seg.pool(states)

@@ -37,10 +37,10 @@ class CRFTeacher(Teacher):
     def add_structure(self, out: TeacherOutput, k: int, marginals: bool) -> None:
         """k-best paths and log Z, and the marginals on request; log Z is computed once, by the
         marginals' forward pass when they are asked for, and reused by k-best and the gold NLL."""
-        log_z = None
+        log_z, shortest = None, out.shortest
         if marginals:
-            out.marginals, log_z = self.crf.marginals(out.logits, out.word_mask, with_log_z=True)
-        best = self.crf.kbest(out.logits, out.word_mask, k, log_z=log_z)
+            out.marginals, log_z = self.crf.marginals(out.logits, out.word_mask, with_log_z=True, shortest=shortest)
+        best = self.crf.kbest(out.logits, out.word_mask, k, log_z=log_z, shortest=shortest)
         out.log_z, out.kbest_paths, out.kbest_log_probs = best.log_z, best.paths, best.log_probs
 
     def gold_nll(self, out: TeacherOutput, tags: Tensor) -> Tensor:
