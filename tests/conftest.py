@@ -264,16 +264,26 @@ def resumes_and_runs_under_torchrun(recipe: str, cache: str, options: dict, tmp_
 
     r = get(recipe)
     cfg = make_config(r.config, {**options, "device": "cpu"}, "test")
+    (tmp_path / "run.toml").write_text(tomli_w.dumps({"recipe": recipe, **options, "device": "cpu"}))
+    child_env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     quiet = lambda *a: None  # noqa: E731
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the killed child runs on one thread: the same arithmetic everywhere
     try:
         full = r.train(cache, tmp_path / "full", cfg, log=quiet)
         assert full["finished"] and full["steps"] > kill_at
-        code = in_child(
-            lambda: r.train(cache, tmp_path / "killed", cfg, log=quiet), {FAILPOINT_ENV: f"train-step:{kill_at}"}
+        # the killed run is a new process (the command a user runs), not a fork of this one: a fork
+        # of a process that has run a training inherits its libraries' threads and locks (zarr's
+        # IO loop, pyarrow's pool, OpenMP), and such a child once hung at its first batch in CI
+        train = [sys.executable, "-m", "seqdistill.cli.train", "--config", str(tmp_path / "run.toml")]
+        p = subprocess.run(
+            [*train, "--cache", cache, "--out", str(tmp_path / "killed")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**child_env, FAILPOINT_ENV: f"train-step:{kill_at}"},
         )
-        assert code == -9
+        assert p.returncode == -9, p.stderr[-3000:]
         logs = []
         resumed = r.train(cache, tmp_path / "killed", cfg, log=logs.append)
     finally:
@@ -289,7 +299,6 @@ def resumes_and_runs_under_torchrun(recipe: str, cache: str, options: dict, tmp_
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    (tmp_path / "run.toml").write_text(tomli_w.dumps({"recipe": recipe, **options, "device": "cpu"}))
     p = subprocess.run(
         [
             sys.executable,
@@ -313,7 +322,7 @@ def resumes_and_runs_under_torchrun(recipe: str, cache: str, options: dict, tmp_
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"},
+        env=child_env,
     )
     assert p.returncode == 0, p.stderr[-3000:]
     ddp = json.loads((tmp_path / "ddp" / "training.json").read_text())
