@@ -264,6 +264,7 @@ def resumes_and_runs_under_torchrun(recipe: str, cache: str, options: dict, tmp_
 
     r = get(recipe)
     cfg = make_config(r.config, {**options, "device": "cpu"}, "test")
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "run.toml").write_text(tomli_w.dumps({"recipe": recipe, **options, "device": "cpu"}))
     child_env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     quiet = lambda *a: None  # noqa: E731
