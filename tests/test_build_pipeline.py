@@ -62,20 +62,32 @@ def test_a_failing_tokenization_worker_is_named_and_the_build_resumes(setup, tmp
     teacher_dir, specs = setup
     clean = str(tmp_path / "clean")
     build_cache(clean, teacher_dir, specs, _cfg(), **QUIET)
-    calls, prepare = [], CRFTeacher.prepare
+    calls, prepare, write = [], CRFTeacher.prepare, LayerWriter.write_shard
+    published = threading.Event()  # a teacher shard is out: the resume below has something to keep
 
     def failing(self, words):
         calls.append(len(words))
-        if len(calls) == 6:
+        if len(calls) == 6:  # a batch of shard 1 or later (shard 0 has 3 or 4 batches of 24 words)
+            # wait for shard 0 to be published, which needs no later batch: without the wait, on a
+            # loaded machine the workers could reach this batch before any shard was written
+            published.wait(60)
             raise RuntimeError("tokenizer broke")
         return prepare(self, words)
 
+    def writing(self, index, columns):
+        info = write(self, index, columns)
+        if self.name != "examples":
+            published.set()
+        return info
+
     monkeypatch.setattr(CRFTeacher, "prepare", failing)
+    monkeypatch.setattr(LayerWriter, "write_shard", writing)
     out = str(tmp_path / "out")
     with pytest.raises(RuntimeError, match="tokenizer broke") as err:
         build_cache(out, teacher_dir, specs, _cfg(workers=2), **QUIET)
     assert any("tokenization worker, shard" in note for note in err.value.__notes__)
     assert not any(t.name.startswith("seqdistill-") for t in threading.enumerate())
+    assert published.is_set()
     monkeypatch.setattr(CRFTeacher, "prepare", prepare)
     report = build_cache(out, teacher_dir, specs, _cfg(workers=2), **QUIET)
     assert report.status == "resumed" and 0 < report.shards_written < 7
