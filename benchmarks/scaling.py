@@ -85,7 +85,6 @@ def phase(name: str, d: Path, teacher: str) -> float:
     cache = d / "cache"
     t0 = time.perf_counter()
     if name == "build":
-        shutil.rmtree(cache, ignore_errors=True)
         spec = CorpusSpec("synthetic", str(d / "train.txt"), "train", True)
         build_cache(str(cache), teacher, [spec], BuildConfig(k=4, device="cpu"), log=lambda *a: None)
     elif name == "verify":

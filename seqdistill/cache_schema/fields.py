@@ -50,6 +50,7 @@ _ARROW_SCALARS = {
     "float64": pa.float64(),
     "string": pa.string(),
 }
+INTEGER_DTYPES = frozenset(d for d, t in _ARROW_SCALARS.items() if pa.types.is_integer(t))
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import zarr
 
 from .encodings import encode
 from .errors import CacheError, FieldError, FingerprintMismatchError, ManifestError, ShardError
-from .fields import FieldSpec, to_storage
+from .fields import INTEGER_DTYPES, FieldSpec, to_storage
 from .labels import LabelSchema
 from .layout import (
     DENSE,
@@ -399,7 +399,7 @@ def _write_parquet(
         if f.storage != "parquet":
             continue
         values = columns[f.name]
-        if f.dtype in _INTEGERS and _holds_fraction_type(values):
+        if f.dtype in INTEGER_DTYPES and _holds_fraction_type(values):
             raise FieldError(f"{where}: field {f.name!r} is {f.dtype} but was given non-integer values")
         try:
             arr = pa.array(_plain(values), type=f.arrow_type())
@@ -425,9 +425,6 @@ def _write_parquet(
             sizes[top] = sizes.get(top, 0) + col.total_compressed_size
     sizes.pop("example_id", None)
     return sizes
-
-
-_INTEGERS = {"uint8", "uint16", "int8", "int16", "int32", "int64"}
 
 
 def _holds_fraction_type(values) -> bool:
