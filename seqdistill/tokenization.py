@@ -315,14 +315,18 @@ def word_bytes(batch_words: list[list[str]], max_bytes: int = MAX_WORD_BYTES) ->
     char feature needs no vocabulary of its own (a non-ASCII letter is two or three bytes); a word
     longer than ``max_bytes`` keeps its first ``max_bytes`` (prefixes carry most of the shape)."""
     L = max(len(w) for w in batch_words)
-    encoded = [[list(w.encode("utf-8")[:max_bytes]) for w in sent] for sent in batch_words]
-    C = max(1, max((len(b) for sent in encoded for b in sent), default=1))
-    out = torch.zeros(len(batch_words), L, C, dtype=torch.long)
-    for i, sent in enumerate(encoded):
-        for j, b in enumerate(sent):
-            if b:
-                out[i, j, : len(b)] = torch.tensor(b) + 1
-    return out
+    encoded = [w.encode("utf-8")[:max_bytes] for sent in batch_words for w in sent]  # every real word, in order
+    n = np.array([len(b) for b in encoded], dtype=np.int64)
+    C = max(1, int(n.max(initial=1)))
+    out = np.zeros((len(batch_words), L, C), dtype=np.int64)
+    if n.sum():  # one scatter of every byte: a word's j-th byte at [sentence, word, j]
+        sentence = np.repeat(np.arange(len(batch_words)), [len(sent) for sent in batch_words])
+        word = np.concatenate([np.arange(len(sent)) for sent in batch_words if sent])
+        j = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
+        out[np.repeat(sentence, n), np.repeat(word, n), j] = (
+            np.frombuffer(b"".join(encoded), np.uint8).astype(np.int64) + 1
+        )
+    return torch.from_numpy(out)
 
 
 def word_pieces(tokenizer, batch_words: list[list[str]], memo: "PieceMemo | None" = None) -> list[list[list[int]]]:

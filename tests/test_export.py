@@ -130,6 +130,8 @@ STUDENTS = [
     ("rnn-tagger", {"extra": {"cell": "lstm"}}),
     ("rnn-tagger", {"extra": {"cell": "sru"}}),
     ("rnn-tagger", {"extra": {"cell": "sru++"}}),
+    ("cnn-crf", {"projection": 5, "width": 8, "dilations": (1, 3), "char_dim": 6, "char_filters": 5}),
+    ("cnn-crf", {"projection": 0, "width": 8, "dilations": (2,)}),  # no projection, no char feature
 ]
 
 
@@ -139,6 +141,7 @@ STUDENTS += [  # over a trimmed vocabulary: the map from teacher ids to rows is 
     ("bilstm-tagger", {"kept": KEPT, "pooling": "mean"}),
     ("transformer", {"kept": KEPT, "head": "crf"}),
     ("rnn-tagger", {"kept": KEPT, "extra": {"cell": "sru++"}}),
+    ("cnn-crf", {"kept": KEPT, "projection": 4, "width": 6, "char_dim": 6, "char_filters": 5}),
 ]
 
 
@@ -149,7 +152,7 @@ def _student_id(arch, kw):
 @pytest.mark.parametrize("arch,kw", STUDENTS, ids=[_student_id(a, k) for a, k in STUDENTS])
 def test_every_student_kind_exports_with_the_torch_tags(tiny_encoder, tmp_path, arch, kw):
     kw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in kw.items()}
-    schema = BIOES if arch == "bilstm-crf" else SCHEMA  # a scheme with forbidden moves beside IOB2's
+    schema = BIOES if arch in ("bilstm-crf", "cnn-crf") else SCHEMA  # a scheme with forbidden moves beside IOB2's
     src = make_student(tiny_encoder, tmp_path / "s", arch, schema, **kw)
     out = export_model(src, tmp_path / "onnx")
     sents = sentences(long=40 if arch == "transformer" else 0)

@@ -311,6 +311,20 @@ def test_char_feature_sees_case_and_ignores_padding():
     assert torch.equal(model.char_feature(ids)[1, 1], torch.zeros(5))
 
 
+def test_word_bytes_scatter_matches_each_word_written_alone():
+    """Issue 64: word_bytes scatters every byte at once; each word's row is its UTF-8 bytes plus one,
+    cut at max_bytes, zero after them, on padding words and for an empty sentence."""
+    from seqdistill.tokenization import word_bytes
+
+    batch = [["Paris", "\x00a", "日本語", "x" * 30], [], ["😀"], ["b"]]
+    got = word_bytes(batch, max_bytes=20)
+    assert got.shape == (4, 4, 20) and got.dtype == torch.long
+    for i, sent in enumerate(batch):
+        for j in range(4):
+            want = [b + 1 for b in sent[j].encode("utf-8")[:20]] if j < len(sent) else []
+            assert got[i, j].tolist() == want + [0] * (20 - len(want))
+
+
 def test_mgkd_student_with_chars_learns_and_exports(cache, tmp_path):
     from seqdistill.deploy.export import export_model
     from seqdistill.inference import Tagger

@@ -11,6 +11,7 @@ student saved.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -20,7 +21,9 @@ from ...cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ...crf import log_partition
 from ...tokenization import PieceMemo, WordBatch, words_to_bags
 from .. import losses as L
+from ..archs import architectures
 from ..archs.bilstm_crf import BiLSTMCRF, BiLSTMCRFConfig
+from ..archs.cnn_crf import CNNCRFConfig
 from ..base import EMBEDDINGS, init_embeddings
 from ..common import check_embedding_dim, default_splits, dev_f1, open_cache, read_split, teacher_exports
 from ..config import RunConfig, option
@@ -147,7 +150,23 @@ class MGKDConfig(RunConfig):
         "A char CNN word feature beside the teacher's embeddings (Ma & Hovy 2016: 30-dim byte embeddings, 30 "
         "filters of width 3, max-pooled): the case and shape of words, which uncased teachers cannot give.",
     )
-    hidden_size: int = option(300, "LSTM units per direction (paper 000, Table 6).")
+    arch: str = option(
+        "bilstm-crf",
+        "The student: paper 000's BiLSTM-CRF, or a window CNN + CRF (students/archs/cnn_crf.py), parallel over "
+        "a sentence's words and faster at batch 1, with a projected embedding table that makes its export smaller "
+        "(measured with --chars --lr 3e-3 --dropout 0.2: docs/recipes/mgkd.md).",
+        choices=("bilstm-crf", "cnn-crf"),
+    )
+    hidden_size: int = option(300, "bilstm-crf: LSTM units per direction (paper 000, Table 6).")
+    projection: int | None = option(
+        None,
+        "cnn-crf: the width the teacher's embeddings are projected to by a learned matrix, folded into the "
+        "exported table (default 128; 0: none).",
+    )
+    width: int | None = option(None, "cnn-crf: the window encoder's channels (default 256).")
+    dilations: tuple[int, ...] = option(
+        (), "cnn-crf: one window layer per entry, reading words d apart, comma-separated (default 1,2,4,1)."
+    )
     dropout: float = option(0.5, "On the embeddings and the LSTM output (paper 000, Table 6).")
     lr: float = option(1e-3, "AdamW learning rate (paper 000, Table 6: student grid 1e-3, 5e-4).")
     weight_decay: float = option(0.0, "AdamW weight decay.")
@@ -219,6 +238,23 @@ def loss_parts(model: BiLSTMCRF, batch: Batch, cfg: MGKDConfig, device) -> dict[
     return parts
 
 
+CNN_OPTIONS = ("projection", "width", "dilations")
+
+
+def architecture_config(cfg: MGKDConfig) -> Callable[..., BiLSTMCRFConfig]:
+    """The student's config class with the chosen architecture's own settings bound; a cnn-crf
+    option given to the BiLSTM-CRF is refused by name, not ignored."""
+    if cfg.arch == "bilstm-crf":
+        given = [f"--{name}" for name in CNN_OPTIONS if getattr(cfg, name) not in (None, ())]
+        if given:
+            raise ValueError(f"{', '.join(given)}: settings of --arch cnn-crf, not of the bilstm-crf student")
+        return BiLSTMCRFConfig
+    own = {name: getattr(cfg, name) for name in CNN_OPTIONS if getattr(cfg, name) not in (None, ())}
+    if own.get("projection", 0) < 0 or own.get("width", 1) < 1 or any(d < 1 for d in own.get("dilations", ())):
+        raise ValueError(f"--projection, --width, --dilations: {own} must be positive (--projection 0: none)")
+    return partial(CNNCRFConfig, **own)
+
+
 def plan(ctx: Context) -> Plan:
     cfg: MGKDConfig = ctx.cfg
     if not cfg.losses:
@@ -227,6 +263,7 @@ def plan(ctx: Context) -> Plan:
         raise ValueError(f"--seq-temperature {cfg.seq_temperature}: a temperature must be above 0")
     if cfg.weights and len(cfg.weights) != len(cfg.losses):
         raise ValueError(f"weights: {len(cfg.weights)} weights for {len(cfg.losses)} losses")
+    student_config = architecture_config(cfg)
     reader, teacher = open_cache(ctx.reader, cfg.teacher, cfg.embedding)
     schema = reader.manifest.label_schema
     kind = reader.manifest.teachers[teacher].kind
@@ -253,7 +290,7 @@ def plan(ctx: Context) -> Plan:
     tokenizer, weight = exports.tokenizer, exports.student_weight()
     dim = weight.shape[1] if cfg.embedding == "teacher" else (cfg.embedding_dim or 100)
     check_embedding_dim(cfg.embedding, dim, weight)
-    scfg = BiLSTMCRFConfig(
+    scfg = student_config(
         label_schema=schema.to_json(),
         vocab_size=weight.shape[0],
         embedding_dim=dim,
@@ -267,7 +304,7 @@ def plan(ctx: Context) -> Plan:
         char_filters=30 if cfg.chars else 0,
         teacher_vocab_size=exports.rows,
     )
-    model = BiLSTMCRF(scfg)
+    model = architectures()[cfg.arch](scfg)
     init_embeddings(model, exports)
     model.to(ctx.device)
 

@@ -1,0 +1,352 @@
+"""The distilled student against what a user would pick instead, in one run (issue 64).
+
+    .venv/bin/python benchmarks/peers.py --setting demo --student "MGKD, int8=.data/demo/mgkd-onnx-int8" \
+        --write docs/BENCHMARKS.md
+
+Models, all scored on the same test sentences and timed in this one process, one thread each:
+
+* the teacher exported to ONNX int8 (``distill-export --quantize int8``): "quantize the teacher";
+* spaCy's stock NER (``spacy init config --lang en --pipeline ner --optimize efficiency``, its
+  defaults untouched) trained with ``spacy train`` on the same gold train split, its dev split the
+  same dev split: "train spaCy on my data";
+* the same spaCy NER trained on the gold plus the teacher's labels (its best path, read from the
+  cache: no teacher loaded) on the cache's unlabelled sentences: "train spaCy on the teacher's labels";
+* each ``--student NAME=DIR`` (a student directory is exported to int8 first: the export a user ships).
+
+Training rule, the same for every spaCy model: ``--epochs`` epochs (30 by default, as many as or
+more than any student of the demo gets), no early stop (``training.patience = 0``,
+``training.max_steps = 0``), the best dev checkpoint kept (``model-best``), as the students keep
+their best dev epoch. spaCy is given more epochs than the students, never fewer: its stock
+config is the baseline, not tuned down. Each trained model is kept in ``--work`` and reused
+when the command runs again (delete it to retrain).
+
+Measure: F1 (seqeval CoNLL micro, the project's ``metrics.span_scores``) on the whole test file;
+ms per sentence is the mean over a seeded sample of ``--latency-sentences`` test sentences at
+batch 1 and at batch 32 (the sample in its order, cut in 32s), the words given
+pre-split to each (spaCy: ``nlp.pipe`` over ``Doc(vocab, words)``, which skips its tokenizer;
+seqdistill: ``Tagger.predict_batch``; both return the tags or entities, decoding included). The
+models take turns: each round times every model once, ``--rounds`` rounds, the median round
+reported. One thread: ``OMP_NUM_THREADS=1`` and friends are set before numpy loads, ONNX
+Runtime sessions get one thread, torch one thread. Size on disk: the bytes of the directory a
+user ships (spaCy's ``model-best``; the export directory).
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # before numpy loads
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import random  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from doc_section import write_section  # noqa: E402
+
+SETTINGS = {  # --setting NAME: the files of a setting made by another command (make demo, examples/*.sh)
+    "demo": {
+        "train": ".data/demo/train.txt",
+        "dev": ".data/demo/dev.txt",
+        "test": ".data/demo/test.txt",
+        "teacher": ".data/demo/teacher",
+        "cache": ".data/demo/cache",
+    },
+}
+
+
+def spans_of(tags: list[str], scheme: str) -> list[tuple[int, int, str]]:
+    from seqdistill.cache_schema.labels import tags_to_spans
+
+    return tags_to_spans(tags, scheme)
+
+
+def write_docbin(sentences: list[tuple[list[str], list[tuple[int, int, str]]]], path: Path) -> None:
+    """spaCy's training file: one Doc per sentence, its entities as spans over the given words."""
+    import spacy
+    from spacy.tokens import Doc, DocBin
+
+    vocab = spacy.blank("en").vocab
+    db = DocBin()
+    for words, spans in sentences:
+        doc = Doc(vocab, words=words)
+        doc.ents = [doc.char_span(doc[s].idx, doc[e - 1].idx + len(doc[e - 1]), label=t) for s, e, t in spans]
+        db.add(doc)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db.to_disk(path)
+
+
+def gold_sentences(path: str) -> list[tuple[list[str], list[tuple[int, int, str]]]]:
+    from seqdistill.corpora import read_corpus
+
+    corpus = read_corpus(path, "gold", "x")
+    return [(s.words, spans_of(s.tags, corpus.scheme)) for s in corpus.sentences]
+
+
+def teacher_labelled(cache: str) -> list[tuple[list[str], list[tuple[int, int, str]]]]:
+    """The cache's unlabelled sentences with the teacher's best path (its first k-best path)."""
+    from seqdistill.cache_schema import EXAMPLES_LAYER, CacheReader
+
+    reader = CacheReader(cache)
+    (teacher,) = reader.manifest.teachers  # one teacher layer: the setting's teacher
+    schema = reader.manifest.label_schema
+    out = []
+    fields = {EXAMPLES_LAYER: ["words", "tags"], teacher: ["kbest_paths"]}
+    for shard in reader.iter_shards(fields):
+        words, tags = shard.get(EXAMPLES_LAYER, "words").to_pylist(), shard.get(EXAMPLES_LAYER, "tags").to_pylist()
+        paths = shard.get(teacher, "kbest_paths").to_pylist()
+        for w, t, p in zip(words, tags, paths):
+            if t is None and p:
+                out.append((w, spans_of(schema.decode(p[0]), schema.scheme)))
+    return out
+
+
+def train_spacy(name: str, train, dev, work: Path, epochs: int, seed: int) -> Path:
+    """spaCy's stock efficiency NER trained with ``spacy train``; its ``model-best``. Reused when
+    ``model-last`` is there (a finished run)."""
+    out = work / name
+    if (out / "model-last").exists():
+        print(f"{name}: reusing {out}", flush=True)
+        return out / "model-best"
+    write_docbin(train, work / f"{name}.train.spacy")
+    write_docbin(dev, work / f"{name}.dev.spacy")
+    config = work / "spacy-ner-efficiency.cfg"
+    py = sys.executable
+    if not config.exists():
+        subprocess.run(
+            [py, "-m", "spacy", "init", "config", "--lang", "en", "--pipeline", "ner", "--optimize", "efficiency",
+             str(config)],
+            check=True,
+        )  # fmt: skip
+    t0 = time.time()
+    with open(work / f"{name}.log", "w") as log:
+        subprocess.run(
+            [py, "-m", "spacy", "train", str(config), "--output", str(out),
+             "--paths.train", str(work / f"{name}.train.spacy"), "--paths.dev", str(work / f"{name}.dev.spacy"),
+             "--training.max_epochs", str(epochs), "--training.patience", "0", "--training.max_steps", "0",
+             "--system.seed", str(seed)],
+            check=True, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    print(f"{name}: trained in {time.time() - t0:.0f} s ({len(train):,} sentences, {epochs} epochs)", flush=True)
+    return out / "model-best"
+
+
+class SpacyModel:
+    """spaCy's NER over pre-split words: predictions as IOB2 tags, batches timed as ``nlp.pipe``."""
+
+    scheme = "iob2"
+
+    def __init__(self, path: Path):
+        import spacy
+
+        self.nlp = spacy.load(path)
+        self.path = path
+
+    def docs(self, batch: list[list[str]]):
+        from spacy.tokens import Doc
+
+        return list(self.nlp.pipe((Doc(self.nlp.vocab, words=w) for w in batch), batch_size=len(batch)))
+
+    def predict_batch(self, batch: list[list[str]]):
+        return self.docs(batch)
+
+    def predict(self, sentences: list[list[str]]) -> list[list[str]]:
+        out = []
+        for s in range(0, len(sentences), 32):
+            for doc in self.docs(sentences[s : s + 32]):
+                tags = ["O"] * len(doc)
+                for ent in doc.ents:
+                    tags[ent.start] = f"B-{ent.label_}"
+                    for i in range(ent.start + 1, ent.end):
+                        tags[i] = f"I-{ent.label_}"
+                out.append(tags)
+        return out
+
+
+class SeqdistillModel:
+    def __init__(self, path: Path):
+        from seqdistill.inference import Tagger
+
+        self.tagger = Tagger.load(path, threads=1)
+        self.path = path
+        self.scheme = self.tagger.scheme
+
+    def predict_batch(self, batch: list[list[str]]):
+        return self.tagger.predict_batch(batch)
+
+    def predict(self, sentences: list[list[str]]) -> list[list[str]]:
+        return self.tagger.predict(sentences)
+
+
+def int8_export(model_dir: Path, work: Path, name: str) -> Path:
+    """The int8 export a user ships (an export directory is taken as it is)."""
+    if (model_dir / "export.json").exists():
+        return model_dir
+    from seqdistill.deploy.export import export_model
+
+    out = work / f"{name}-onnx-int8"
+    if not (out / "export.json").exists():
+        export_model(model_dir, out, quantize="int8")
+    return out
+
+
+def size_bytes(d: Path) -> int:
+    return sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+
+
+def time_batches(model, sentences: list[list[str]], batch_size: int) -> float:
+    """Mean ms per sentence over ``sentences`` in batches of ``batch_size``."""
+    model.predict_batch(sentences[:batch_size])  # warm-up
+    t0 = time.perf_counter()
+    for s in range(0, len(sentences), batch_size):
+        model.predict_batch(sentences[s : s + batch_size])
+    return (time.perf_counter() - t0) * 1000 / len(sentences)
+
+
+def compare(
+    paths: dict[str, str],
+    students: dict[str, str],
+    work: Path,
+    *,
+    epochs: int = 30,
+    seed: int = 0,
+    rounds: int = 3,
+    latency_sentences: int = 1000,
+    teacher_labels: bool = True,
+    train_only: bool = False,
+    log=print,
+) -> tuple[dict, str]:
+    """Train the peers (or reuse them), score and time every model; the rows and the Markdown table.
+    ``paths``: train, dev, test, teacher and (for the teacher's labels) cache; ``students``: name ->
+    directory."""
+    import torch
+
+    torch.set_num_threads(1)
+    from seqdistill.corpora import read_corpus
+    from seqdistill.metrics import span_scores
+
+    work.mkdir(parents=True, exist_ok=True)
+    train, dev = gold_sentences(paths["train"]), gold_sentences(paths["dev"])
+    models: dict[str, object] = {}
+    t = time.time()
+    models["teacher, ONNX int8"] = SeqdistillModel(int8_export(Path(paths["teacher"]), work, "teacher"))
+    log(f"teacher int8 export [{time.time() - t:.0f} s]")
+    models[SPACY] = SpacyModel(train_spacy("spacy-gold", train, dev, work, epochs, seed))
+    if paths.get("cache") and teacher_labels:
+        silver = teacher_labelled(paths["cache"])
+        name = f"spaCy NER, gold + teacher labels on {len(silver):,} unlabelled"
+        models[name] = SpacyModel(train_spacy("spacy-gold-teacher", train + silver, dev, work, epochs, seed))
+    if train_only:
+        return {}, ""
+    for name, d in students.items():
+        models[name] = SeqdistillModel(int8_export(Path(d), work, name.replace(" ", "_").replace(",", "")))
+
+    test = read_corpus(paths["test"], "test", "test")
+    words = [s.words for s in test.sentences]
+    rows = {}
+    for name, m in models.items():
+        gold = [s.tags for s in test.to_scheme(m.scheme).sentences]
+        f1 = span_scores(gold, m.predict(words), m.scheme)["f1"]
+        rows[name] = {"f1": 100 * f1, "bytes": size_bytes(m.path), "b1": [], "b32": []}
+        log(f"{name}: test F1 {100 * f1:.2f}")
+    sample = random.Random(13).sample(words, min(latency_sentences, len(words)))
+    for r in range(rounds):
+        for name, m in models.items():
+            rows[name]["b1"].append(time_batches(m, sample, 1))
+            rows[name]["b32"].append(time_batches(m, sample, 32))
+        log(f"round {r + 1}: " + ", ".join(f"{n} {v['b1'][-1]:.2f}/{v['b32'][-1]:.2f}" for n, v in rows.items()))
+    lines = [
+        "| model | test F1 | ms/sentence b1 | ms/sentence b32 | size on disk |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    s1, s32 = statistics.median(rows[SPACY]["b1"]), statistics.median(rows[SPACY]["b32"])
+    for name, v in rows.items():
+        v.update(ms_b1=statistics.median(v["b1"]), ms_b32=statistics.median(v["b32"]))
+        lines.append(
+            f"| {name} | {v['f1']:.2f} | {v['ms_b1']:.2f} ({v['ms_b1'] / s1:.2f}x spaCy) | {v['ms_b32']:.2f} "
+            f"({v['ms_b32'] / s32:.2f}x spaCy) | {v['bytes'] / 1e6:.1f} MB |"
+        )
+    import spacy
+
+    conditions = (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, one thread a model; test F1 over "
+        f"{len(words):,} test sentences ({Path(paths['test']).name}); ms/sentence over a seeded sample of "
+        f"{len(sample):,} of them, median of {rounds} rounds; spaCy {spacy.__version__}, {epochs} epochs; "
+        f"{time.strftime('%Y-%m-%d')}."
+    )
+    return rows, conditions + "\n\n" + "\n".join(lines)
+
+
+SPACY = "spaCy NER, gold"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--setting", choices=sorted(SETTINGS), help="the files of a known setting (overridden by the options)"
+    )
+    for name in ("train", "dev", "test", "teacher", "cache"):
+        ap.add_argument(f"--{name}")
+    ap.add_argument("--student", action="append", default=[], help="NAME=DIR, a trained student or its export")
+    ap.add_argument("--work", help="where the spaCy models and the exports go (default .data/peers/SETTING)")
+    ap.add_argument("--epochs", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=0, help="spaCy's training seed")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--latency-sentences", type=int, default=1000)
+    ap.add_argument("--no-teacher-labels", action="store_true", help="skip spaCy on gold + the teacher's labels")
+    ap.add_argument("--train-only", action="store_true", help="train the spaCy models and stop (time them later)")
+    ap.add_argument("--json", help="write the rows here as JSON")
+    ap.add_argument("--write", help="replace this setting's section of this Markdown file")
+    args = ap.parse_args()
+    paths = dict(SETTINGS.get(args.setting, {}))
+    paths.update({k: getattr(args, k) for k in ("train", "dev", "test", "teacher", "cache") if getattr(args, k)})
+    missing = [k for k in ("train", "dev", "test", "teacher") if not paths.get(k)]
+    if missing:
+        ap.error(f"give --setting or --{', --'.join(missing)}")
+    paths = {k: str(ROOT / v) if not Path(v).is_absolute() else v for k, v in paths.items()}
+    for k, v in paths.items():
+        if not Path(v).exists():
+            ap.error(f"--{k} {v}: not found (for --setting demo, run `make demo` first)")
+    students = {}
+    for spec in args.student:
+        name, _, d = spec.partition("=")
+        if not d or not Path(d).is_dir():
+            ap.error(f"--student {spec}: write NAME=DIR, DIR a student or export directory")
+        students[name] = d
+    label = args.setting or Path(paths["test"]).parent.name
+    rows, table = compare(
+        paths,
+        students,
+        Path(args.work or ROOT / ".data" / "peers" / label),
+        epochs=args.epochs,
+        seed=args.seed,
+        rounds=args.rounds,
+        latency_sentences=args.latency_sentences,
+        teacher_labels=not args.no_teacher_labels,
+        train_only=args.train_only,
+        log=lambda m: print(m, flush=True),
+    )
+    if args.train_only:
+        return
+    print(table)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    if args.write:
+        cmd = "python benchmarks/peers.py " + " ".join(sys.argv[1:])
+        text = f"<!-- peers:{label}:begin -->\n```sh\n{cmd}\n```\n\n{table}\n<!-- peers:{label}:end -->"
+        write_section(args.write, f"<!-- peers:{label}:begin -->", f"<!-- peers:{label}:end -->",
+                      "## Against what a user would pick instead (issue 64)", text)  # fmt: skip
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    main()
