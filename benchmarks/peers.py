@@ -26,29 +26,27 @@ batch 1 and at batch 32 (the sample in its order, cut in 32s), the words given
 pre-split to each (spaCy: ``nlp.pipe`` over ``Doc(vocab, words)``, which skips its tokenizer;
 seqdistill: ``Tagger.predict_batch``; both return the tags or entities, decoding included). The
 models take turns: each round times every model once, ``--rounds`` rounds, the median round
-reported. One thread: ``OMP_NUM_THREADS=1`` and friends are set before numpy loads, ONNX
-Runtime sessions get one thread, torch one thread. Size on disk: the bytes of the directory a
+reported. One thread: ``OMP_NUM_THREADS=1`` and friends are set before numpy loads (run as a
+command; spaCy's training always), ONNX Runtime sessions get one thread, torch one thread. Size on disk: the bytes of the directory a
 user ships (spaCy's ``model-best``; the export directory).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
-
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # before numpy loads
-    os.environ[_var] = "1"
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import random  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import platform
+import random
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from doc_section import write_section  # noqa: E402
@@ -125,7 +123,7 @@ def train_spacy(name: str, train, dev, work: Path, epochs: int, seed: int) -> Pa
         subprocess.run(
             [py, "-m", "spacy", "init", "config", "--lang", "en", "--pipeline", "ner", "--optimize", "efficiency",
              str(config)],
-            check=True,
+            check=True, capture_output=True, text=True,
         )  # fmt: skip
     t0 = time.time()
     with open(work / f"{name}.log", "w") as log:
@@ -134,7 +132,7 @@ def train_spacy(name: str, train, dev, work: Path, epochs: int, seed: int) -> Pa
              "--paths.train", str(work / f"{name}.train.spacy"), "--paths.dev", str(work / f"{name}.dev.spacy"),
              "--training.max_epochs", str(epochs), "--training.patience", "0", "--training.max_steps", "0",
              "--system.seed", str(seed)],
-            check=True, stdout=log, stderr=subprocess.STDOUT,
+            check=True, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **ONE_THREAD},
         )  # fmt: skip
     print(f"{name}: trained in {time.time() - t0:.0f} s ({len(train):,} sentences, {epochs} epochs)", flush=True)
     return out / "model-best"
@@ -143,7 +141,7 @@ def train_spacy(name: str, train, dev, work: Path, epochs: int, seed: int) -> Pa
 class SpacyModel:
     """spaCy's NER over pre-split words: predictions as IOB2 tags, batches timed as ``nlp.pipe``."""
 
-    scheme = "iob2"
+    scheme = "IOB2"
 
     def __init__(self, path: Path):
         import spacy
@@ -341,12 +339,13 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     if args.write:
-        cmd = "python benchmarks/peers.py " + " ".join(sys.argv[1:])
+        cmd = ".venv/bin/python benchmarks/peers.py " + shlex.join(sys.argv[1:])
         text = f"<!-- peers:{label}:begin -->\n```sh\n{cmd}\n```\n\n{table}\n<!-- peers:{label}:end -->"
         write_section(args.write, f"<!-- peers:{label}:begin -->", f"<!-- peers:{label}:end -->",
                       "## Against what a user would pick instead (issue 64)", text)  # fmt: skip
 
 
 if __name__ == "__main__":
+    os.environ.update(ONE_THREAD)  # before numpy loads (this module imports it only inside functions)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     main()

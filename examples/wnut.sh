@@ -12,7 +12,8 @@
 # * Transfer data: the 100 unlabelled tweets and WIKI=2000 Wikipedia sentences (no other tweets
 #   install here; out-of-domain text is what a user without in-domain text would add).
 # * Students: vanilla (gold only, random embeddings) and the MGKD student (TE + DA + SEQ) with and
-#   without the char CNN; EPOCHS=20, patience 5.
+#   without the char CNN; EPOCHS=20, patience 5. VARIANTS=cnn: the window CNN + CRF student of
+#   `make demo` (issue 64), the same losses, with the char feature.
 # Resumable: each finished step is skipped when the script runs again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,6 +53,7 @@ for v in $VARIANTS; do
     te) train "$v" --losses hard --no-unlabelled ;;
     te-da-seq) train "$v" --losses hard,seq-ce,fuzzy --k 5 --weighting uncertainty ;;
     te-da-seq-chars) train "$v" --losses hard,seq-ce,fuzzy --k 5 --weighting uncertainty --chars ;;
+    cnn) train "$v" --arch cnn-crf --chars --lr 3e-3 --dropout 0.2 --lr-plateau --losses hard,seq-ce,fuzzy --k 5 ;;
   esac
 done
 [ -n "${NO_EVAL:-}" ] && exit 0

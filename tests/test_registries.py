@@ -159,7 +159,7 @@ def test_a_new_student_architecture_is_one_module(tiny_encoder, tmp_path, monkey
 
 @pytest.mark.parametrize("registry", ["kinds", "archs"])
 def test_the_registries_hold_every_module_that_declares_one(registry):
-    """The four teacher kinds and the four student architectures, each found in its module."""
+    """The four teacher kinds and the five student architectures, each found in its module."""
     if registry == "kinds":
         from seqdistill.teachers.kinds import KINDS
 
@@ -174,6 +174,7 @@ def test_the_registries_hold_every_module_that_declares_one(registry):
 
         assert {k: v.__module__.rsplit(".", 1)[1] for k, v in architectures().items()} == {
             "bilstm-crf": "bilstm_crf",
+            "cnn-crf": "cnn_crf",
             "bilstm-tagger": "bilstm_tagger",
             "rnn-tagger": "rnn_tagger",
             "transformer": "transformer",

@@ -479,6 +479,36 @@ def server_teacher(
         raise click.ClickException(str(e)) from None
 
 
+@main.command("split")
+@click.argument("corpus_path", metavar="FILE")
+@click.option("--out", "out_dir", required=True, help="Directory for train.txt, dev.txt and test.txt (CoNLL).")
+@click.option(
+    "--ratios",
+    default="0.8,0.1,0.1",
+    show_default=True,
+    help="Shares of the sentences for train, dev and test (whole documents where the file marks them).",
+)
+@click.option("--seed", type=int, default=13, show_default=True)
+@tag_names_option
+def split_cmd(corpus_path, out_dir, ratios, seed, tag_names) -> None:
+    """One labelled file (CoNLL, JSONL, Parquet, hf:DIR) into seeded train, dev and test files."""
+    from ..corpora.splits import split_corpus
+
+    try:
+        shares = [float(x) for x in ratios.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{ratios!r}: three numbers, comma-separated", param_hint="--ratios") from None
+    try:
+        report = split_corpus(corpus_path, out_dir, shares, seed, tag_names=tag_names)
+    except (CorpusError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    for name, r in report.items():
+        docs = f", {r['documents']:,} documents" if r["documents"] is not None else ""
+        click.echo(
+            f"{name}: {r['path']}: {r['sentences']:,} sentences{docs}, {r['words']:,} words, {r['entities']:,} entities"
+        )
+
+
 @main.command("few-shot-split")
 @click.option("--corpus", "corpus_path", required=True, help="Labelled corpus (CoNLL, JSONL, Parquet, hf:DIR[@SPLIT]).")
 @click.option(
