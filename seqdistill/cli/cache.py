@@ -189,7 +189,8 @@ def check_corpus(
     "--teacher",
     "teacher_dir",
     required=True,
-    help="Teacher directory (from finetune-teacher, or a Hugging Face token-classification checkpoint).",
+    help="Teacher directory (from finetune-teacher, or a Hugging Face token-classification checkpoint), or the "
+    "Hub id ORG/NAME of a token-classification model (fetched into the hub cache; HF_HUB_OFFLINE=1: the cache only).",
 )
 @click.option("--teacher-id", default=None, help="Name of the teacher's layer (default: the directory name).")
 @click.option(

@@ -289,6 +289,11 @@ def build_cache(
     _check_config(cfg)
     rank, world, cfg.device = distributed.init(cfg.device)
     t0 = time.time()
+    if not os.path.isdir(teacher_dir) and "://" not in teacher_dir:  # a Hub id: its snapshot in the hub cache
+        from ..teachers.loading import resolve_model_dir
+
+        teacher_id = teacher_id or teacher_dir.rstrip("/").rsplit("/", 1)[-1]
+        teacher_dir = str(resolve_model_dir(teacher_dir))
     plan = _plan(teacher_dir, corpora_specs, cfg, teacher_id)
     cfg = plan.cfg
     # One writer at a time (cache_schema/lock.py): rank 0 holds the lock for the whole build, so

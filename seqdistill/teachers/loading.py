@@ -3,12 +3,14 @@ builds and loads its own teachers; this module only finds the kind.
 
 A directory without ``teacher.json`` that holds a Hugging Face ``AutoModelForTokenClassification``
 checkpoint is read as a softmax teacher (``kinds/softmax.py``): the one format not written by a
-teacher's ``save``.
+teacher's ``save``. Where a teacher is named that is not a local directory, a Hugging Face Hub id
+(``ORG/NAME``) is resolved through huggingface_hub's own download and cache (``resolve_model_dir``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import torch
@@ -44,12 +46,47 @@ def build_teacher(
     )
 
 
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+HUB_FILES = [
+    "*.json",
+    "*.safetensors",
+    "*.txt",
+    "*.model",
+    "tokenizer*",
+]  # weights, config and tokenizer: no other formats
+
+
+def resolve_model_dir(name) -> Path:
+    """A local directory as it is; otherwise a Hugging Face Hub id ``ORG/NAME``, fetched into (or,
+    offline, found in) the hub cache by ``huggingface_hub.snapshot_download``, which honours
+    ``HF_HUB_OFFLINE``, ``HF_HUB_CACHE`` and ``HF_TOKEN`` as every Hugging Face tool does.
+    Decision: only the safetensors weights, JSON configs and tokenizer files are fetched (a repo's
+    other weight formats are never read; pickled ``.bin`` weights never loaded)."""
+    d = Path(name)
+    if d.is_dir():
+        return d
+    if not HUB_ID.fullmatch(str(name)):
+        raise TeacherError(f"{name}: no such directory, and not a Hugging Face Hub id (ORG/NAME)")
+    from huggingface_hub import constants, snapshot_download
+
+    try:
+        return Path(snapshot_download(str(name), allow_patterns=HUB_FILES))
+    except Exception as e:  # huggingface_hub's errors: not found, offline and not cached, no network, gated
+        where = (
+            f"offline (HF_HUB_OFFLINE=1) and not in the hub cache {constants.HF_HUB_CACHE}: download it where "
+            "the Hub is reachable, or give a local directory"
+            if constants.HF_HUB_OFFLINE
+            else f"not found on the Hugging Face Hub nor in its cache {constants.HF_HUB_CACHE} "
+            "(a private model needs HF_TOKEN)"
+        )
+        raise TeacherError(f"{name}: not a local directory; as a Hub id it is {where} ({type(e).__name__})") from None
+
+
 def load_teacher(directory, *, trust_remote_code: bool = False, device: str | torch.device | None = None):
     """Restore a teacher directory written by a teacher's ``save``, or wrap an
-    ``AutoModelForTokenClassification`` checkpoint as a softmax teacher; in eval mode."""
-    d = Path(directory)
-    if not d.is_dir():
-        raise TeacherError(f"{d}: no such teacher directory")
+    ``AutoModelForTokenClassification`` checkpoint (a directory or a Hub id) as a softmax teacher;
+    in eval mode."""
+    d = resolve_model_dir(directory)
     meta_path = d / TEACHER_JSON
     if not meta_path.exists():
         teacher = load_token_classifier(d, trust_remote_code)
