@@ -66,7 +66,7 @@ def resolve_model_dir(name) -> Path:
     if d.is_dir():
         return d
     if not HUB_ID.fullmatch(str(name)):
-        raise TeacherError(f"{name}: no such directory, and not a Hugging Face Hub id (ORG/NAME)")
+        raise TeacherError(f"{name}: no such teacher directory, and not a Hugging Face Hub id (ORG/NAME)")
     from huggingface_hub import constants, snapshot_download
 
     try:
