@@ -62,12 +62,6 @@ SETTINGS = {  # --setting NAME: the files of a setting made by another command (
 }
 
 
-def spans_of(tags: list[str], scheme: str) -> list[tuple[int, int, str]]:
-    from seqdistill.cache_schema.labels import tags_to_spans
-
-    return tags_to_spans(tags, scheme)
-
-
 def write_docbin(sentences: list[tuple[list[str], list[tuple[int, int, str]]]], path: Path) -> None:
     """spaCy's training file: one Doc per sentence, its entities as spans over the given words."""
     import spacy
@@ -84,15 +78,17 @@ def write_docbin(sentences: list[tuple[list[str], list[tuple[int, int, str]]]], 
 
 
 def gold_sentences(path: str) -> list[tuple[list[str], list[tuple[int, int, str]]]]:
+    from seqdistill.cache_schema.labels import tags_to_spans
     from seqdistill.corpora import read_corpus
 
     corpus = read_corpus(path, "gold", "x")
-    return [(s.words, spans_of(s.tags, corpus.scheme)) for s in corpus.sentences]
+    return [(s.words, tags_to_spans(s.tags, corpus.scheme)) for s in corpus.sentences]
 
 
 def teacher_labelled(cache: str) -> list[tuple[list[str], list[tuple[int, int, str]]]]:
     """The cache's unlabelled sentences with the teacher's best path (its first k-best path)."""
     from seqdistill.cache_schema import EXAMPLES_LAYER, CacheReader
+    from seqdistill.cache_schema.labels import tags_to_spans
 
     reader = CacheReader(cache)
     (teacher,) = reader.manifest.teachers  # one teacher layer: the setting's teacher
@@ -104,7 +100,7 @@ def teacher_labelled(cache: str) -> list[tuple[list[str], list[tuple[int, int, s
         paths = shard.get(teacher, "kbest_paths").to_pylist()
         for w, t, p in zip(words, tags, paths):
             if t is None and p:
-                out.append((w, spans_of(schema.decode(p[0]), schema.scheme)))
+                out.append((w, tags_to_spans(schema.decode(p[0]), schema.scheme)))
     return out
 
 

@@ -33,48 +33,32 @@ class BiLSTMCRFConfig(StudentConfig):
     char_width: int = 3  # the char CNN's window
 
 
-class BiLSTMCRF(nn.Module):
-    arch = "bilstm-crf"
-    config_class = BiLSTMCRFConfig
+class BagsCRFStudent(nn.Module):
+    """What the students over word bags with a CRF share (this BiLSTM-CRF, ``cnn_crf.py``'s CNN-CRF):
+    the teacher-id map and the ``EmbeddingBag``, the char CNN feature, their inputs, CRF decoding.
+    A subclass builds its layers with ``_bag_embedding`` and ``_char_layers`` (in the order its
+    parameters are drawn) and has an ``out`` layer."""
 
-    def __init__(self, config: BiLSTMCRFConfig):
-        super().__init__()
-        self.config = config
-        schema = config.schema
+    def _bag_embedding(self, config: BiLSTMCRFConfig) -> None:
         self.vocab = RowIndex(config.teacher_vocab_size)  # teacher ids -> rows (vocabulary.py)
         self.embed = nn.EmbeddingBag(config.vocab_size, config.embedding_dim, mode="mean")
         self.embed.weight.requires_grad_(not (config.embedding == "teacher" and config.freeze_embeddings))
-        self.dropout = nn.Dropout(config.dropout)
+
+    def _char_layers(self, config: BiLSTMCRFConfig) -> None:
         if config.char_filters:  # a char CNN word feature (Ma & Hovy, 2016), concatenated to the word vector
             self.char_embed = nn.Embedding(257, config.char_dim, padding_idx=0)  # bytes + 1; 0 pads
             self.char_conv = nn.Conv1d(
                 config.char_dim, config.char_filters, config.char_width, padding=config.char_width // 2
             )
-        self.lstm = nn.LSTM(
-            config.embedding_dim + config.char_filters,
-            config.hidden_size,
-            num_layers=config.num_layers,
-            bidirectional=True,
-            batch_first=True,
-        )
-        self.out = nn.Linear(2 * config.hidden_size, schema.num_tags)
-        self.crf = CRF.from_schema(schema)
 
     @property
     def device(self) -> torch.device:
         return self.out.weight.device
 
-    def forward(self, words: WordBatch) -> Tensor:
-        """Emission scores ``[B, L, T]``."""
+    def bag_vectors(self, words: WordBatch) -> Tensor:
+        """``[B, L, D]``: each word the mean of its subwords' embeddings."""
         B, L = words.mask.shape
-        x = self.embed(self.vocab(words.bag_ids), words.bag_offsets).view(B, L, -1)
-        if self.config.char_filters:
-            x = torch.cat([x, self.char_feature(words.char_ids)], -1)
-        lengths = words.mask.sum(1).cpu()
-        packed = nn.utils.rnn.pack_padded_sequence(self.dropout(x), lengths, batch_first=True, enforce_sorted=False)
-        h, _ = self.lstm(packed)
-        h, _ = nn.utils.rnn.pad_packed_sequence(h, batch_first=True, total_length=L)
-        return self.out(self.dropout(h))
+        return self.embed(self.vocab(words.bag_ids), words.bag_offsets).view(B, L, -1)
 
     def char_feature(self, char_ids: Tensor) -> Tensor:
         """``[B, L, F]``: each word's bytes ``[B, L, C]`` embedded, convolved and max-pooled over
@@ -95,6 +79,40 @@ class BiLSTMCRF(nn.Module):
 
     def decoder(self) -> Decoder:
         return crf_decoder(self.config.schema, self.crf)
+
+
+class BiLSTMCRF(BagsCRFStudent):
+    arch = "bilstm-crf"
+    config_class = BiLSTMCRFConfig
+
+    def __init__(self, config: BiLSTMCRFConfig):
+        super().__init__()
+        self.config = config
+        schema = config.schema
+        self._bag_embedding(config)
+        self.dropout = nn.Dropout(config.dropout)
+        self._char_layers(config)
+        self.lstm = nn.LSTM(
+            config.embedding_dim + config.char_filters,
+            config.hidden_size,
+            num_layers=config.num_layers,
+            bidirectional=True,
+            batch_first=True,
+        )
+        self.out = nn.Linear(2 * config.hidden_size, schema.num_tags)
+        self.crf = CRF.from_schema(schema)
+
+    def forward(self, words: WordBatch) -> Tensor:
+        """Emission scores ``[B, L, T]``."""
+        L = words.mask.shape[1]
+        x = self.bag_vectors(words)
+        if self.config.char_filters:
+            x = torch.cat([x, self.char_feature(words.char_ids)], -1)
+        lengths = words.mask.sum(1).cpu()
+        packed = nn.utils.rnn.pack_padded_sequence(self.dropout(x), lengths, batch_first=True, enforce_sorted=False)
+        h, _ = self.lstm(packed)
+        h, _ = nn.utils.rnn.pad_packed_sequence(h, batch_first=True, total_length=L)
+        return self.out(self.dropout(h))
 
     def export_graph(self) -> tuple[nn.Module, str, dict]:
         """The ONNX graph of the emissions, its inputs (``bags``) and its export.json fields."""

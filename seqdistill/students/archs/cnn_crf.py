@@ -32,10 +32,8 @@ import torch
 from torch import Tensor, nn
 
 from ...crf import CRF
-from ...decode import Decoder, crf_decoder
-from ...tokenization import WordBatch, words_to_bags
-from ...vocabulary import RowIndex
-from .bilstm_crf import BagsGraph, BiLSTMCRF, BiLSTMCRFConfig
+from ...tokenization import WordBatch
+from .bilstm_crf import BagsCRFStudent, BagsGraph, BiLSTMCRFConfig
 
 
 @dataclass
@@ -65,37 +63,25 @@ class WindowLayer(nn.Module):
         return (h + self.norm(torch.relu(self.linear(torch.cat([left, h, right], -1))))) * keep
 
 
-class CNNCRF(nn.Module):
+class CNNCRF(BagsCRFStudent):
     arch = "cnn-crf"
     config_class = CNNCRFConfig
 
     def __init__(self, config: CNNCRFConfig):
         super().__init__()
         self.config = config
-        self.vocab = RowIndex(config.teacher_vocab_size)  # teacher ids -> rows (vocabulary.py)
-        self.embed = nn.EmbeddingBag(config.vocab_size, config.embedding_dim, mode="mean")
-        self.embed.weight.requires_grad_(not (config.embedding == "teacher" and config.freeze_embeddings))
+        self._bag_embedding(config)
         self.project = nn.Linear(config.embedding_dim, config.projection, bias=False) if config.projection else None
         self.dropout = nn.Dropout(config.dropout)
-        if config.char_filters:  # the BiLSTM-CRF's char CNN (Ma & Hovy, 2016)
-            self.char_embed = nn.Embedding(257, config.char_dim, padding_idx=0)
-            self.char_conv = nn.Conv1d(
-                config.char_dim, config.char_filters, config.char_width, padding=config.char_width // 2
-            )
+        self._char_layers(config)  # the BiLSTM-CRF's char CNN (Ma & Hovy, 2016)
         self.input = nn.Linear(self.word_dim + config.char_filters, config.width)
         self.layers = nn.ModuleList(WindowLayer(config.width, d) for d in config.dilations)
         self.out = nn.Linear(config.width, config.schema.num_tags)
         self.crf = CRF.from_schema(config.schema)
 
-    char_feature = BiLSTMCRF.char_feature  # the same feature, no second copy
-
     @property
     def word_dim(self) -> int:
         return self.config.projection or self.config.embedding_dim
-
-    @property
-    def device(self) -> torch.device:
-        return self.out.weight.device
 
     def encode(self, x: Tensor, mask: Tensor) -> Tensor:
         """Emission scores ``[B, L, T]`` from word features ``x [B, L, F]``."""
@@ -106,23 +92,12 @@ class CNNCRF(nn.Module):
         return self.out(self.dropout(h))
 
     def forward(self, words: WordBatch) -> Tensor:
-        B, L = words.mask.shape
-        x = self.embed(self.vocab(words.bag_ids), words.bag_offsets).view(B, L, -1)
+        x = self.bag_vectors(words)
         if self.project is not None:
             x = self.project(x)
         if self.config.char_filters:
             x = torch.cat([x, self.char_feature(words.char_ids)], -1)
         return self.encode(x, words.mask)
-
-    def inputs(self, tokenizer, batch_words: list[list[str]]) -> WordBatch:
-        return words_to_bags(tokenizer, batch_words, chars=bool(self.config.char_filters))
-
-    @torch.no_grad()
-    def decode(self, words: WordBatch) -> Tensor:
-        return self.crf.decode(self(words), words.mask)
-
-    def decoder(self) -> Decoder:
-        return crf_decoder(self.config.schema, self.crf)
 
     def export_graph(self) -> tuple[nn.Module, str, dict]:
         """The emissions over padded word pieces (the ``bags`` inputs of the BiLSTM-CRF, with
@@ -135,7 +110,7 @@ class CNNBagsGraph(BagsGraph):
     over the table with the projection folded in (``E P^T``: a mean of projected rows is the
     projection of the mean), then the model's own ``encode``."""
 
-    char_feature, encode = BiLSTMCRF.char_feature, CNNCRF.encode  # the student's own code
+    char_feature, encode = BagsCRFStudent.char_feature, CNNCRF.encode  # the student's own code
 
     def __init__(self, model: CNNCRF):
         nn.Module.__init__(self)
