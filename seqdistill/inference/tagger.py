@@ -101,7 +101,13 @@ def _load_backend(path, *, device: str, threads: int | None, trust_remote_code: 
 
     d = Path(path)
     if not d.is_dir():
-        raise FileNotFoundError(f"{d}: no such model directory")
+        from ..teachers.loading import HUB_ID, resolve_model_dir
+
+        if not HUB_ID.fullmatch(str(path)):
+            raise FileNotFoundError(f"{d}: no such model directory")
+        teacher = TorchTeacher(resolve_model_dir(str(path)), device, trust_remote_code)  # by Hub id (issue 65)
+        teacher.name = str(path).rsplit("/", 1)[-1]  # NAME of ORG/NAME, not the snapshot's commit
+        return teacher
     if is_export_dir(d):
         return OnnxModel(d, threads)
     if threads:

@@ -113,7 +113,8 @@ class TorchTeacher(Backend):
         self.module = load_teacher(directory, trust_remote_code=trust_remote_code, device=device)
         self.tokenizer = self.module.tokenizer
         self.name, self.what = directory.name, self.module.kind
-        self.words = json.loads((directory / "teacher.json").read_text()).get("words", "default")
+        meta = directory / "teacher.json"  # absent from a Hugging Face token classifier's directory
+        self.words = json.loads(meta.read_text()).get("words", "default") if meta.exists() else "default"
         self.decoder = self.module.decoder()  # None: the teacher decodes itself (SenTScore's beam search)
         self.params, self.params_without_embeddings = parameter_counts(self.module)
 

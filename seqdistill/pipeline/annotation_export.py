@@ -54,7 +54,7 @@ def predictions(reader: CacheReader, picks: list[Pick], teachers: list[str]) -> 
     out: dict[str, dict[str, dict]] = {t: {} for t in teachers}
     for teacher in teachers:
         have = {f.name for f in reader.manifest.layers[teacher].fields}
-        seq = set(SEQUENCE_FIELDS) <= have
+        seq = set(SEQUENCE_FIELDS) <= have and "logits" not in have  # a softmax layer: by its logits (select.py)
         fields = list(SEQUENCE_FIELDS) + (["marginals"] if "marginals" in have else []) if seq else ["logits"]
         for shard in reader.iter_shards({EXAMPLES_LAYER: ["n_words"], teacher: fields}):
             for i, eid in enumerate(shard.example_ids):

@@ -106,7 +106,7 @@ class BuildConfig:
         "Paths kept per sentence: CRF teachers' k-best (default 10, paper 000), SenTScore's beam (default 1, paper 004).",
         flag="kbest",
     )
-    marginals: bool = option(True, "CRF teachers: store the marginals (--no-marginals: do not).")
+    marginals: bool = option(True, "crf and softmax teachers: store the marginals (--no-marginals: do not).")
     hidden_layers: tuple[int, ...] = option(
         (), "Comma-separated encoder layers to store (0 = embeddings), e.g. 6,7.", metavar="L,L"
     )

@@ -144,10 +144,12 @@ def _teacher_layers(reader: CacheReader, names: list[str] | None, strategy: str)
     out = {}
     for name, layer in layers.items():
         have = {f.name for f in layer.fields}
-        if set(SEQUENCE_FIELDS) <= have:
-            out[name] = list(SEQUENCE_FIELDS)
-        elif set(TOKEN_FIELDS) <= have:
+        # a softmax layer is scored by its logits, though it also holds scheme paths (issue 65):
+        # the scores it was selected by before those paths existed
+        if set(TOKEN_FIELDS) <= have:
             out[name] = list(TOKEN_FIELDS)
+        elif set(SEQUENCE_FIELDS) <= have:
+            out[name] = list(SEQUENCE_FIELDS)
         elif names:
             raise CacheError(f"teacher {name!r} stores neither k-best paths nor logits: it cannot score rows")
     if strategy == "disagreement":

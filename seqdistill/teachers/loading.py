@@ -19,6 +19,7 @@ from ..cache_schema import LabelSchema
 from .base import TEACHER_JSON, TeacherError
 from .kinds import KINDS, teacher_kind
 from .kinds.softmax import load_token_classifier
+from .pretrained import hub_missing
 
 
 def build_teacher(
@@ -67,19 +68,12 @@ def resolve_model_dir(name) -> Path:
         return d
     if not HUB_ID.fullmatch(str(name)):
         raise TeacherError(f"{name}: no such teacher directory, and not a Hugging Face Hub id (ORG/NAME)")
-    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub import snapshot_download
 
     try:
         return Path(snapshot_download(str(name), allow_patterns=HUB_FILES))
     except Exception as e:  # huggingface_hub's errors: not found, offline and not cached, no network, gated
-        where = (
-            f"offline (HF_HUB_OFFLINE=1) and not in the hub cache {constants.HF_HUB_CACHE}: download it where "
-            "the Hub is reachable, or give a local directory"
-            if constants.HF_HUB_OFFLINE
-            else f"not found on the Hugging Face Hub nor in its cache {constants.HF_HUB_CACHE} "
-            "(a private model needs HF_TOKEN)"
-        )
-        raise TeacherError(f"{name}: not a local directory; as a Hub id it is {where} ({type(e).__name__})") from None
+        raise TeacherError(hub_missing(str(name), e)) from None
 
 
 def load_teacher(directory, *, trust_remote_code: bool = False, device: str | torch.device | None = None):

@@ -64,7 +64,28 @@ def from_pretrained(auto_class, source: str | os.PathLike, *, trust_remote_code:
         import torch
 
         kwargs.setdefault("dtype", torch.float32)  # dequantized to float32, trained as such
-    return auto_class.from_pretrained(path, trust_remote_code=trust_remote_code, **extra, **kwargs)
+    try:
+        return auto_class.from_pretrained(path, trust_remote_code=trust_remote_code, **extra, **kwargs)
+    except OSError as e:  # transformers' "not a local folder and not a valid model identifier", offline or not
+        if Path(path).exists():
+            raise
+        raise PretrainedError(hub_missing(path, e)) from None
+
+
+def hub_missing(name: str, error: Exception) -> str:
+    """Why ``name``, not a local path, could not be had from the Hugging Face Hub: offline and not
+    in its cache, or not found (transformers and huggingface_hub honour HF_HUB_OFFLINE and
+    HF_HUB_CACHE alike), with what to do."""
+    from huggingface_hub import constants
+
+    where = (
+        f"offline (HF_HUB_OFFLINE=1) and not in the hub cache {constants.HF_HUB_CACHE}: download it where "
+        "the Hub is reachable, or give a local directory"
+        if constants.HF_HUB_OFFLINE
+        else f"not found on the Hugging Face Hub nor in its cache {constants.HF_HUB_CACHE} "
+        "(a private model needs HF_TOKEN)"
+    )
+    return f"{name}: not a local directory; as a Hub id it is {where} ({type(error).__name__})"
 
 
 def base_record(source: str | os.PathLike) -> dict | None:

@@ -1,5 +1,9 @@
 """Multi-Grained KD (paper 000): a BiLSTM-CRF student from a CRF (or softmax) teacher's cache.
 
+A softmax teacher's layer holds k-best paths and marginals under its scheme CRF
+(``teachers/paths.py``), so every loss takes it; a layer without a loss's fields (built before
+softmax layers had paths, or with ``--no-marginals``) is refused by the names of those fields.
+
 The loss is the fixed-weight (eq. 8, the default) or uncertainty-weighted (eq. 9) sum of the chosen parts:
 ``hard`` (eq. 7), ``seq-ce`` (eq. 4), ``fuzzy`` (eq. 6), ``token-em`` and ``token-pos`` (eq. 10).
 Hard labels are the gold tags on labelled rows and the teacher's best path on unlabelled rows;
@@ -88,24 +92,31 @@ def _token_pos(s: Scores, cfg) -> torch.Tensor:
 @dataclass(frozen=True)
 class LossPart:
     """One loss of the recipe, declared once: its name, what it reads from the cache (``kbest``:
-    the teacher's k-best paths; ``dense``: batch attribute -> cache field, by teacher kind), whether
-    only a CRF teacher has it, and how it is computed (a mean over the batch's sentences)."""
+    the teacher's k-best paths; ``dense``: batch attribute -> cache field, by teacher kind), and how
+    it is computed (a mean over the batch's sentences)."""
 
     name: str
     compute: Callable[[Scores, object], torch.Tensor | None]
     kbest: bool = False
-    crf_only: bool = False
     dense: Callable[[str], dict[str, str]] = lambda kind: {}
+
+    def reads(self, kind: str) -> list[str]:
+        """The teacher layer's fields this loss reads."""
+        return (list(KBEST_FIELDS) if self.kbest else []) + list(self.dense(kind).values())
+
+
+KBEST_FIELDS = ("kbest_paths", "kbest_log_probs")
+PATH_KINDS = ("crf", "softmax")  # the kinds whose layers hold global path probabilities and marginals
 
 
 LOSS_TABLE = (  # in the order the losses are computed
     LossPart("hard", _hard),  # eq. 7: gold tags, or the teacher's best path on unlabelled rows
-    LossPart("seq-ce", _seq_ce, kbest=True, crf_only=True),  # eq. 4
-    LossPart("fuzzy", _fuzzy, kbest=True, crf_only=True),  # eq. 6
+    LossPart("seq-ce", _seq_ce, kbest=True),  # eq. 4
+    LossPart("fuzzy", _fuzzy, kbest=True),  # eq. 6
     LossPart(  # eq. 10 over the teacher's emissions (a softmax teacher: its logits)
         "token-em", _token_em, dense=lambda kind: {"teacher_emissions": "emissions" if kind == "crf" else "logits"}
     ),
-    LossPart("token-pos", _token_pos, crf_only=True, dense=lambda kind: {"teacher_marginals": "marginals"}),  # eq. 10
+    LossPart("token-pos", _token_pos, dense=lambda kind: {"teacher_marginals": "marginals"}),  # eq. 10
 )
 LOSSES = tuple(part.name for part in LOSS_TABLE)
 
@@ -274,10 +285,20 @@ def plan(ctx: Context) -> Plan:
     kind = reader.manifest.teachers[teacher].kind
     stored_k = reader.manifest.teachers[teacher].decoding.get("k")
     parts = chosen(cfg.losses)
-    if kind != "crf" and any(part.crf_only for part in parts):
+    if kind not in PATH_KINDS and any(part.name != "hard" for part in parts):
         raise CacheError(
-            f"teacher {teacher!r} is a {kind} teacher: it has no k-best paths or marginals; "
-            "use the losses hard and token-em"
+            f"teacher {teacher!r} is a {kind} teacher: mgkd's teacher losses read crf and softmax layers; "
+            "train with --losses hard, or use the recipe of its kind"
+        )
+    have = {f.name for f in reader.manifest.layers[teacher].fields}
+    lacking = {part.name: [f for f in part.reads(kind) if f not in have] for part in parts}
+    lacking = {name: fields for name, fields in lacking.items() if fields}
+    if lacking:
+        said = "; ".join(f"{name} reads {', '.join(fields)}" for name, fields in lacking.items())
+        raise CacheError(
+            f"teacher {teacher!r} ({kind}) does not store what these losses read: {said}. Rebuild its layer "
+            "with this version's `distill-cache build` (softmax layers hold k-best paths and marginals since "
+            "issue 65; marginals need no --no-marginals), or leave those losses out"
         )
     if any(part.kbest for part in parts) and stored_k is not None and cfg.k > stored_k:
         raise CacheError(f"--k {cfg.k} is more than the {stored_k} paths per sentence the cache holds")
@@ -286,10 +307,11 @@ def plan(ctx: Context) -> Plan:
     unlabelled_rows = (cfg.gold_sentences is not None and cfg.unlabelled) or any(
         not c.labelled for c in reader.manifest.corpora if (c.name, c.split) in selected
     )
-    if unlabelled_rows and kind != "crf":
+    has_paths = kind in PATH_KINDS and set(KBEST_FIELDS) <= have
+    if unlabelled_rows and not has_paths:
         raise CacheError(
-            f"teacher {teacher!r} is a {kind} teacher: it has no paths to use as hard labels for "
-            "the unlabelled corpora; train with --no-unlabelled"
+            f"teacher {teacher!r} ({kind}) stores no k-best paths to use as hard labels for the unlabelled "
+            "corpora; rebuild its layer with this version's `distill-cache build`, or train with --no-unlabelled"
         )
     exports = teacher_exports(reader, teacher)
     tokenizer, weight = exports.tokenizer, exports.student_weight()
@@ -316,8 +338,8 @@ def plan(ctx: Context) -> Plan:
     # the teacher's k-best paths: for the sequence losses, and as hard labels of unlabelled rows (§3.2)
     needs_kbest = any(part.kbest for part in parts) or unlabelled_rows
     fields = {EXAMPLES_LAYER: ["words", "tags"], teacher: []}
-    if needs_kbest and kind == "crf":
-        fields[teacher] += ["kbest_paths", "kbest_log_probs"]
+    if needs_kbest and has_paths:
+        fields[teacher] += list(KBEST_FIELDS)
     fields[teacher] += [name for part in parts for name in part.dense(kind).values()]
     stream = ctx.stream(fields, selected, Collate(tokenizer, schema, teacher, cfg, kind))
     dev_words, dev_tags = read_split(reader, dev_names) if dev_names else ([], [])

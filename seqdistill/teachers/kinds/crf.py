@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 from safetensors.torch import save_file
 from torch import Tensor
 
@@ -17,6 +16,7 @@ from ...crf import CRF
 from ...decode import Decoder, crf_decoder
 from ..base import TeacherOutput
 from ..encoder import EncoderKind, Teacher
+from ..paths import add_paths, marginals_field, path_fields, path_values
 
 
 class CRFTeacher(Teacher):
@@ -37,11 +37,7 @@ class CRFTeacher(Teacher):
     def add_structure(self, out: TeacherOutput, k: int, marginals: bool) -> None:
         """k-best paths and log Z, and the marginals on request; log Z is computed once, by the
         marginals' forward pass when they are asked for, and reused by k-best and the gold NLL."""
-        log_z, shortest = None, out.shortest
-        if marginals:
-            out.marginals, log_z = self.crf.marginals(out.logits, out.word_mask, with_log_z=True, shortest=shortest)
-        best = self.crf.kbest(out.logits, out.word_mask, k, log_z=log_z, shortest=shortest)
-        out.log_z, out.kbest_paths, out.kbest_log_probs = best.log_z, best.paths, best.log_probs
+        add_paths(out, out.logits, self.crf.scores(), k, marginals)
 
     def gold_nll(self, out: TeacherOutput, tags: Tensor) -> Tensor:
         tags = tags.to(self.device, non_blocking=True)
@@ -79,40 +75,19 @@ class CRFKind(EncoderKind):
         return {"k": options.k, "constrained": True, "scheme": scheme, "precision": precision}
 
     def own_fields(self, schema, options):
-        num_tags, dense = schema.num_tags, options.dense_dtype
-        fields = [
+        fields = path_fields("CRF log-partition", "path score - log Z")
+        fields.append(
             FieldSpec(
-                "kbest_paths",
-                "example",
-                "int16",
-                ("k", "words"),
-                description="the k best tag paths (valid ones only), best first",
-            ),
-            FieldSpec(
-                "kbest_log_probs",
-                "example",
-                "float32",
-                ("k",),
-                description="global log-probabilities of the k-best paths (path score - log Z)",
-            ),
-            FieldSpec("log_z", "example", "float32", description="CRF log-partition"),
-            FieldSpec("emissions", "word", dense, (num_tags,), "zarr", description="CRF emission scores"),
-        ]
-        if options.marginals:
-            fields.append(
-                FieldSpec("marginals", "word", dense, (num_tags,), "zarr", description="CRF posterior tag marginals")
+                "emissions", "word", options.dense_dtype, (schema.num_tags,), "zarr", description="CRF emission scores"
             )
+        )
+        if options.marginals:
+            fields.append(marginals_field(schema, options.dense_dtype, "CRF posterior tag marginals"))
         return fields
 
     def own_values(self, host, j, n, options):
-        lp = host["kbest_log_probs"][j]
-        valid = np.isfinite(lp)
-        values = {
-            "kbest_paths": host["kbest_paths"][j][valid, :n].astype(np.int16),
-            "kbest_log_probs": lp[valid].astype(np.float32),
-            "log_z": float(host["log_z"][j]),
-            "emissions": host["logits"][j, :n],
-        }
+        values = path_values(host, j, n)
+        values["emissions"] = host["logits"][j, :n]
         if options.marginals:
             values["marginals"] = host["marginals"][j, :n]
         return values

@@ -1,21 +1,35 @@
 """The ``softmax`` teacher kind: encoder + dropout + linear (papers 001, 003), or any
-``AutoModelForTokenClassification`` checkpoint (a directory without ``teacher.json``). Its
-teachers output tag logits and decode by the argmax."""
+``AutoModelForTokenClassification`` checkpoint (a directory without ``teacher.json``, a Hub id).
+Its teachers output tag logits and decode by the argmax.
+
+Its cache layer also holds k-best paths with global log-probabilities, log Z and marginals under
+the scheme CRF (``teachers/paths.py``: the log-softmax as emissions, transitions 0 where the scheme
+allows a step, -inf where it forbids one), so that MGKD's sequence losses take any token
+classifier (issue 65). Decisions: the teacher's own decoding (``predict``, its export) stays the
+argmax it was trained for; the cache's best path is the scheme-valid one, which differs from the
+argmax only where the argmax breaks the scheme. The gold NLL stays the factorised softmax's."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from ...cache_schema import FieldSpec, LabelSchema
-from ..base import TEACHER_JSON, TeacherError
+from ...cache_schema import FieldSpec, LabelSchema, TagError
+from ..base import TEACHER_JSON, TeacherError, TeacherOutput
 from ..encoder import EncoderKind, Teacher
+from ..paths import add_paths, marginals_field, path_fields, path_values, scheme_scores
 
 
 class TokenClassifierTeacher(Teacher):
     kind = "softmax"
+
+    def add_structure(self, out: TeacherOutput, k: int, marginals: bool) -> None:
+        """k-best paths, log Z and (on request) marginals under the scheme CRF (``paths.py``)."""
+        emissions = torch.log_softmax(out.logits.float(), dim=-1)
+        add_paths(out, emissions, scheme_scores(self.schema, emissions.device), k, marginals)
 
 
 def load_token_classifier(d: Path, trust_remote_code: bool = False) -> Teacher:
@@ -34,9 +48,9 @@ def load_token_classifier(d: Path, trust_remote_code: bool = False) -> Teacher:
             f"{d}: a plain encoder has no tagging head; fine-tune it first with "
             f"`distill-cache finetune-teacher --encoder {d}`"
         )
-    model = AutoModelForTokenClassification.from_pretrained(d, trust_remote_code=trust_remote_code)
     labels = [config.id2label[i] for i in range(config.num_labels)]
-    schema = LabelSchema.from_sequences([labels])
+    schema = token_classifier_schema(d, labels)
+    model = AutoModelForTokenClassification.from_pretrained(d, trust_remote_code=trust_remote_code)
     head = getattr(model, "classifier", None)
     if not isinstance(head, nn.Linear):
         raise TeacherError(f"{d}: its classifier is not a linear layer; seqdistill cannot reuse it")
@@ -52,18 +66,60 @@ def load_token_classifier(d: Path, trust_remote_code: bool = False) -> Teacher:
     return teacher
 
 
+def token_classifier_schema(d: Path, labels: list[str]) -> LabelSchema:
+    """The label schema of a checkpoint's ``id2label``, refused by name where it cannot be read as
+    spans: labels without names (transformers' ``LABEL_0``...), labels without span boundaries (an
+    IO tagger's bare types, which would read as paper 004's sBIO), labels that fit no scheme."""
+    shown = ", ".join(labels[:12]) + (", ..." if len(labels) > 12 else "")
+    if all(re.fullmatch(r"LABEL_\d+", label) for label in labels):
+        raise TeacherError(
+            f"{d}: its {len(labels)} labels have no names ({shown}): set id2label in its config.json to its tag "
+            "names (O, B-PER, I-PER, ...), in the order of its classifier's outputs"
+        )
+    try:
+        schema = LabelSchema.from_sequences([labels])
+    except TagError as e:
+        raise TeacherError(
+            f"{d}: its labels ({shown}) fit no tag scheme ({e}); seqdistill reads IOB1, IOB2, BIOES, BILOU, BMES "
+            "and BMEWO taggers: rename them in id2label of its config.json"
+        ) from None
+    if schema.scheme == "sBIO":
+        raise TeacherError(
+            f"{d}: its labels ({shown}) mark no span boundaries (no B-/I- prefixes: an IO tagger), so two "
+            "entities side by side cannot be told apart; seqdistill needs a scheme with boundaries "
+            "(IOB2, BIOES, ...): fine-tune one with `distill-cache finetune-teacher`"
+        )
+    return schema
+
+
 class SoftmaxKind(EncoderKind):
-    """Encoder + linear (papers 001, 003), or any token-classification checkpoint: tag logits."""
+    """Encoder + linear (papers 001, 003), or any token-classification checkpoint: tag logits, and
+    k-best paths and marginals under the scheme CRF."""
 
     model = TokenClassifierTeacher
-    help = "encoder + linear (papers 001, 003): tag logits"
+    help = "encoder + linear (papers 001, 003): tag logits, k-best paths and marginals under the scheme"
     name = "softmax"
 
+    def decoding(self, options, scheme, precision):
+        return {"k": options.k, "constrained": True, "scheme": scheme, "transitions": "scheme", "precision": precision}
+
     def own_fields(self, schema, options):
-        return [FieldSpec("logits", "word", options.dense_dtype, (schema.num_tags,), "zarr", description="tag logits")]
+        fields = [
+            FieldSpec("logits", "word", options.dense_dtype, (schema.num_tags,), "zarr", description="tag logits")
+        ]
+        fields += path_fields(
+            "log of the softmax's mass on the scheme's valid paths (scheme CRF)",
+            "the product of the words' softmax probabilities over the scheme's valid paths, renormalised",
+        )
+        if options.marginals:
+            fields.append(marginals_field(schema, options.dense_dtype, "tag marginals under the scheme CRF"))
+        return fields
 
     def own_values(self, host, j, n, options):
-        return {"logits": host["logits"][j, :n]}
+        values = {"logits": host["logits"][j, :n], **path_values(host, j, n)}
+        if options.marginals:
+            values["marginals"] = host["marginals"][j, :n]
+        return values
 
 
 KIND = SoftmaxKind()
