@@ -58,3 +58,15 @@ def test_a_hub_id_builds_a_cache_offline_and_a_missing_one_is_named(tiny_encoder
         ["build", "--out", str(tmp_path / "c3"), "--teacher", "no-such-dir", "--labelled", f"toy={corpus}@train"], cache
     )
     assert r.returncode == 1 and "no such" in r.stderr
+
+
+def test_an_encoder_missing_from_the_hub_cache_offline_is_named(tmp_path):
+    corpus = tmp_path / "train.txt"
+    corpus.write_text("Anna B-PER\nvisits O\nRome B-LOC\n\nPeter B-PER\n\n")
+    out = tmp_path / "teacher"
+    args = ["finetune-teacher", "--encoder", "acme/absent-encoder", "--train", str(corpus), "--dev", str(corpus)]
+    r = _run([*args, "--out", str(out)], tmp_path / "hub")
+    assert r.returncode == 1
+    assert "acme/absent-encoder: not a local directory" in r.stderr
+    assert "offline (HF_HUB_OFFLINE=1) and not in the hub cache" in r.stderr
+    assert not (out / "teacher.json").exists()
