@@ -59,6 +59,13 @@ SETTINGS = {  # --setting NAME: the files of a setting made by another command (
         "teacher": ".data/demo/teacher",
         "cache": ".data/demo/cache",
     },
+    "wnut": {  # examples/wnut.sh: its seeded split of WNUT-2016, its MiniLM-L6 + CRF teacher and cache
+        "train": ".data/wnut/split/gold_train.txt",
+        "dev": ".data/wnut/split/gold_dev.txt",
+        "test": ".data/wnut/split/gold_test.txt",
+        "teacher": ".data/wnut/teacher",
+        "cache": ".data/wnut/cache",
+    },
 }
 
 
