@@ -39,6 +39,7 @@ import os
 import platform
 import random
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -195,7 +196,10 @@ def int8_export(model_dir: Path, work: Path, name: str) -> Path:
     from seqdistill.deploy.export import export_model
 
     out = work / f"{name}-onnx-int8"
-    if not (out / "export.json").exists():
+    done = out / "export.json"
+    if done.exists() and max(f.stat().st_mtime for f in model_dir.rglob("*") if f.is_file()) > done.stat().st_mtime:
+        shutil.rmtree(out)  # the model was trained again since: its old export is not this model's
+    if not done.exists():
         export_model(model_dir, out, quantize="int8")
     return out
 
