@@ -29,7 +29,7 @@ import numpy as np
 from ..cache_schema import EXAMPLES_LAYER, CacheError, CacheReader
 from ..cache_schema.labels import tags_to_spans
 from ..corpora.words import join_words
-from .select import SEQUENCE_FIELDS, Pick, two_best
+from .select import SEQUENCE_FIELDS, Pick, scoring_fields, two_best
 
 FORMATS = ("rows", "label-studio", "spans")
 
@@ -39,8 +39,7 @@ def pre_annotating(reader: CacheReader, names: list[str] | None) -> list[str]:
     layers = [n for n, layer in reader.manifest.layers.items() if layer.kind == "teacher" and (not names or n in names)]
     usable = []
     for name in layers:
-        have = {f.name for f in reader.manifest.layers[name].fields}
-        if set(SEQUENCE_FIELDS) <= have or {"logits"} <= have:
+        if scoring_fields({f.name for f in reader.manifest.layers[name].fields}):
             usable.append(name)
     if not usable:
         raise CacheError("no teacher layer with k-best paths or logits to pre-annotate the rows")
@@ -54,7 +53,7 @@ def predictions(reader: CacheReader, picks: list[Pick], teachers: list[str]) -> 
     out: dict[str, dict[str, dict]] = {t: {} for t in teachers}
     for teacher in teachers:
         have = {f.name for f in reader.manifest.layers[teacher].fields}
-        seq = set(SEQUENCE_FIELDS) <= have and "logits" not in have  # a softmax layer: by its logits (select.py)
+        seq = scoring_fields(have) == list(SEQUENCE_FIELDS)
         fields = list(SEQUENCE_FIELDS) + (["marginals"] if "marginals" in have else []) if seq else ["logits"]
         for shard in reader.iter_shards({EXAMPLES_LAYER: ["n_words"], teacher: fields}):
             for i, eid in enumerate(shard.example_ids):

@@ -143,13 +143,9 @@ def _teacher_layers(reader: CacheReader, names: list[str] | None, strategy: str)
         return {}
     out = {}
     for name, layer in layers.items():
-        have = {f.name for f in layer.fields}
-        # a softmax layer is scored by its logits, though it also holds scheme paths (issue 65):
-        # the scores it was selected by before those paths existed
-        if set(TOKEN_FIELDS) <= have:
-            out[name] = list(TOKEN_FIELDS)
-        elif set(SEQUENCE_FIELDS) <= have:
-            out[name] = list(SEQUENCE_FIELDS)
+        fields = scoring_fields({f.name for f in layer.fields})
+        if fields:
+            out[name] = fields
         elif names:
             raise CacheError(f"teacher {name!r} stores neither k-best paths nor logits: it cannot score rows")
     if strategy == "disagreement":
@@ -186,6 +182,17 @@ def _candidate_corpora(reader: CacheReader, names: list[str] | None) -> set[tupl
             raise CacheError(f"--corpus {name!r}: the cache has no such corpus; it holds: {listed}")
         out |= match
     return out
+
+
+def scoring_fields(have: set[str]) -> list[str] | None:
+    """The fields a teacher layer holding ``have`` is scored by: its logits (a softmax layer, though
+    it also holds scheme paths since issue 65: the scores it was scored by before those paths
+    existed), else its k-best paths, else None."""
+    if set(TOKEN_FIELDS) <= have:
+        return list(TOKEN_FIELDS)
+    if set(SEQUENCE_FIELDS) <= have:
+        return list(SEQUENCE_FIELDS)
+    return None
 
 
 def two_best(shard, teacher: str, fields: list[str], i: int) -> tuple[float, float]:

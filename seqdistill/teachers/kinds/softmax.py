@@ -29,7 +29,9 @@ class TokenClassifierTeacher(Teacher):
     def add_structure(self, out: TeacherOutput, k: int, marginals: bool) -> None:
         """k-best paths, log Z and (on request) marginals under the scheme CRF (``paths.py``)."""
         emissions = torch.log_softmax(out.logits.float(), dim=-1)
-        add_paths(out, emissions, scheme_scores(self.schema, emissions.device), k, marginals)
+        if getattr(self, "_scheme", (None,))[0] != emissions.device:  # made once a device, not every batch
+            self._scheme = (emissions.device, scheme_scores(self.schema, emissions.device))
+        add_paths(out, emissions, self._scheme[1], k, marginals)
 
 
 def load_token_classifier(d: Path, trust_remote_code: bool = False) -> Teacher:
