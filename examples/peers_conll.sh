@@ -8,9 +8,9 @@
 # * The teacher is examples/minilm_conll_teacher.sh's MiniLM-L6 + CRF (4 epochs on 14,041
 #   sentences; about 33 min with 2 threads here, 45 with one). It is resumable; so is this script:
 #   each finished step is skipped when it runs again.
-# * The cache: train, valid and test with WIKI=10000 Wikipedia sentences as transfer text (paper
-#   000's unlabelled data; examples/conll_cache.sh's amount), k-best K=10, no hidden layers (the
-#   MGKD losses read paths and emissions only).
+# * The cache is examples/conll_cache.sh's, with LAYERS= (empty): train, valid and test with
+#   WIKI=10000 Wikipedia sentences as transfer text (paper 000's unlabelled data), k-best K=10, no
+#   hidden layers (the MGKD losses read paths and emissions only).
 # * The student: `make demo`'s recipe unchanged (MGKD hard, seq-ce and fuzzy with K=5 into
 #   `--arch cnn-crf --chars`, lr 3e-3, dropout 0.2, halving on plateau, at most EPOCHS=10 epochs,
 #   patience 3). Nothing is tuned to this corpus: the settings were chosen on the demo's dev set.
@@ -23,13 +23,9 @@ WIKI=${WIKI:-10000}
 EPOCHS=${EPOCHS:-10}
 TEACHER=${TEACHER:-.data/teachers/minilm-crf-conll}
 export TOKENIZERS_PARALLELISM=false
-D=$($BIN/python -c "import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec('neuroner').origin).parent / 'data/conll2003/en')")
 mkdir -p "$OUT"
 [ -f "$TEACHER/training.json" ] || OUT=$TEACHER examples/minilm_conll_teacher.sh > "$OUT/teacher.log" 2>&1
-[ -s "$OUT/wiki.txt" ] || $BIN/python -c "import sys; sys.path.insert(0, 'examples'); from pathlib import Path; from demo import write_wikipedia; write_wikipedia(Path('$OUT/wiki.txt'), $WIKI)"
-[ -f "$OUT/cache/manifest.json" ] || $BIN/distill-cache build --out "$OUT/cache" --teacher "$TEACHER" --teacher-id minilm \
-  --labelled conll=$D/train.txt@train --labelled conll=$D/valid.txt@dev --labelled conll=$D/test.txt@test \
-  --unlabelled wiki=$OUT/wiki.txt --kbest 10 --device cpu > "$OUT/cache.log" 2>&1
+[ -f "$OUT/cache/manifest.json" ] || DATA=$OUT TEACHER=$TEACHER WIKI=$WIKI LAYERS= examples/conll_cache.sh > "$OUT/cache.log" 2>&1
 name=cnn; [ "$SEED" != 13 ] && name=cnn-s$SEED
 [ -f "$OUT/$name/training.json" ] || $BIN/distill-train mgkd --cache "$OUT/cache" --out "$OUT/$name" \
   --arch cnn-crf --chars --lr 3e-3 --dropout 0.2 --lr-plateau --losses hard,seq-ce,fuzzy --k 5 \
