@@ -174,7 +174,7 @@ class MGKDConfig(RunConfig):
         "cnn-crf: the width the teacher's embeddings are projected to by a learned matrix, folded into the "
         "exported table (default 128; 0: none).",
     )
-    width: int | None = option(None, "cnn-crf: the window encoder's channels (default 256).")
+    width: int | None = option(None, "cnn-crf: the window encoder's channels (default 192).")
     dilations: tuple[int, ...] = option(
         (), "cnn-crf: one window layer per entry, reading words d apart, comma-separated (default 1,2,4,1)."
     )
