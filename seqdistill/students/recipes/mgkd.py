@@ -172,11 +172,13 @@ class MGKDConfig(RunConfig):
     projection: int | None = option(
         None,
         "cnn-crf: the width the teacher's embeddings are projected to by a learned matrix, folded into the "
-        "exported table (default 128; 0: none).",
+        f"exported table (default {CNNCRFConfig.projection}; 0: none).",
     )
-    width: int | None = option(None, "cnn-crf: the window encoder's channels (default 192).")
+    width: int | None = option(None, f"cnn-crf: the window encoder's channels (default {CNNCRFConfig.width}).")
     dilations: tuple[int, ...] = option(
-        (), "cnn-crf: one window layer per entry, reading words d apart, comma-separated (default 1,2,4,1)."
+        (),
+        "cnn-crf: one window layer per entry, reading words d apart, comma-separated "
+        f"(default {','.join(map(str, CNNCRFConfig.dilations))}).",
     )
     dropout: float = option(0.5, "On the embeddings and the LSTM output (paper 000, Table 6).")
     lr: float = option(1e-3, "AdamW learning rate (paper 000, Table 6: student grid 1e-3, 5e-4).")
