@@ -182,7 +182,7 @@ def test_the_export_tests_cover_every_registered_architecture_and_teacher_kind()
     from seqdistill.teachers import KINDS
 
     assert {a for a, _ in STUDENTS} == set(student_architectures())
-    assert set(EXPORTED_KINDS) | {"sentscore"} == set(KINDS)  # sentscore refuses export (its own test)
+    assert set(EXPORTED_KINDS) | {"sentscore", "span"} == set(KINDS)  # these two refuse export (their own tests)
 
 
 EXPORTED_KINDS = ["crf", "softmax", "bilou-per-type"]
@@ -472,3 +472,15 @@ def test_sentscore_teachers_are_not_exported_and_say_why(tmp_path):
     teacher = type("Loaded", (), {"source_dir": tmp_path})()  # export_graph reads nothing else
     with pytest.raises(TeacherError, match="distil it into a student"):
         SentScoreTeacher.export_graph(teacher)
+
+
+def test_span_teachers_are_not_exported_and_say_why(tmp_path):
+    """A GLiNER directory is read with the types a build names; export names what to do instead."""
+    from seqdistill.teachers import TeacherError, load_teacher
+
+    (tmp_path / "gliner_config.json").write_text('{"max_width": 4}')
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    with pytest.raises(TeacherError, match="distil it into a student to tag, evaluate or export"):
+        load_teacher(tmp_path)
+    with pytest.raises(TeacherError, match="GLiNER.export_to_onnx"):
+        export_model(tmp_path, tmp_path / "onnx")

@@ -56,9 +56,15 @@ def _teacher(kind, tiny_encoder, seq2seq_encoder):
     return build_teacher(encoder, SCHEMA, kind).eval()
 
 
-def _widest_options(kind) -> LayerOptions:
-    """The most the kind accepts: every optional field if it can, else fewer."""
-    for options in (LayerOptions(3, True, (0, 1), True), LayerOptions(3, True, (0, 1)), LayerOptions(3)):
+def _widest_options(kind, teacher) -> LayerOptions:
+    """The most the kind accepts: every optional field if it can, else fewer (a span teacher's
+    options name its types, as a build's --entity-types does)."""
+    span = getattr(teacher, "span", None)
+    for options in (
+        LayerOptions(3, True, (0, 1), True, span=span),
+        LayerOptions(3, True, (0, 1), span=span),
+        LayerOptions(3, span=span),
+    ):
         if kind.refusal(options) is None:
             return options
     raise AssertionError(f"kind {kind.name!r} refuses even the bare options")
@@ -68,7 +74,7 @@ def _widest_options(kind) -> LayerOptions:
 def test_shard_columns_are_the_declared_fields(name, tiny_encoder, seq2seq_encoder, tmp_path):
     kind = KINDS[name]
     teacher = _teacher(name, tiny_encoder, seq2seq_encoder)
-    schema, options = teacher.schema, _widest_options(kind)
+    schema, options = teacher.schema, _widest_options(kind, teacher)
     labelled = read_corpus(toy_corpus(tmp_path / "train.txt", 3, 0), "toy", "train").to_scheme(schema.scheme)
     raw = read_corpus(toy_corpus(tmp_path / "raw.txt", 2, 1, labelled=False), "raw", "unlabelled", labelled=False)
     rows = labelled.example_rows() + raw.example_rows()

@@ -49,12 +49,16 @@ from ..corpora import HF_PREFIX, Corpus, read_corpus
 from ..corpora.read import CorpusSource
 from ..corpora.streamed import StreamedCorpus, scan_corpus
 from ..teachers import (
+    GLINER_CONFIG,
     LayerOptions,
+    SpanOptions,
     Teacher,
     TeacherError,
     TeacherKind,
     export_for_students,
     load_teacher,
+    marked_kind,
+    parse_entity_types,
     teacher_fingerprints,
     teacher_kind,
     to_host,
@@ -161,6 +165,18 @@ class BuildConfig:
     queue_size: int = option(2, "Finished shards waiting for a shard writer (then the device waits).")
     overwrite: bool = option(False, "Replace this teacher's layer (or the whole cache if the corpora changed).")
     trust_remote_code: bool = option(False, "Allow the teacher's own Python code to run (off by default).")
+    entity_types: str | None = option(
+        None,
+        "A span teacher's (GLiNER) types: NAME=TAG,... the names the model reads, the tags the cache writes, "
+        "e.g. person=PER,organization=ORG (issue 71).",
+        metavar="NAME=TAG,...",
+    )
+    span_threshold: float = option(
+        0.5,
+        "A span teacher's threshold: its semi-CRF's bias b = -logit(threshold) on every chosen span "
+        "(0.5, GLiNER's default: b = 0).",
+    )
+    span_temperature: float = option(1.0, "A span teacher's semi-CRF temperature T: phi = (logit + b) / T.")
     wait: float = option(
         0.0,
         "If another build holds the cache's lock, wait this long for it (0: fail at once).",
@@ -182,6 +198,13 @@ class BuildReport:
 
 def _layer_options(cfg: BuildConfig) -> LayerOptions:
     """What ``cfg`` asks of the teacher's layer, as the teacher kinds take it (K resolved)."""
+    span = None
+    if cfg.entity_types is not None:
+        try:
+            types = parse_entity_types(cfg.entity_types)
+        except TeacherError as e:
+            raise BuildError(str(e)) from None
+        span = SpanOptions(types, cfg.span_threshold, cfg.span_temperature)
     return LayerOptions(
         cfg.k,
         cfg.marginals,
@@ -191,6 +214,7 @@ def _layer_options(cfg: BuildConfig) -> LayerOptions:
         hidden_int8=cfg.hidden_dtype == "int8",
         hidden_project=cfg.hidden_project,
         word_topk=cfg.word_topk,
+        span=span,
     )
 
 
@@ -211,20 +235,37 @@ def scan_corpora(specs: list[CorpusSpec], scheme: str | None, schema: LabelSchem
     return corpora
 
 
-def _teacher_meta(teacher_dir: str, trust_remote_code: bool) -> tuple[TeacherKind, LabelSchema, str, dict]:
-    """Kind, label schema, pooling and what the teacher adds to its layer's decoding settings
-    (``teacher.json``'s ``decoding``: a server teacher says how it approximates its kind's search)
-    of a teacher directory, without loading its weights when it is a seqdistill teacher."""
+def _teacher_meta(
+    teacher_dir: str, trust_remote_code: bool, options: LayerOptions
+) -> tuple[TeacherKind, LabelSchema, str, dict, LayerOptions]:
+    """Kind, label schema, pooling, what the teacher adds to its layer's decoding settings
+    (``teacher.json``'s ``decoding``: a server teacher says how it approximates its kind's search;
+    a GLiNER's geometry) and the options as the teacher completes them, of a teacher directory,
+    without loading its weights when it is a seqdistill teacher or a directory a kind marks."""
     import json
     from pathlib import Path
 
+    marked = marked_kind(teacher_dir)
+    if marked is not None:  # a model's own format (a GLiNER): read with the build's options
+        try:
+            schema, pooling, decoding, options = marked.read_directory(teacher_dir, options, trust_remote_code)
+        except TeacherError as e:
+            raise BuildError(str(e)) from None
+        return marked, schema, pooling, decoding, options
     meta = Path(teacher_dir) / "teacher.json"
     if meta.exists():
         obj = json.loads(meta.read_text())
-        schema = LabelSchema.from_json(obj["label_schema"])
-        return teacher_kind(obj["kind"]), schema, obj.get("pooling", "first"), obj.get("decoding", {})
-    t = load_teacher(teacher_dir, trust_remote_code=trust_remote_code)  # HF token-classification dir
-    return teacher_kind(t.kind), t.schema, t.pooling, {}
+        kind, schema = teacher_kind(obj["kind"]), LabelSchema.from_json(obj["label_schema"])
+        pooling, decoding = obj.get("pooling", "first"), obj.get("decoding", {})
+    else:
+        t = load_teacher(teacher_dir, trust_remote_code=trust_remote_code)  # HF token-classification dir
+        kind, schema, pooling, decoding = teacher_kind(t.kind), t.schema, t.pooling, {}
+    if options.span is not None:
+        raise BuildError(
+            f"--entity-types names the types of a span teacher (a GLiNER directory, {GLINER_CONFIG}); "
+            f"{teacher_dir} is a {kind.name} teacher, whose tags are its own: leave --entity-types out"
+        )
+    return kind, schema, pooling, decoding, options
 
 
 @dataclass
@@ -312,7 +353,9 @@ def build_cache(
         needs_exports = rank == 0 and not layer.has_exports()
         teacher = None
         if todo or needs_exports:
-            teacher = load_teacher(teacher_dir, trust_remote_code=cfg.trust_remote_code, device=plan.device)
+            teacher = load_teacher(
+                teacher_dir, trust_remote_code=cfg.trust_remote_code, device=plan.device, options=plan.options
+            )
         if needs_exports:
             _export_for_students(teacher, layer, plan, log)
         if cfg.hidden_project:
@@ -366,10 +409,10 @@ def _plan(teacher_dir: str, corpora_specs: list[CorpusSpec], cfg: BuildConfig, t
     teacher_id = check_id(teacher_id or os.path.basename(os.path.normpath(teacher_dir)), "teacher id")
     if not os.path.isdir(teacher_dir):
         raise BuildError(f"{teacher_dir}: no such teacher directory")
-    kind, schema, pooling, decoding = _teacher_meta(teacher_dir, cfg.trust_remote_code)
+    kind, schema, pooling, decoding, options = _teacher_meta(teacher_dir, cfg.trust_remote_code, _layer_options(cfg))
     if cfg.k is None:  # the kind's paper default: K = 10 paths for a CRF (paper 000), greedy SenTScore (paper 004)
         cfg = dataclasses.replace(cfg, k=kind.default_k)
-    options = _layer_options(cfg)
+        options = dataclasses.replace(options, k=cfg.k)
     refusal = kind.refusal(options)
     if refusal:
         raise BuildError(refusal)
@@ -601,6 +644,9 @@ def _hidden_size(teacher_dir: str) -> int:
     import json
     from pathlib import Path
 
+    gliner = Path(teacher_dir) / GLINER_CONFIG
+    if gliner.is_file():  # a GLiNER's backbone: its encoder_config
+        return int(json.loads(gliner.read_text())["encoder_config"]["hidden_size"])
     config = json.loads((Path(teacher_dir) / "config.json").read_text())
     config = config.get("encoder", config)  # an EncoderDecoderModel keeps the encoder's config apart
     return int(config.get("hidden_size") or config.get("d_model"))

@@ -2,15 +2,18 @@
 it writes to a cache, its decoder and export graph), the encoder teachers' common model
 (``encoder.py``), loading, and fine-tuning."""
 
-from .base import TeacherError, TeacherOutput, teacher_fingerprints
+from .base import GLINER_CONFIG, TeacherError, TeacherOutput, teacher_fingerprints
 from .encoder import Teacher, export_for_students
-from .kind import LayerOptions, TeacherKind, map_outputs, to_host
+from .kind import LayerOptions, SpanOptions, TeacherKind, map_outputs, to_host
 from .kinds import KINDS, teacher_kind
-from .loading import build_teacher, load_teacher
+from .kinds.span import parse_entity_types
+from .loading import build_teacher, load_teacher, marked_kind
 
 __all__ = [
+    "GLINER_CONFIG",
     "KINDS",
     "LayerOptions",
+    "SpanOptions",
     "Teacher",
     "TeacherError",
     "TeacherKind",
@@ -18,6 +21,8 @@ __all__ = [
     "build_teacher",
     "export_for_students",
     "load_teacher",
+    "marked_kind",
+    "parse_entity_types",
     "teacher_fingerprints",
     "teacher_kind",
     "map_outputs",

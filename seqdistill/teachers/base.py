@@ -19,6 +19,8 @@ TEACHER_JSON = "teacher.json"
 HEAD_FILE = "head.safetensors"
 WEIGHT_FILES = ("model.safetensors", HEAD_FILE)
 DEMONSTRATIONS = "demonstrations.jsonl"  # an in-context or server teacher's (in_context.py)
+GLINER_CONFIG = "gliner_config.json"  # a GLiNER span model's directory (span_model.py)
+GLINER_WEIGHTS = ("model.safetensors", "pytorch_model.bin")  # its package reads the first that exists
 TOKENIZER_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",
@@ -81,11 +83,15 @@ def add_teacher_fields(directory: Path, **fields) -> None:
 
 
 def teacher_fingerprints(directory) -> dict[str, str]:
-    """sha256 fingerprints of a teacher directory's weight and tokenizer files (no model loaded),
+    """sha256 fingerprints of a teacher directory's weight and tokenizer files (no model loaded; a
+    GLiNER directory's: the weight file its package reads and its ``gliner_config.json``),
     of the GGUF file it was fine-tuned from, when it was (``teacher.json``'s ``base``), and of an
     in-context teacher's model and demonstrations (``in_context``)."""
     d = Path(directory)
     out = {"weights": sha256_files(d, WEIGHT_FILES), "tokenizer": sha256_files(d, TOKENIZER_FILES)}
+    if (d / GLINER_CONFIG).is_file():  # the weights its package reads, and its config (span heads, widths)
+        weights = next((name for name in GLINER_WEIGHTS if (d / name).is_file()), GLINER_WEIGHTS[0])
+        out["weights"] = sha256_files(d, (weights, GLINER_CONFIG))
     meta = d / TEACHER_JSON
     record = json.loads(meta.read_text()) if meta.is_file() else {}
     base = record.get("base")

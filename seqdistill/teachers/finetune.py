@@ -56,8 +56,10 @@ class FinetuneConfig:
 
     head: str = option(
         "crf",
-        "The teacher kind: " + "; ".join(f"{name}: {kind.help}" for name, kind in KINDS.items()) + ".",
-        choices=tuple(KINDS),
+        "The teacher kind: "
+        + "; ".join(f"{name}: {kind.help}" for name, kind in KINDS.items() if kind.finetunable)
+        + ".",
+        choices=tuple(name for name, kind in KINDS.items() if kind.finetunable),
     )
     epochs: int = option(10, "Most epochs" + _own("epochs"))
     batch_size: int = option(32, "Sentences per batch (paper 000, Table 6).")

@@ -29,6 +29,7 @@ build config belongs to stage one (``pipeline``), which teachers never import.
 from __future__ import annotations
 
 import dataclasses
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -38,6 +39,30 @@ from torch import Tensor
 
 from ..cache_schema import FieldSpec, LabelSchema
 from .base import TeacherError, TeacherOutput
+
+
+@dataclass(frozen=True)
+class SpanOptions:
+    """How a span teacher's scores are read (issue 71; ``semicrf.py``): the entity types it is asked
+    for and the semi-CRF's parameters, ``phi = (l + b) / T`` with ``b = -logit(threshold)``."""
+
+    entity_types: tuple[tuple[str, str], ...]  # (name the model reads, tag the cache writes)
+    threshold: float = 0.5  # GLiNER's own default threshold: b = 0
+    temperature: float = 1.0
+    max_width: int = 0  # words of the widest span: the model's, filled in when its directory is read
+
+    @property
+    def bias(self) -> float:
+        return math.log((1.0 - self.threshold) / self.threshold)
+
+    def to_json(self) -> dict:
+        return {
+            "entity_types": {name: tag for name, tag in self.entity_types},
+            "threshold": self.threshold,
+            "bias": self.bias,
+            "temperature": self.temperature,
+            "max_width": self.max_width,
+        }
 
 
 @dataclass(frozen=True)
@@ -52,6 +77,7 @@ class LayerOptions:
     hidden_int8: bool = False  # hidden states as int8 with a per-word absmax scale (encodings.py)
     hidden_project: int = 0  # hidden states as N PCA coefficients (0: the full states)
     word_topk: int = 0  # per-word tag distributions as their top N values and indices (0: dense)
+    span: SpanOptions | None = None  # a span teacher's types and semi-CRF (--entity-types)
 
 
 PROJECTION_EXPORT = "projection.safetensors"  # the layer's PCA components and means (exports)
@@ -83,6 +109,10 @@ class TeacherKind(ABC):
     layerwise_lr = True  # fine-tune with layer-wise decayed rates (paper 000, §3.1), else one rate
     co_finetune = True  # may be co-fine-tuned under one shared head (paper 002)
     default_k = 10  # paths per sentence when the build does not say (paper 000: K = 10 for a CRF)
+    finetunable = True  # offered by finetune-teacher --head
+    # A file that marks a directory in the model's own format (no teacher.json): such a directory is
+    # read by read_directory and load_directory, with the build's options (a GLiNER's entity types)
+    marker: str | None = None
     # Per-word tag distributions that --word-topk stores sparsely, with the rule that rebuilds the
     # tags left out (encodings.py): probabilities spread their residual mass, scores keep the row's
     # log-mean-exp. Other per-word fields (SenTScore tag scores, nested type logits) stay dense.
@@ -102,6 +132,15 @@ class TeacherKind(ABC):
     @abstractmethod
     def load(self, directory, meta: dict, trust_remote_code: bool = False):
         """The teacher a directory written by its ``save`` holds (``meta``: its teacher.json)."""
+
+    def read_directory(self, directory, options: "LayerOptions", trust_remote_code: bool = False):
+        """``(label schema, pooling, decoding settings, options)`` of a directory marked by
+        :attr:`marker`, without loading its weights (the options completed from its config)."""
+        raise TeacherError(f"{directory}: teacher kind {self.name!r} reads no directory of its own format")
+
+    def load_directory(self, directory, options: "LayerOptions", trust_remote_code: bool = False):
+        """The teacher a directory marked by :attr:`marker` holds, read as ``options`` ask."""
+        raise TeacherError(f"{directory}: teacher kind {self.name!r} reads no directory of its own format")
 
     # -- the cache side ---------------------------------------------------------------------------
     def refusal(self, options: LayerOptions) -> str | None:

@@ -106,7 +106,7 @@ class LossPart:
 
 
 KBEST_FIELDS = ("kbest_paths", "kbest_log_probs")
-PATH_KINDS = ("crf", "softmax")  # the kinds whose layers hold global path probabilities and marginals
+PATH_KINDS = ("crf", "softmax", "span")  # the kinds whose layers hold global path probabilities and marginals
 
 
 LOSS_TABLE = (  # in the order the losses are computed
@@ -289,7 +289,7 @@ def plan(ctx: Context) -> Plan:
     parts = chosen(cfg.losses)
     if kind not in PATH_KINDS and any(part.name != "hard" for part in parts):
         raise CacheError(
-            f"teacher {teacher!r} is a {kind} teacher: mgkd's teacher losses read crf and softmax layers; "
+            f"teacher {teacher!r} is a {kind} teacher: mgkd's teacher losses read crf, softmax and span layers; "
             "train with --losses hard, or use the recipe of its kind"
         )
     have = {f.name for f in reader.manifest.layers[teacher].fields}
