@@ -13,6 +13,11 @@ Models, all scored on the same test sentences and timed in this one process, one
   cache: no teacher loaded) on the cache's unlabelled sentences: "train spaCy on the teacher's labels";
 * each ``--student NAME=DIR`` (a student directory is exported to int8 first: the export a user ships).
 
+When the teacher is a GLiNER directory (a span teacher, issue 71; ``--entity-types`` names its
+types), its rows are those of ``gliner_peers.py`` instead of the int8 export: the GLiNER in torch,
+its package's own ONNX export in fp32 and int8, and (``--gliner-medium``) a GLiNER of
+gliner_medium's size with random weights, timed only.
+
 Training rule, the same for every spaCy model: ``--epochs`` epochs (30 by default, as many as or
 more than any student of the demo gets), no early stop (``training.patience = 0``,
 ``training.max_steps = 0``), the best dev checkpoint kept (``model-best``), as the students keep
@@ -68,6 +73,14 @@ SETTINGS = {  # --setting NAME: the files of a setting made by another command (
         "test": ".data/wnut/split/gold_test.txt",
         "teacher": ".data/wnut/teacher",
         "cache": ".data/wnut/cache",
+    },
+    "gliner-demo": {  # examples/gliner_demo.sh: make demo's files, a MiniLM-L6 GLiNER trained on them, its cache
+        "train": ".data/gliner/train.txt",
+        "dev": ".data/gliner/dev.txt",
+        "test": ".data/gliner/test.txt",
+        "teacher": ".data/gliner/minilm-conll2k",
+        "cache": ".data/gliner/cache",
+        "entity_types": "person=PER,organization=ORG,location=LOC,miscellaneous=MISC",
     },
     "conll": {  # examples/peers_conll.sh: full CoNLL-2003, its MiniLM-L6 + CRF teacher and cache
         "train": f"{CONLL}/train.txt",
@@ -238,6 +251,7 @@ def compare(
     latency_sentences: int = 1000,
     teacher_labels: bool = True,
     train_only: bool = False,
+    gliner_medium: bool = False,
     log=print,
 ) -> tuple[dict, str]:
     """Train the peers (or reuse them), score and time every model; the rows and the Markdown table.
@@ -252,7 +266,24 @@ def compare(
     work.mkdir(parents=True, exist_ok=True)
     train, dev = gold_sentences(paths["train"]), gold_sentences(paths["dev"])
     models: dict[str, object] = {}
-    if not train_only:  # training the peers needs no teacher (its labels come from the cache)
+    speed_only: set[str] = set()  # rows timed, not scored (random weights)
+    if not train_only and (Path(paths["teacher"]) / "gliner_config.json").is_file():  # a span teacher
+        import gliner_peers
+
+        from seqdistill.teachers import parse_entity_types
+
+        types, teacher = parse_entity_types(paths.get("entity_types")), Path(paths["teacher"])
+        t = time.time()
+        onnx = gliner_peers.onnx_exports(teacher, work)
+        log(f"GLiNER ONNX export [{time.time() - t:.0f} s]")
+        models["GLiNER teacher, torch"] = gliner_peers.GlinerModel(teacher, types)
+        models["GLiNER teacher, ONNX fp32"] = gliner_peers.GlinerModel(onnx, types, "model.onnx")
+        models["GLiNER teacher, ONNX int8"] = gliner_peers.GlinerModel(onnx, types, "model_quantized.onnx")
+        if gliner_medium:
+            name = "GLiNER, gliner_medium's size (DeBERTa-v3-base, random weights), torch"
+            models[name] = gliner_peers.GlinerModel(gliner_peers.medium_sized(teacher, work), types)
+            speed_only.add(name)
+    elif not train_only:  # training the peers needs no teacher (its labels come from the cache)
         t = time.time()
         models["teacher, ONNX int8"] = SeqdistillModel(int8_export(Path(paths["teacher"]), work, "teacher"))
         log(f"teacher int8 export [{time.time() - t:.0f} s]")
@@ -273,9 +304,13 @@ def compare(
     words = [s.words for s in test.sentences]
     rows = {}
     for name, m in models.items():
+        size = getattr(m, "bytes", None) or size_bytes(m.path)
+        if name in speed_only:
+            rows[name] = {"f1": None, "bytes": size, "b1": [], "b32": []}
+            continue
         gold = [s.tags for s in test.to_scheme(m.scheme).sentences]
         f1 = span_scores(gold, m.predict(words), m.scheme)["f1"]
-        rows[name] = {"f1": 100 * f1, "bytes": size_bytes(m.path), "b1": [], "b32": []}
+        rows[name] = {"f1": 100 * f1, "bytes": size, "b1": [], "b32": []}
         log(f"{name}: test F1 {100 * f1:.2f}")
     sample = random.Random(13).sample(words, min(latency_sentences, len(words)))
     for r in range(rounds):
@@ -290,11 +325,12 @@ def compare(
     s1, s32 = statistics.median(rows[base]["b1"]), statistics.median(rows[base]["b32"])
     for name, v in rows.items():
         v.update(ms_b1=statistics.median(v["b1"]), ms_b32=statistics.median(v["b32"]))
+        f1 = "— (speed only)" if v["f1"] is None else f"{v['f1']:.2f}"
         lines.append(
-            f"| {name} | {v['f1']:.2f} | {v['ms_b1']:.2f} ({v['ms_b1'] / s1:.2f}x spaCy) | {v['ms_b32']:.2f} "
+            f"| {name} | {f1} | {v['ms_b1']:.2f} ({v['ms_b1'] / s1:.2f}x spaCy) | {v['ms_b32']:.2f} "
             f"({v['ms_b32'] / s32:.2f}x spaCy) | {v['bytes'] / 1e6:.1f} MB |"
         )
-    lines += seed_means({name: v["f1"] for name, v in rows.items()})
+    lines += seed_means({name: v["f1"] for name, v in rows.items() if v["f1"] is not None})
     import spacy
 
     conditions = (
@@ -347,11 +383,17 @@ def main() -> None:
     ap.add_argument("--latency-sentences", type=int, default=1000)
     ap.add_argument("--no-teacher-labels", action="store_true", help="skip spaCy on gold + the teacher's labels")
     ap.add_argument("--train-only", action="store_true", help="train the spaCy models and stop (time them later)")
+    ap.add_argument("--entity-types", help="a GLiNER teacher's NAME=TAG,... (as distill-cache build took them)")
+    ap.add_argument(
+        "--gliner-medium", action="store_true", help="time a GLiNER of gliner_medium's size (random weights)"
+    )
     ap.add_argument("--json", help="write the rows here as JSON")
     ap.add_argument("--write", help="replace this setting's section of this Markdown file")
     args = ap.parse_args()
     paths = dict(SETTINGS.get(args.setting, {}))
     paths.update({k: getattr(args, k) for k in ("train", "dev", "test", "teacher", "cache") if getattr(args, k)})
+    setting_types = paths.pop("entity_types", None)  # not a path
+    types = args.entity_types or setting_types
     needed = ["train", "dev", "test"] + ([] if args.train_only else ["teacher"])
     if args.train_only:  # spaCy alone: the teacher is not read, nor the cache without its labels
         paths.pop("teacher", None)
@@ -364,7 +406,7 @@ def main() -> None:
     for k, v in paths.items():
         if not Path(v).exists():
             ap.error(
-                f"--{k} {v}: not found (--setting demo: run `make demo` first; wnut: examples/wnut.sh; conll: examples/peers_conll.sh)"
+                f"--{k} {v}: not found (--setting demo: run `make demo` first; wnut: examples/wnut.sh; conll: examples/peers_conll.sh; gliner-demo: examples/gliner_demo.sh)"
             )
     students = {}
     for spec in args.student:
@@ -373,6 +415,8 @@ def main() -> None:
             ap.error(f"--student {spec}: write NAME=DIR, DIR a student or export directory")
         students[name] = d
     label = args.setting or Path(paths["test"]).parent.name
+    if types:
+        paths["entity_types"] = types
     rows, table = compare(
         paths,
         students,
@@ -384,6 +428,7 @@ def main() -> None:
         latency_sentences=args.latency_sentences,
         teacher_labels=not args.no_teacher_labels,
         train_only=args.train_only,
+        gliner_medium=args.gliner_medium,
         log=lambda m: print(m, flush=True),
     )
     if args.train_only:

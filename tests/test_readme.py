@@ -13,15 +13,16 @@ from pathlib import Path
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BEGIN, END = "<!-- your-data: begin -->", "<!-- your-data: end -->"
+NO_LABELS = "<!-- no-labels: begin -->", "<!-- no-labels: end -->"
 LABELS = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
 
 
-def readme_commands() -> list[str]:
-    """The shell commands of the README's sh blocks between the your-data markers: comments
-    dropped, backslash continuations joined, one command a line."""
+def readme_commands(begin: str = BEGIN, end: str = END) -> list[str]:
+    """The shell commands of the README's sh blocks between the markers (the your-data ones by
+    default): comments dropped, backslash continuations joined, one command a line."""
     text = README.read_text()
-    assert text.count(BEGIN) == 1 and text.count(END) == 1, "README: the your-data markers"
-    section = text[text.index(BEGIN) : text.index(END)]
+    assert text.count(begin) == 1 and text.count(end) == 1, f"README: the markers {begin}"
+    section = text[text.index(begin) : text.index(end)]
     commands = []
     for block in re.findall(r"```sh\n(.*?)```", section, re.S):
         joined = re.sub(r"\\\n\s*", "", block)
@@ -105,3 +106,36 @@ def test_the_readmes_your_data_commands_run_as_written(tiny_encoder, tmp_path):
     header = [h.strip() for h in table.splitlines()[0].split("|")]
     f1 = [float(row.split("|")[header.index("F1")]) for row in rows]
     assert f1[-1] >= 90.0, table  # the student learnt the toy task (names and cities)
+
+
+def test_the_readmes_no_labels_commands_run_as_written(tiny_encoder, tmp_path):
+    """Issue 71: the "No labels?" path, as written: the GLiNER it names by Hub id is a tiny random
+    GLiNER over the tiny BERT, saved with pickled weights (pytorch_model.bin) as that repository
+    holds them, in huggingface_hub's cache layout; the types are named as written."""
+    import torch
+    from gliner import GLiNER
+
+    commands = readme_commands(*NO_LABELS)
+    assert [c.split()[0] for c in commands] == ["distill-cache", "distill-train", "distill-export"]
+    (repo_id,) = {m for c in commands for m in re.findall(r"--teacher ([\w.-]+/[\w.-]+)(?:\s|$)", c)}
+    hub, commit = tmp_path / "hub", "0" * 40
+    repo = hub / ("models--" + repo_id.replace("/", "--"))
+    torch.manual_seed(0)
+    model = GLiNER.from_config({"model_name": tiny_encoder, "hidden_size": 32, "max_width": 4, "max_len": 32})
+    model.save_pretrained(repo / "snapshots" / commit, safe_serialization=False)
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    work = tmp_path / "work"
+    work.mkdir()
+    _toy_files(work)
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "HF_HUB_OFFLINE": "1",
+        "HF_HUB_CACHE": str(hub),
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    for command in commands:
+        r = subprocess.run(["bash", "-c", command], cwd=work, env=env, capture_output=True, text=True)
+        assert r.returncode == 0, f"README command failed: {command}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
+    assert (work / "student-onnx" / "export.json").exists()

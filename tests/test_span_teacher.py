@@ -270,3 +270,16 @@ def test_a_token_level_gliner_writes_a_layer(tiny_encoder, tmp_path):
     want[1, :, 1:], want[1, 1:] = float("-inf"), float("-inf")  # spans past the one-word sentence's end: none
     torch.testing.assert_close(out.logits, want)
     torch.testing.assert_close(out.marginals.sum(-1)[0], torch.ones(3))
+
+
+def test_the_models_own_greedy_decode_is_the_packages(gliner_dir):
+    """SpanScorer.greedy gives the spans the package's own word-level decoding gives (its
+    decode_batch with flat_ner=True) for a sentence that fits in one pass."""
+    teacher = _teacher(gliner_dir)
+    model, words = teacher.gliner, [["anna", "visits", "the", "rome"], ["peter", "visits", "paris", "."]]
+    for threshold in (0.5, 0.05):
+        batch = model.collate_batch(model.prepare_base_input(words), teacher.names)
+        want = model.decode_batch(model.run_batch(batch), batch, threshold=threshold, flat_ner=True)
+        got = teacher.scorer.greedy(words, threshold)
+        assert got == [sorted((sp.start, sp.end + 1, teacher.names.index(sp.entity_type)) for sp in w) for w in want]
+    assert any(got)  # the random head passes 0.05 somewhere: the comparison is not between empty lists

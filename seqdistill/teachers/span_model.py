@@ -191,3 +191,20 @@ class SpanScorer:
             for w in range(W):
                 out[s, max(0, n - w) :, w] = float("-inf")
         return out
+
+    def greedy(self, batch_words: list[list[str]], threshold: float = 0.5, prepared=None) -> list[list[tuple]]:
+        """The model's own decoding of each sentence, as its users get it from ``predict_entities``
+        with ``flat_ner=True``: every span whose probability passes ``threshold``, through the
+        package's ``greedy_search`` (the best first, dropping any that overlaps one kept). Returns
+        ``(start, end_exclusive, type index)`` spans, over the same windows and type groups as
+        :meth:`logits`."""
+        from gliner.decoding.decoder import Span
+
+        probs = torch.sigmoid(self.logits(batch_words, prepared))  # 0 past a sentence's end
+        out = []
+        for s in range(len(batch_words)):
+            found = torch.nonzero(probs[s] > threshold).tolist()
+            spans = [Span(i, i + w, str(c), float(probs[s, i, w, c])) for i, w, c in found]
+            kept = self.model.decoder.greedy_search(spans, flat_ner=True, multi_label=False)
+            out.append(sorted((sp.start, sp.end + 1, int(sp.entity_type)) for sp in kept))
+        return out
