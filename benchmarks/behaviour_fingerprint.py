@@ -12,7 +12,8 @@ code behind them), on one thread each (the same arithmetic on every run):
   over a tiny random BERT built from a config with a fixed seed;
 * ``distill-cache build``: a crf cache with hidden layers, subwords and exported encoder layers,
   a softmax layer added to it, a bilou-per-type cache and a sentscore cache;
-* ``distill-train`` for every recipe (mgkd, token-kd, xtremedistil, mt, rnn, sentscore);
+* ``distill-train`` for every recipe (mgkd, token-kd, xtremedistil, mt, rnn, sentscore), mgkd with
+  each student architecture, its flags given (so that a change of defaults, issue 72, shows as none);
 * ``distill-export`` of a student and of a teacher, fp32 and int8.
 
 Every file they write is hashed, except what records time or paths: the manifest's ``created``
@@ -139,15 +140,16 @@ def fingerprint(d: Path) -> dict[str, str]:
     tiny = ["--embedding-dim", "8", "--hidden-size", "8"]
     s, c = d / "students", d / "caches"
     runs = {
-        "mgkd": ["--cache", c / "crf", "--losses", "hard,seq-ce", "--k", "2", "--epochs", "2", "--teacher", "small", *tiny],
+        "mgkd": ["--cache", c / "crf", "--arch", "bilstm-crf", "--losses", "hard,seq-ce", "--k", "2", "--epochs", "2", "--teacher", "small", *tiny],
+        "mgkd-cnn": ["--cache", c / "crf", "--arch", "cnn-crf", "--chars", "--lr", "3e-3", "--dropout", "0.2", "--lr-plateau", "--k", "2", "--epochs", "2", "--teacher", "small"],
         "token-kd": ["--cache", c / "crf", "--epochs", "2", "--teacher", "small", "--embedding", "random", *tiny],
         "xtremedistil": ["--cache", c / "crf", "--teacher", "small", "--schedule", "d3.1", "--teacher-layer", "1", "--epochs-per-step", "1", *tiny],
         "mt": ["--cache", c / "crf", "--teachers", "small,wide", "--student-layers", "1", "--init", "scratch", "--epochs", "2", "--lr", "3e-3"],
         "rnn": ["--cache", c / "bilou", "--cell", "sru", "--rnn-layers", "1", "--distill-epochs", "1", "--epochs", "1"],
         "sentscore": ["--cache", c / "sentscore", "--embedding", "random", "--epochs", "2", *tiny],
     }  # fmt: skip
-    for recipe, args in runs.items():
-        run("distill-train", recipe, "--out", s / recipe, *small, *args)
+    for name, args in runs.items():  # mgkd-cnn: the mgkd recipe with the window CNN + CRF, every flag given
+        run("distill-train", name.split("-cnn")[0], "--out", s / name, *small, *args)
     for model, quantize in [(s / "mgkd", "none"), (s / "rnn", "int8"), (s / "mt", "none"), (t / "crf", "int8")]:
         run(
             "distill-export",

@@ -82,6 +82,15 @@ SETTINGS = {  # --setting NAME: the files of a setting made by another command (
         "cache": ".data/gliner/cache",
         "entity_types": "person=PER,organization=ORG,location=LOC,miscellaneous=MISC",
     },
+    "gliner-wnut": {  # SETTING=wnut examples/gliner_demo.sh: examples/wnut.sh's split, a GLiNER trained on it
+        "train": ".data/gliner-wnut/train.txt",
+        "dev": ".data/gliner-wnut/dev.txt",
+        "test": ".data/gliner-wnut/test.txt",
+        "teacher": ".data/gliner-wnut/minilm-wnut",
+        "cache": ".data/gliner-wnut/cache",
+        "entity_types": "person=person,location=geo-loc,company=company,facility=facility,product=product,"
+        "music artist=musicartist,sports team=sportsteam,tv show=tvshow,movie=movie,other entity=other",
+    },
     "conll": {  # examples/peers_conll.sh: full CoNLL-2003, its MiniLM-L6 + CRF teacher and cache
         "train": f"{CONLL}/train.txt",
         "dev": f"{CONLL}/valid.txt",

@@ -60,7 +60,16 @@ def test_fitted_temperature_is_stored_exported_and_min_score_drops_spans(tiny_en
 
     cache = toy_cache(tiny_encoder, tmp_path)
     # gold spans only, fast, so that the tiny student tags spans of its own (a random teacher's paths teach none)
-    cfg = MGKDConfig(losses=("hard",), unlabelled=False, lr=3e-2, epochs=20, max_steps=20, hidden_size=8, device="cpu")
+    cfg = MGKDConfig(
+        arch="bilstm-crf",
+        losses=("hard",),
+        unlabelled=False,
+        lr=3e-2,
+        epochs=20,
+        max_steps=20,
+        hidden_size=8,
+        device="cpu",
+    )
     train_student(cache, tmp_path / "s", cfg, log=lambda *a: None)
     dev = str(tmp_path / "dev.txt")
     args = ["--model", str(tmp_path / "s"), "--data", dev, "--calibration", "--json"]

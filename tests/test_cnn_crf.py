@@ -146,8 +146,8 @@ def test_mgkd_trains_a_cnn_crf_that_exports_with_the_same_tags(cache, tmp_path):
 @pytest.mark.parametrize(
     "options, message",
     [
-        ({"width": 64}, "--width: settings of --arch cnn-crf"),
-        ({"dilations": (1, 2)}, "--dilations: settings of --arch cnn-crf"),
+        ({"arch": "bilstm-crf", "width": 64}, "--width: settings of --arch cnn-crf"),
+        ({"arch": "bilstm-crf", "dilations": (1, 2)}, "--dilations: settings of --arch cnn-crf"),
         ({"arch": "cnn-crf", "dilations": (1, 0)}, "must be positive"),
         ({"arch": "cnn-crf", "width": 0}, "must be positive"),
     ],
@@ -155,4 +155,29 @@ def test_mgkd_trains_a_cnn_crf_that_exports_with_the_same_tags(cache, tmp_path):
 def test_cnn_options_are_refused_where_they_cannot_apply(cache, tmp_path, options, message):
     with pytest.raises(ValueError, match=message):
         train_student(cache, tmp_path / "x", MGKDConfig(epochs=1, device="cpu", **options), log=lambda *a: None)
+    assert not (tmp_path / "x" / "model.safetensors").exists()
+
+
+@pytest.mark.unit
+def test_the_default_student_is_the_cnn_crf_and_the_bilstm_keeps_its_paper_defaults():
+    """Issue 72: mgkd with no flags trains the window CNN-CRF with chars and make demo's schedule;
+    --arch bilstm-crf brings paper 000's settings back; a setting given is kept."""
+    cfg = MGKDConfig()
+    assert (cfg.arch, cfg.chars, cfg.lr, cfg.dropout, cfg.lr_plateau) == ("cnn-crf", True, 3e-3, 0.2, True)
+    cfg = MGKDConfig(arch="bilstm-crf")
+    assert (cfg.chars, cfg.lr, cfg.dropout, cfg.lr_plateau) == (False, 1e-3, 0.5, False)
+    assert MGKDConfig(arch="bilstm-crf", chars=True, lr=5e-4).lr == 5e-4
+    assert MGKDConfig(chars=False).chars is False
+
+
+def test_the_default_student_names_what_a_cache_lacks(cache, tmp_path, monkeypatch):
+    """A cache without the words the char feature reads is refused by name, with the flag that
+    trains without it; never another architecture in silence."""
+    from seqdistill.cache_schema.errors import CacheError
+    from seqdistill.cache_schema.manifest import LayerInfo
+
+    real = LayerInfo.field_names
+    monkeypatch.setattr(LayerInfo, "field_names", lambda self: [n for n in real(self) if n != "words"])
+    with pytest.raises(CacheError, match="the char feature .* train without it: --no-chars"):
+        train_student(cache, tmp_path / "x", MGKDConfig(epochs=1, device="cpu"), log=lambda *a: None)
     assert not (tmp_path / "x" / "model.safetensors").exists()

@@ -450,6 +450,8 @@ def test_torchrun_ddp_training_reads_each_example_once_and_matches_one_process(c
     args = [
         "--cache",
         cache,
+        "--arch",
+        "bilstm-crf",
         "--epochs",
         "12",
         "--lr",
@@ -499,6 +501,7 @@ def test_torchrun_ddp_training_reads_each_example_once_and_matches_one_process(c
         cache,
         tmp_path / "one",
         TrainConfig(
+            arch="bilstm-crf",
             losses=("hard", "seq-ce"),
             k=4,
             epochs=12,

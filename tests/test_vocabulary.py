@@ -207,7 +207,7 @@ def test_vocabulary_text_widens_the_kept_rows_without_rows_in_the_cache(caches, 
     assert sources == [
         {"file": "target.txt", "sha256": hashlib.sha256(target.read_bytes()).hexdigest(), "sentences": 1}
     ]
-    cfg = dict(epochs=1, max_steps=3, device="cpu", hidden_size=8, k=3)
+    cfg = dict(arch="bilstm-crf", epochs=1, max_steps=3, device="cpu", hidden_size=8, k=3)
     train_student(wide, tmp_path / "mgkd", MGKDConfig(train_embeddings=True, **cfg), log=lambda *a: None)
     assert Tagger.load(tmp_path / "mgkd").unseen_share([["peter", "visits", "zagreb"]]) == 0.0
     with pytest.raises(BuildError, match="give one"):
@@ -226,7 +226,7 @@ def test_verify_names_subwords_the_export_does_not_keep(tiny_encoder, tmp_path, 
 
 
 def test_students_keep_the_rows_and_read_unseen_subwords_as_the_unk_row(caches, tmp_path):
-    cfg = dict(epochs=1, max_steps=3, device="cpu", hidden_size=8, k=3)
+    cfg = dict(arch="bilstm-crf", epochs=1, max_steps=3, device="cpu", hidden_size=8, k=3)
     train_student(caches[0], tmp_path / "mgkd", MGKDConfig(train_embeddings=True, **cfg), log=lambda *a: None)
     train_student(caches[1], tmp_path / "mgkd-full", MGKDConfig(train_embeddings=True, **cfg), log=lambda *a: None)
     small, tok = load_student(tmp_path / "mgkd")
