@@ -48,7 +48,7 @@ def main() -> None:
     data = read_corpus(args.data, "data", "test").to_scheme("IOB2")
     words = [s.words for s in data.sentences]
     gold = [s.tags for s in data.sentences]
-    tags = teacher.schema.entity_types
+    tags = [tag for _, tag in span.entity_types]  # greedy's type indices are the prompt's (--entity-types order)
     greedy, best, best_p = [], [], []
     with torch.inference_mode():
         for s in range(0, len(words), args.batch_size):

@@ -266,7 +266,7 @@ def test_a_token_level_gliner_writes_a_layer(tiny_encoder, tmp_path):
     raw = teacher.gliner.run_batch(
         teacher.gliner.collate_batch(teacher.gliner.prepare_base_input(words), teacher.names)
     )
-    want = token_span_logits(raw.logits.float(), 4)
+    want = token_span_logits(raw.logits.float(), 4)[..., teacher.order]
     want[1, :, 1:], want[1, 1:] = float("-inf"), float("-inf")  # spans past the one-word sentence's end: none
     torch.testing.assert_close(out.logits, want)
     torch.testing.assert_close(out.marginals.sum(-1)[0], torch.ones(3))
@@ -283,3 +283,18 @@ def test_the_models_own_greedy_decode_is_the_packages(gliner_dir):
         got = teacher.scorer.greedy(words, threshold)
         assert got == [sorted((sp.start, sp.end + 1, teacher.names.index(sp.entity_type)) for sp in w) for w in want]
     assert any(got)  # the random head passes 0.05 somewhere: the comparison is not between empty lists
+
+
+def test_the_prompts_follow_the_entity_types_order_and_the_cache_the_schemas(gliner_dir):
+    """The model reads the types in the order --entity-types gives them (a GLiNER trained with one
+    order of types reads them by position); the scores' type axis is the schema's (sorted tags)."""
+    words = [["anna", "visits", "the", "rome"]]
+    for types in ("person=PER,location=LOC", "location=LOC,person=PER"):
+        teacher = _teacher(gliner_dir, types)
+        assert teacher.names == [n for n, _ in parse_entity_types(types)]
+        assert teacher.schema.entity_types == ("LOC", "PER")
+        got = teacher.outputs(words, k=2, precision="fp32").logits
+        alone = SpanScorer(teacher.gliner, teacher.names).logits(words)
+        for c, tag in enumerate(teacher.schema.entity_types):
+            name = dict((t, n) for n, t in parse_entity_types(types))[tag]
+            torch.testing.assert_close(got[..., c], alone[..., teacher.names.index(name)])

@@ -86,8 +86,12 @@ class SpanTeacher(nn.Module):
     def __init__(self, model, schema: LabelSchema, span: SpanOptions):
         super().__init__()
         self.gliner, self.schema = model, schema
-        by_tag = {tag: name for name, tag in span.entity_types}
-        self.names = [by_tag[t] for t in schema.entity_types]  # the schema's type order
+        # The prompts list the types in the order --entity-types gives them (a GLiNER trained with
+        # its types always in one order reads them by position: RESULTS, issue 71); the scores'
+        # type axis is then put in the schema's order, which the cache's tag ids follow.
+        self.names = [name for name, _ in span.entity_types]
+        prompt = [tag for _, tag in span.entity_types]
+        self.order = torch.tensor([prompt.index(t) for t in schema.entity_types])
         self.scorer = SpanScorer(model, self.names)
         self.span = dataclasses.replace(span, max_width=self.scorer.max_width)
         self.pooling = getattr(model.config, "subtoken_pooling", "first")
@@ -136,7 +140,7 @@ class SpanTeacher(nn.Module):
             raise TeacherError("a span teacher stores no hidden layers or subword fields")
         with torch.inference_mode():
             with inference_autocast(self.device, precision):
-                logits = self.scorer.logits(batch_words, prepared).to(self.device)
+                logits = self.scorer.logits(batch_words, prepared)[..., self.order].to(self.device)
             lengths = torch.tensor([len(w) for w in batch_words], device=self.device)
             mask = torch.arange(logits.shape[1], device=self.device)[None, :] < lengths[:, None]
             out = TeacherOutput(mask, logits, shortest=int(lengths.min()))
