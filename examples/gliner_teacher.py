@@ -101,6 +101,13 @@ def main():
         action="store_true",
         help="gliner's default prompting: each sentence's own types plus in-batch negatives",
     )
+    ap.add_argument(
+        "--shuffle-types",
+        action="store_true",
+        help="each sentence's prompt lists the types in an order of its own (seeded); without it every prompt "
+        "lists them in --types order, and the model learns to read them by position (docs/RESULTS.md, issue 71): "
+        "then give distill-cache build --entity-types in that same order",
+    )
     ap.add_argument("--eval-train", action="store_true", help="also score the training set")
     ap.add_argument("--threads", type=int, help="torch threads; 1 is several times faster on a busy CPU")
     args = ap.parse_args()
@@ -115,7 +122,7 @@ def main():
     dev = read_examples(args.dev, names)
     if not args.sampled_types:
         for example in train:
-            example["ner_labels"] = types
+            example["ner_labels"] = random.sample(types, len(types)) if args.shuffle_types else types
 
     model = GLiNER.from_config(
         {
