@@ -48,16 +48,14 @@ def main() -> None:
     data = read_corpus(args.data, "data", "test").to_scheme("IOB2")
     words = [s.words for s in data.sentences]
     gold = [s.tags for s in data.sentences]
-    tags = [tag for _, tag in span.entity_types]  # greedy's type indices are the prompt's (--entity-types order)
+    tags = teacher.schema.entity_types  # the type axis of the teacher's outputs
     greedy, best, best_p = [], [], []
     with torch.inference_mode():
         for s in range(0, len(words), args.batch_size):
             batch = words[s : s + args.batch_size]
-            prepared = teacher.prepare(batch)
-            for w, spans in zip(batch, teacher.scorer.greedy(batch, args.threshold, prepared)):
+            out = teacher.outputs(batch, k=1, marginals=False, precision="fp32")  # the raw span logits, once
+            for j, (w, spans) in enumerate(zip(batch, teacher.scorer.greedy_spans(out.logits, args.threshold))):
                 greedy.append(spans_to_tags([(a, b, tags[c]) for a, b, c in spans], len(w), "IOB2"))
-            out = teacher.outputs(batch, k=1, marginals=False, precision="fp32", prepared=prepared)
-            for j, w in enumerate(batch):
                 best.append(teacher.schema.decode(out.kbest_paths[j, 0, : len(w)].tolist()))
                 best_p.append(math.exp(float(out.kbest_log_probs[j, 0])))
     same = sum(a == b for a, b in zip(greedy, best)) / len(words)

@@ -226,30 +226,43 @@ def _backtrack(pointers: list, lengths: Tensor, k: int, W: int, C: int, L: int) 
 def path_scores(phi: Tensor, lengths: Tensor, tags: Tensor) -> Tensor:
     """S(y) of (S2) of given IOB2 paths ``[B, L]`` (ids as above; -inf where a path has an entity
     wider than ``W`` words or an ``I-c`` that continues nothing, which no segmentation gives; NaN
-    for a row with no tags, -1, such as an unlabelled sentence's)."""
+    for a row with no tags, -1, such as an unlabelled sentence's). The paths are read into segments
+    on the host (one copy of ``tags``), their potentials summed on ``phi``'s device in one gather."""
     phi, lengths = _prepare(phi, lengths)
-    B, L, W, C = phi.shape
-    out = phi.new_zeros(B)
-    for b in range(B):
-        n, row, total, t = int(lengths[b]), tags[b].tolist(), 0.0, 0
-        if min(row[:n]) < 0:
-            out[b] = float("nan")
-            continue
-        while t < n:
-            tag = row[t]
-            if tag == OUTSIDE:
-                t += 1
-                continue
-            if tag % 2 == 0:  # an I- tag that begins a span
-                total = float("-inf")
-                break
-            c, end = (tag - 1) // 2, t + 1
-            while end < n and row[end] == tag + 1:
-                end += 1
-            if end - t > W:
-                total = float("-inf")
-                break
-            total += float(phi[b, t, end - t - 1, c])
-            t = end
-        out[b] = total
+    W = phi.shape[2]
+    out = phi.new_zeros(phi.shape[0])
+    index: list[tuple[int, int, int, int]] = []  # (sentence, start, width index, type) of every entity
+    for b, (n, row) in enumerate(zip(lengths.tolist(), tags.tolist())):
+        segments = _segments(row[:n], W)
+        if isinstance(segments, float):  # no segmentation gives it, or no tags
+            out[b] = segments
+        else:
+            index += [(b, *seg) for seg in segments]
+    if index:
+        b, t, w, c = torch.tensor(index, device=phi.device).unbind(1)
+        out = out.index_add(0, b, phi[b, t, w, c])
     return out
+
+
+def _segments(row: list[int], W: int) -> list[tuple[int, int, int]] | float:
+    """The entity segments ``(start, width index, type)`` of one IOB2 path; instead, its score where
+    it has none: -inf where no segmentation gives it (an entity wider than ``W``, an ``I-c``
+    continuing nothing), NaN where the row holds no tags (-1)."""
+    if min(row) < 0:
+        return float("nan")
+    segments, t, n = [], 0, len(row)
+    while t < n:
+        tag = row[t]
+        if tag == OUTSIDE:
+            t += 1
+            continue
+        if tag % 2 == 0:  # an I- tag that begins a span
+            return float("-inf")
+        end = t + 1
+        while end < n and row[end] == tag + 1:
+            end += 1
+        if end - t > W:
+            return float("-inf")
+        segments.append((t, end - t - 1, (tag - 1) // 2))
+        t = end
+    return segments

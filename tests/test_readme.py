@@ -33,14 +33,21 @@ def readme_commands(begin: str = BEGIN, end: str = END) -> list[str]:
     return commands
 
 
-def _hub_model(root: Path, repo_id: str, tiny_encoder: str, classifier: bool) -> None:
-    """``repo_id`` in huggingface_hub's cache layout (models--ORG--NAME/snapshots/COMMIT, refs/main),
-    as a download leaves it."""
-    from transformers import AutoModel, AutoTokenizer, BertForTokenClassification
-
+def _hub_snapshot(root: Path, repo_id: str) -> Path:
+    """The snapshot directory of ``repo_id`` in huggingface_hub's cache layout
+    (models--ORG--NAME/snapshots/COMMIT, refs/main naming it), as a download leaves it."""
     commit = "0" * 40
     repo = root / ("models--" + repo_id.replace("/", "--"))
-    snap = repo / "snapshots" / commit
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    return repo / "snapshots" / commit
+
+
+def _hub_model(root: Path, repo_id: str, tiny_encoder: str, classifier: bool) -> None:
+    """``repo_id``, a token classifier or a plain encoder, in huggingface_hub's cache layout."""
+    from transformers import AutoModel, AutoTokenizer, BertForTokenClassification
+
+    snap = _hub_snapshot(root, repo_id)
     if classifier:
         model = BertForTokenClassification.from_pretrained(
             tiny_encoder,
@@ -52,8 +59,6 @@ def _hub_model(root: Path, repo_id: str, tiny_encoder: str, classifier: bool) ->
         model = AutoModel.from_pretrained(tiny_encoder)
     model.save_pretrained(snap)
     AutoTokenizer.from_pretrained(tiny_encoder).save_pretrained(snap)
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(commit)
 
 
 def _toy_files(d: Path) -> None:
@@ -72,18 +77,9 @@ def _toy_files(d: Path) -> None:
     (d / "raw.txt").write_text("\n".join(raw) + "\n")
 
 
-def test_the_readmes_your_data_commands_run_as_written(tiny_encoder, tmp_path):
-    commands = readme_commands()
-    tools = [c.split()[0] for c in commands]
-    assert tools.count("distill-cache") >= 2 and {"distill-train", "distill-export", "distill-eval"} <= set(tools)
-    ids = {m for c in commands for m in re.findall(r"--(?:teacher|encoder|model) ([\w.-]+/[\w.-]+)(?:\s|$)", c)}
-    ids = {i for i in ids if not i.endswith("/")}  # Hub ids (ORG/NAME), not the local directories (DIR/)
-    assert ids, "the README's path names a model by its Hub id"
-    hub = tmp_path / "hub"
-    for repo_id in ids:
-        used_as = {m for c in commands for m in re.findall(rf"--(\w+) {re.escape(repo_id)}", c)}
-        _hub_model(hub, repo_id, tiny_encoder, classifier="encoder" not in used_as)
-    work = tmp_path / "work"
+def _run_as_written(commands: list[str], work: Path, hub: Path) -> list[str]:
+    """Each command in ``work`` (made, with the toy files) by bash, offline against ``hub``; their
+    stdout, each asserted to succeed."""
     work.mkdir()
     _toy_files(work)
     env = {
@@ -98,6 +94,22 @@ def test_the_readmes_your_data_commands_run_as_written(tiny_encoder, tmp_path):
         r = subprocess.run(["bash", "-c", command], cwd=work, env=env, capture_output=True, text=True)
         assert r.returncode == 0, f"README command failed: {command}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
         outputs.append(r.stdout)
+    return outputs
+
+
+def test_the_readmes_your_data_commands_run_as_written(tiny_encoder, tmp_path):
+    commands = readme_commands()
+    tools = [c.split()[0] for c in commands]
+    assert tools.count("distill-cache") >= 2 and {"distill-train", "distill-export", "distill-eval"} <= set(tools)
+    ids = {m for c in commands for m in re.findall(r"--(?:teacher|encoder|model) ([\w.-]+/[\w.-]+)(?:\s|$)", c)}
+    ids = {i for i in ids if not i.endswith("/")}  # Hub ids (ORG/NAME), not the local directories (DIR/)
+    assert ids, "the README's path names a model by its Hub id"
+    hub = tmp_path / "hub"
+    for repo_id in ids:
+        used_as = {m for c in commands for m in re.findall(rf"--(\w+) {re.escape(repo_id)}", c)}
+        _hub_model(hub, repo_id, tiny_encoder, classifier="encoder" not in used_as)
+    work = tmp_path / "work"
+    outputs = _run_as_written(commands, work, hub)
     assert (work / "student-onnx" / "export.json").exists()
     (i,) = [i for i, c in enumerate(commands) if c.startswith("distill-eval")]
     table = outputs[i]  # distill-eval's table: a row for each model it names, with its test F1
@@ -118,24 +130,9 @@ def test_the_readmes_no_labels_commands_run_as_written(tiny_encoder, tmp_path):
     commands = readme_commands(*NO_LABELS)
     assert [c.split()[0] for c in commands] == ["distill-cache", "distill-train", "distill-export"]
     (repo_id,) = {m for c in commands for m in re.findall(r"--teacher ([\w.-]+/[\w.-]+)(?:\s|$)", c)}
-    hub, commit = tmp_path / "hub", "0" * 40
-    repo = hub / ("models--" + repo_id.replace("/", "--"))
+    hub, work = tmp_path / "hub", tmp_path / "work"
     torch.manual_seed(0)
     model = GLiNER.from_config({"model_name": tiny_encoder, "hidden_size": 32, "max_width": 4, "max_len": 32})
-    model.save_pretrained(repo / "snapshots" / commit, safe_serialization=False)
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(commit)
-    work = tmp_path / "work"
-    work.mkdir()
-    _toy_files(work)
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "HF_HUB_OFFLINE": "1",
-        "HF_HUB_CACHE": str(hub),
-        "TOKENIZERS_PARALLELISM": "false",
-    }
-    for command in commands:
-        r = subprocess.run(["bash", "-c", command], cwd=work, env=env, capture_output=True, text=True)
-        assert r.returncode == 0, f"README command failed: {command}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
+    model.save_pretrained(_hub_snapshot(hub, repo_id), safe_serialization=False)
+    _run_as_written(commands, work, hub)
     assert (work / "student-onnx" / "export.json").exists()

@@ -418,7 +418,7 @@ def _plan(teacher_dir: str, corpora_specs: list[CorpusSpec], cfg: BuildConfig, t
         raise BuildError(refusal)
     corpora = scan_corpora(corpora_specs, schema.scheme, schema)
     fingerprints = teacher_fingerprints(teacher_dir)
-    hidden_size = _hidden_size(teacher_dir)
+    hidden_size = kind.hidden_size(teacher_dir)
     if 0 < cfg.hidden_project and cfg.hidden_project >= hidden_size:
         raise BuildError(
             f"--hidden-project {cfg.hidden_project}: the teacher's states have {hidden_size} dimensions; "
@@ -638,18 +638,6 @@ def _overwrite(writer: CacheWriter, corpora: list[StreamedCorpus], teacher_id: s
     else:
         log(f"--overwrite: removing the layer of teacher {teacher_id!r}")
         writer.drop(teacher_id)
-
-
-def _hidden_size(teacher_dir: str) -> int:
-    import json
-    from pathlib import Path
-
-    gliner = Path(teacher_dir) / GLINER_CONFIG
-    if gliner.is_file():  # a GLiNER's backbone: its encoder_config
-        return int(json.loads(gliner.read_text())["encoder_config"]["hidden_size"])
-    config = json.loads((Path(teacher_dir) / "config.json").read_text())
-    config = config.get("encoder", config)  # an EncoderDecoderModel keeps the encoder's config apart
-    return int(config.get("hidden_size") or config.get("d_model"))
 
 
 def batches_by_length(lengths: list[int], max_words: int) -> list[list[int]]:

@@ -142,6 +142,16 @@ class TeacherKind(ABC):
         """The teacher a directory marked by :attr:`marker` holds, read as ``options`` ask."""
         raise TeacherError(f"{directory}: teacher kind {self.name!r} reads no directory of its own format")
 
+    def hidden_size(self, directory) -> int:
+        """The width of the hidden states a teacher directory's model gives, from its config (no
+        weights loaded): ``config.json``'s, an EncoderDecoderModel's encoder's."""
+        import json
+        from pathlib import Path
+
+        config = json.loads((Path(directory) / "config.json").read_text())
+        config = config.get("encoder", config)  # an EncoderDecoderModel keeps the encoder's config apart
+        return int(config.get("hidden_size") or config.get("d_model"))
+
     # -- the cache side ---------------------------------------------------------------------------
     def refusal(self, options: LayerOptions) -> str | None:
         """Why this kind cannot write a layer with ``options`` (naming what to leave out), or None."""

@@ -46,10 +46,6 @@ DEFAULT_MAX_WIDTH = 12  # GLiNER's own default span width, for token-level model
 INSTALL = "pip install 'seqdistill[gliner]'"
 
 
-def is_gliner_dir(d) -> bool:
-    return (Path(d) / GLINER_CONFIG).is_file()
-
-
 def gliner_config(d, trust_remote_code: bool = False) -> dict:
     """A GLiNER directory's ``gliner_config.json``, refused by name where its backbone would run
     code of its own without ``trust_remote_code``."""
@@ -194,15 +190,19 @@ class SpanScorer:
 
     def greedy(self, batch_words: list[list[str]], threshold: float = 0.5, prepared=None) -> list[list[tuple]]:
         """The model's own decoding of each sentence, as its users get it from ``predict_entities``
-        with ``flat_ner=True``: every span whose probability passes ``threshold``, through the
-        package's ``greedy_search`` (the best first, dropping any that overlaps one kept). Returns
-        ``(start, end_exclusive, type index)`` spans, over the same windows and type groups as
-        :meth:`logits`."""
+        with ``flat_ner=True``, over the same windows and type groups as :meth:`logits`
+        (:meth:`greedy_spans` of its logits)."""
+        return self.greedy_spans(self.logits(batch_words, prepared), threshold)
+
+    def greedy_spans(self, logits: Tensor, threshold: float = 0.5) -> list[list[tuple]]:
+        """Every span of ``logits`` (``[B, L, W, C]``, -inf past a sentence's end) whose probability
+        passes ``threshold``, through the package's ``greedy_search`` (the best first, dropping any
+        that overlaps one kept): ``(start, end_exclusive, type index)`` spans of each sentence."""
         from gliner.decoding.decoder import Span
 
-        probs = torch.sigmoid(self.logits(batch_words, prepared))  # 0 past a sentence's end
+        probs = torch.sigmoid(logits.float().cpu())  # 0 past a sentence's end
         out = []
-        for s in range(len(batch_words)):
+        for s in range(probs.shape[0]):
             found = torch.nonzero(probs[s] > threshold).tolist()
             spans = [Span(i, i + w, str(c), float(probs[s, i, w, c])) for i, w, c in found]
             kept = self.model.decoder.greedy_search(spans, flat_ner=True, multi_label=False)

@@ -238,6 +238,11 @@ class SpanKind(TeacherKind):
         }
         return span_schema(options.span), config.get("subtoken_pooling", "first"), geometry, options
 
+    def hidden_size(self, directory) -> int:
+        """The backbone's width, from its ``encoder_config`` in ``gliner_config.json``."""
+        config = gliner_config(directory, trust_remote_code=True)  # read only: read_directory has refused auto_map
+        return int(config["encoder_config"]["hidden_size"])
+
     def load_directory(self, directory, options, trust_remote_code=False):
         if options is None or options.span is None:
             raise TeacherError(
@@ -245,9 +250,7 @@ class SpanKind(TeacherKind):
                 f"build {EXAMPLE}`; distil it into a student to tag, evaluate or export (its own package exports "
                 "the GLiNER itself: GLiNER.export_to_onnx)"
             )
-        teacher = SpanTeacher(load_gliner(directory, trust_remote_code), span_schema(options.span), options.span)
-        teacher.span = dataclasses.replace(options.span, max_width=teacher.scorer.max_width)
-        return teacher
+        return SpanTeacher(load_gliner(directory, trust_remote_code), span_schema(options.span), options.span)
 
     def refusal(self, options: LayerOptions):
         if options.span is None:
