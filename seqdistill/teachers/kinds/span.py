@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
 import re
 from pathlib import Path
 
@@ -240,7 +241,7 @@ class SpanKind(TeacherKind):
 
     def hidden_size(self, directory) -> int:
         """The backbone's width, from its ``encoder_config`` in ``gliner_config.json``."""
-        config = gliner_config(directory, trust_remote_code=True)  # read only: read_directory has refused auto_map
+        config = json.loads((Path(directory) / GLINER_CONFIG).read_text())  # read only: no model built
         return int(config["encoder_config"]["hidden_size"])
 
     def load_directory(self, directory, options, trust_remote_code=False):
