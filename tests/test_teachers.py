@@ -297,3 +297,53 @@ def test_a_checkpoint_of_the_old_fine_tuning_loop_is_refused_with_what_to_do(tin
         tiny_encoder, train, train, SCHEMA, tmp_path / "out", FinetuneConfig(epochs=1, batch_size=8, resume=False)
     )
     assert summary["finished"] and not (tmp_path / "out" / "checkpoint").exists()
+
+
+def test_length_buckets_group_similar_lengths_and_keep_every_sentence_once():
+    """--length-buckets: each batch is a run of a pool sorted by length, so a batch's lengths are
+    consecutive in its pool's sorted order; every sentence appears once; only the last batch is short;
+    the order is a pure function of the seed."""
+    import random
+
+    from seqdistill.teachers.finetune import bucketed
+
+    rng = random.Random(0)
+    lengths = [rng.randint(1, 60) for _ in range(203)]
+    indices = list(range(203))
+    rng.shuffle(indices)
+    out = bucketed(indices, lengths, batch_size=8, pool=5, seed=3)
+    assert sorted(out) == list(range(203)) and out == bucketed(indices, lengths, 8, 5, 3)
+    assert out != bucketed(indices, lengths, 8, 5, 4)
+    batches = [out[s : s + 8] for s in range(0, len(out), 8)]
+    assert [len(b) for b in batches] == [8] * 25 + [3]
+    pools = [sorted(lengths[i] for i in indices[s : s + 40]) for s in range(0, 203, 40)]
+    for b in batches:
+        ls = sorted(lengths[i] for i in b)
+        pool = next(p for p in pools if any(p[j : j + len(ls)] == ls for j in range(len(p))))
+        assert pool  # the batch is a contiguous run of its pool's sorted lengths
+    # padding: the filled share of the batches is higher than that of plain shuffled batches
+    fill = lambda bs: sum(sum(lengths[i] for i in b) / (len(b) * max(lengths[i] for i in b)) for b in bs) / len(bs)
+    plain = [indices[s : s + 8] for s in range(0, 203, 8)]
+    assert fill(batches) > fill(plain) + 0.2
+
+
+def test_freeze_layers_keeps_embeddings_and_lowest_blocks_fixed(tiny_encoder, tmp_path):
+    """--freeze-layers N: the embeddings and blocks 0..N-1 get no gradient and keep their values
+    through a fine-tune; the blocks above and the head learn; N past the top block is refused."""
+    from seqdistill.corpora import read_corpus
+    from seqdistill.teachers.adapters import AdapterError, freeze_lower_layers
+    from seqdistill.teachers.finetune import FinetuneConfig, finetune
+
+    teacher = build_teacher(tiny_encoder, SCHEMA, "crf")
+    with pytest.raises(
+        AdapterError, match=r"--freeze-layers must be between 0 and 1 \(this model has 2 blocks\), not 2"
+    ):
+        freeze_lower_layers(teacher, 2)
+    train = read_corpus(str(_toy_corpus(tmp_path / "train.txt", 16, 0)), "train", "train").sentences
+    cfg = FinetuneConfig(epochs=1, batch_size=8, lr=3e-3, freeze_layers=1, length_buckets=2)
+    finetune(tiny_encoder, train, train, SCHEMA, tmp_path / "t", cfg, device="cpu", log=lambda *a: None)
+    before = dict(build_teacher(tiny_encoder, SCHEMA, "crf").encoder.named_parameters())
+    after = dict(load_teacher(tmp_path / "t").encoder.named_parameters())
+    kept = {n for n in before if torch.equal(before[n], after[n])}
+    assert {n for n in before if "embeddings" in n or ".layer.0." in n} <= kept
+    assert any(".layer.1." in n for n in set(before) - kept)

@@ -307,8 +307,10 @@ def finetune_teacher(
             encoders = (gguf_source(encoders[0], gguf_file),)
         except PretrainedError as e:
             raise click.UsageError(str(e)) from None
-    if co_finetune and (options.get("lora_rank") or options.get("freeze_embeddings")):
-        raise click.UsageError("--lora-rank and --freeze-embeddings fine-tune one teacher; not with --co-finetune")
+    if co_finetune and (options.get("lora_rank") or options.get("freeze_embeddings") or options.get("freeze_layers")):
+        raise click.UsageError(
+            "--lora-rank, --freeze-embeddings and --freeze-layers fine-tune one teacher; not with --co-finetune"
+        )
     head = options["head"]
     kind = KINDS[head]
     if co_finetune and (len(encoders) < 2 or not kind.co_finetune):

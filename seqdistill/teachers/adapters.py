@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import re
 
 
 class AdapterError(ValueError):
@@ -54,6 +55,33 @@ def freeze_embeddings(teacher) -> int:
     embeddings = getattr(teacher, pretrained_part(teacher)).get_input_embeddings()
     embeddings.weight.requires_grad_(False)
     return embeddings.weight.numel()
+
+
+def block_depth(name: str) -> int | None:
+    """The transformer block a pretrained model's parameter belongs to (``encoder.layer.3.x`` -> 3),
+    -1 for the embeddings, None for what lies above the blocks (pooler, final norms)."""
+    m = re.search(r"\.layers?\.(\d+)\.", f".{name}")
+    if m:
+        return int(m.group(1))
+    return -1 if "embed" in name else None
+
+
+def freeze_lower_layers(teacher, n: int) -> int:
+    """Keep the input embeddings and the lowest ``n`` blocks of the pretrained model fixed; returns
+    the number of parameters frozen."""
+    model = getattr(teacher, pretrained_part(teacher))
+    blocks = {d for name, _ in model.named_parameters() if (d := block_depth(name)) is not None and d >= 0}
+    if not 0 <= n < max(blocks, default=-1) + 1:
+        raise AdapterError(
+            f"--freeze-layers must be between 0 and {max(blocks, default=-1)} (this model has {len(blocks)} blocks), not {n}"
+        )
+    frozen = 0
+    for name, p in model.named_parameters():
+        d = block_depth(name)
+        if d is not None and d < n:
+            p.requires_grad_(False)
+            frozen += p.numel()
+    return frozen
 
 
 @contextlib.contextmanager

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import resource
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ from ..config_fields import option
 from ..corpora.words import implied_rule
 from ..metrics import span_scores, span_set_scores
 from ..training import REPORTERS, ListBatches, Plan, Stage, settings
-from .adapters import attach_lora, freeze_embeddings, merged, trainable
+from .adapters import attach_lora, block_depth, freeze_embeddings, freeze_lower_layers, merged, trainable
 from .base import add_teacher_fields
 from .encoder import Teacher
 from .kinds import KINDS, teacher_kind
@@ -85,6 +84,19 @@ class FinetuneConfig:
     freeze_embeddings: bool = option(
         False, "Keep the pretrained model's input embedding matrix fixed (with or without --lora-rank)."
     )
+    freeze_layers: int = option(
+        0,
+        "Keep the input embeddings and the lowest N transformer blocks fixed: no backward pass through "
+        "them (faster; 0: every block trains).",
+        metavar="N",
+    )
+    length_buckets: int = option(
+        0,
+        "Draw each batch from sentences of similar length: the shuffled epoch is cut into pools of this "
+        "many batches, each pool sorted by length and cut into batches, and the batches shuffled "
+        "(less padding, faster; 0: plain shuffled batches).",
+        metavar="POOL",
+    )
     max_train_sentences: int | None = option(
         None, "Train on a seeded random subset of this size (demos, quick runs).", metavar="N"
     )
@@ -112,12 +124,8 @@ def layerwise_groups(teacher: Teacher, cfg: FinetuneConfig) -> list[dict]:
     n = teacher.num_layers
     groups: dict[float, list] = {}
     for name, p in teacher.encoder.named_parameters():
-        m = re.search(r"\.layers?\.(\d+)\.", f".{name}")
-        if m:
-            depth = int(m.group(1))
-        elif "embed" in name:
-            depth = -1
-        else:  # pooler, final norms: the top
+        depth = block_depth(name)
+        if depth is None:  # pooler, final norms: the top
             depth = n - 1
         lr = cfg.lr * cfg.layer_decay ** (n - 1 - depth)
         groups.setdefault(lr, []).append(p)
@@ -133,6 +141,8 @@ def evaluate(teacher: Teacher, sentences, batch_size: int = 64) -> dict:
     (``metrics.span_set_scores``)."""
     teacher.eval()
     nested = hasattr(teacher, "predict_spans") and all(s.entities is not None for s in sentences)
+    # batches of similar length (less padding); the scores do not depend on the order
+    sentences = sorted(sentences, key=lambda s: len(s.words))
     gold, pred = [], []
     for i in range(0, len(sentences), batch_size):
         batch = sentences[i : i + batch_size]
@@ -179,6 +189,8 @@ def finetune(
         attach_lora(teacher, cfg.lora_rank)
     if cfg.freeze_embeddings:
         freeze_embeddings(teacher)
+    if cfg.freeze_layers:
+        freeze_lower_layers(teacher, cfg.freeze_layers)
     groups = (
         layerwise_groups(teacher, cfg)
         if teacher_kind(cfg.head).layerwise_lr
@@ -223,6 +235,22 @@ def warmup_linear_decay(steps: int, warmup: float):
     return lambda u: min((u + 1) / warm, max(0.0, (steps - u) / max(1, steps - warm)))
 
 
+def bucketed(indices: list[int], lengths: list[int], batch_size: int, pool: int, seed: int) -> list[int]:
+    """``indices`` (already shuffled) reordered so that each run of ``batch_size`` holds sentences of
+    similar length: cut into pools of ``pool`` batches, each pool sorted by length (stable, so ties
+    keep the shuffle) and cut into batches, then the batches shuffled with ``seed``.
+    Only the epoch's last batch can be short, and it stays last (the batch cutter expects it there)."""
+    size = pool * batch_size
+    batches = []
+    for s in range(0, len(indices), size):
+        chunk = sorted(indices[s : s + size], key=lambda i: lengths[i])
+        batches += [chunk[b : b + batch_size] for b in range(0, len(chunk), batch_size)]
+    random.Random(seed).shuffle(batches)
+    # a short batch (the epoch's remainder) moves to the end, where the batch cutter expects it
+    batches.sort(key=lambda b: len(b) < batch_size)
+    return [i for b in batches for i in b]
+
+
 @dataclass
 class SentenceBatch:
     """A batch of labelled sentences: their words and the gold targets of the teachers' kind."""
@@ -264,6 +292,10 @@ def fit(
     def order(epoch: int) -> list[int]:
         indices = list(range(len(sentences)))
         random.Random(cfg.seed + epoch).shuffle(indices)
+        if cfg.length_buckets:
+            indices = bucketed(
+                indices, [len(s.words) for s in sentences], cfg.batch_size, cfg.length_buckets, cfg.seed + epoch
+            )
         return indices
 
     def collate(indices: list[int]) -> SentenceBatch:
