@@ -268,6 +268,7 @@ def compare(
     teacher_labels: bool = True,
     train_only: bool = False,
     gliner_medium: bool = False,
+    reference: str | None = None,
     log=print,
 ) -> tuple[dict, str]:
     """Train the peers (or reuse them), score and time every model; the rows and the Markdown table.
@@ -346,7 +347,7 @@ def compare(
             f"| {name} | {f1} | {v['ms_b1']:.2f} ({v['ms_b1'] / s1:.2f}x spaCy) | {v['ms_b32']:.2f} "
             f"({v['ms_b32'] / s32:.2f}x spaCy) | {v['bytes'] / 1e6:.1f} MB |"
         )
-    lines += seed_means({name: v["f1"] for name, v in rows.items() if v["f1"] is not None})
+    lines += seed_means({name: v["f1"] for name, v in rows.items() if v["f1"] is not None}, reference)
     import spacy
 
     conditions = (
@@ -361,23 +362,42 @@ def compare(
 SPACY = "spaCy NER, gold"
 
 
-def seed_means(f1: dict[str, float]) -> list[str]:
+def seed_means(f1: dict[str, float], reference: str | None = None) -> list[str]:
     """Mean ± sample std of test F1 over each group of rows named alike but for "(seed N)"; a
-    Markdown table, or nothing when no group has two seeds."""
-    groups: dict[str, list[tuple[str, float]]] = {}
+    Markdown table, or nothing when no group has two seeds. With ``reference`` (a group's name),
+    each other group also gets its difference to it paired by seed: the mean ± std of the per-seed
+    differences over the seeds both have, tighter than the difference of two means when a seed
+    moves both runs alike."""
+    groups: dict[str, dict[str, float]] = {}
     for name, v in f1.items():
         m = re.fullmatch(r"(.*) \(seed (\d+)\)", name)
         if m:
-            groups.setdefault(m.group(1), []).append((m.group(2), v))
+            groups.setdefault(m.group(1), {})[m.group(2)] = v
     groups = {k: v for k, v in groups.items() if len(v) > 1}
     if not groups:
         return []
-    out = ["", "| model, over seeds | seeds | test F1, mean ± std |", "|---|---|---:|"]
-    for name, runs in groups.items():
-        vals = [v for _, v in runs]
-        out.append(
-            f"| {name} | {', '.join(s for s, _ in runs)} | {statistics.mean(vals):.2f} ± {statistics.stdev(vals):.2f} |"
+    if reference is not None and reference not in groups:
+        raise SystemExit(
+            f"--reference {reference!r}: no group of two or more seeds by that name (have: {', '.join(groups)})"
         )
+    paired = f" Δ {reference}, paired by seed |" if reference else ""
+    out = [
+        "",
+        f"| model, over seeds | seeds | test F1, mean ± std |{paired}",
+        "|---|---|---:|" + ("---:|" if reference else ""),
+    ]
+    for name, runs in groups.items():
+        vals = list(runs.values())
+        row = f"| {name} | {', '.join(runs)} | {statistics.mean(vals):.2f} ± {statistics.stdev(vals):.2f} |"
+        if reference:
+            diffs = [runs[s] - groups[reference][s] for s in runs if s in groups[reference]]
+            if name == reference or not diffs:
+                row += " |"
+            elif len(diffs) == 1:
+                row += f" {diffs[0]:+.2f} (1 seed) |"
+            else:
+                row += f" {statistics.mean(diffs):+.2f} ± {statistics.stdev(diffs):.2f} ({len(diffs)} seeds) |"
+        out.append(row)
     return out
 
 
@@ -402,6 +422,9 @@ def main() -> None:
     ap.add_argument("--entity-types", help="a GLiNER teacher's NAME=TAG,... (as distill-cache build took them)")
     ap.add_argument(
         "--gliner-medium", action="store_true", help="time a GLiNER of gliner_medium's size (random weights)"
+    )
+    ap.add_argument(
+        "--reference", help="a student's name without its '(seed N)': every other's F1 also as a paired difference"
     )
     ap.add_argument("--json", help="write the rows here as JSON")
     ap.add_argument("--write", help="replace this setting's section of this Markdown file")
@@ -445,6 +468,7 @@ def main() -> None:
         teacher_labels=not args.no_teacher_labels,
         train_only=args.train_only,
         gliner_medium=args.gliner_medium,
+        reference=args.reference,
         log=lambda m: print(m, flush=True),
     )
     if args.train_only:

@@ -1,0 +1,38 @@
+"""benchmarks/peers.py's seed table: means over seeds and differences paired by seed, by hand."""
+
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from peers import seed_means  # noqa: E402
+
+
+def test_seed_means_and_paired_differences_match_a_hand_computation():
+    f1 = {
+        "vanilla (seed 13)": 80.0,
+        "vanilla (seed 14)": 82.0,
+        "vanilla (seed 15)": 81.0,
+        "default (seed 13)": 90.0,
+        "default (seed 14)": 91.0,
+        "default (seed 15)": 90.5,
+        "te (seed 13)": 88.0,  # one seed: no group of its own
+        "teacher, ONNX int8": 91.0,
+    }
+    lines = seed_means(f1, reference="vanilla")
+    rows = {
+        line.split(" | ")[0].lstrip("| "): line
+        for line in lines
+        if line.startswith("| ") and not line.startswith("| model")
+    }
+    assert set(rows) == {"vanilla", "default"}
+    diffs = [10.0, 9.0, 9.5]
+    assert (
+        f"| 90.50 ± 0.50 | +{statistics.mean(diffs):.2f} ± {statistics.stdev(diffs):.2f} (3 seeds) |" in rows["default"]
+    )
+    assert rows["vanilla"].endswith("| 81.00 ± 1.00 | |")
+    assert seed_means({"a (seed 1)": 1.0}) == []
+    with pytest.raises(SystemExit, match="--reference 'te': no group of two or more seeds"):
+        seed_means(f1, reference="te")
