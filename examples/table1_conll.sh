@@ -49,6 +49,7 @@ run() {  # row seed
   $BIN/distill-train mgkd --cache "$CACHE" --out "$OUT/$name" $(flags "$1") \
     --epochs "$EPOCHS" --patience 3 --seed "$2" --device cpu > "$OUT/$name.log" 2>&1
 }
+for row in $ROWS; do flags "$row" > /dev/null; done  # an unknown row stops here, before any run
 for seed in $SEEDS; do
   for row in $ROWS; do
     while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
