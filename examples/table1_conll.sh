@@ -27,10 +27,11 @@ EPOCHS=${EPOCHS:-10}
 ROWS=${ROWS:-"vanilla default te te-seq te-da"}
 SEEDS=${SEEDS:-13}
 JOBS=${JOBS:-2}
-export TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+export TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
 [ -f "$TEACHER/training.json" ] || { echo "no teacher in $TEACHER: run examples/mpnet_conll_teacher.sh" >&2; exit 1; }
-# a finished cache is left as it is (the build says so and stops), a killed one resumes
+# a finished cache is left as it is (the build says so and stops), a killed one resumes; the build
+# uses every core (torch's default threads), the students one thread each
 TEACHER=$TEACHER CACHE=$CACHE WIKI=36385 LAYERS= examples/mpnet_conll_cache.sh > "$OUT/cache.log" 2>&1
 flags() {
   case $1 in
@@ -46,7 +47,7 @@ run() {  # row seed
   local name=$1-s$2
   [ -f "$OUT/$name/training.json" ] && return 0
   # shellcheck disable=SC2046
-  $BIN/distill-train mgkd --cache "$CACHE" --out "$OUT/$name" $(flags "$1") \
+  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $BIN/distill-train mgkd --cache "$CACHE" --out "$OUT/$name" $(flags "$1") \
     --epochs "$EPOCHS" --patience 3 --seed "$2" --device cpu > "$OUT/$name.log" 2>&1
 }
 for row in $ROWS; do flags "$row" > /dev/null; done  # an unknown row stops here, before any run
