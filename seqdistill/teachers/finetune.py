@@ -289,13 +289,13 @@ def fit(
     steps = cfg.epochs * ((len(sentences) + cfg.batch_size - 1) // cfg.batch_size)
     kind = teacher_kind(teachers[0].kind)
 
+    lengths = [len(s.words) for s in sentences]
+
     def order(epoch: int) -> list[int]:
         indices = list(range(len(sentences)))
         random.Random(cfg.seed + epoch).shuffle(indices)
         if cfg.length_buckets:
-            indices = bucketed(
-                indices, [len(s.words) for s in sentences], cfg.batch_size, cfg.length_buckets, cfg.seed + epoch
-            )
+            indices = bucketed(indices, lengths, cfg.batch_size, cfg.length_buckets, cfg.seed + epoch)
         return indices
 
     def collate(indices: list[int]) -> SentenceBatch:
