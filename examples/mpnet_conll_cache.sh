@@ -7,6 +7,8 @@
 # script continues it, into .data/teachers/mpnet-crf-conll).
 # TEACHER, LAYERS: another teacher directory (issue 72: .data/teachers/mpnet-crf-conll, run to
 # convergence) and hidden layers (LAYERS= for none; examples/table1_conll.sh).
+# PRECISION: the teacher's forward pass (default auto: fp32 on the CPU; bf16 autocasts on a CPU with
+# AMX or AVX512-BF16, about 2.4x faster; examples/table1_conll.sh passes bf16).
 # WIKI: how many Wikipedia sentences (the package holds 36,385; WIKI=36385 takes them all, into
 # CACHE=.data/mpnet/cache-wikiall, say: the transfer-text lever of docs/RESULTS.md).
 set -euo pipefail
@@ -16,6 +18,7 @@ WIKI=${WIKI:-10000}
 CACHE=${CACHE:-.data/mpnet/cache}
 TEACHER=${TEACHER:-.data/teachers/mpnet-crf-conll-e1}
 LAYERS=${LAYERS-7}
+PRECISION=${PRECISION:-auto}
 W=.data/mpnet/wiki$((WIKI / 1000))k.txt
 mkdir -p .data/mpnet
 if [ ! -s "$W" ]; then
@@ -23,4 +26,4 @@ if [ ! -s "$W" ]; then
 fi
 exec .venv/bin/distill-cache build --out "$CACHE" --teacher "$TEACHER" --teacher-id mpnet \
   --labelled conll=$D/train.txt@train --labelled conll=$D/valid.txt@dev --labelled conll=$D/test.txt@test \
-  --unlabelled wiki=$W --kbest 10 ${LAYERS:+--hidden-layers "$LAYERS"} --device cpu
+  --unlabelled wiki=$W --kbest 10 ${LAYERS:+--hidden-layers "$LAYERS"} --precision "$PRECISION" --device cpu

@@ -309,3 +309,30 @@ def test_build_to_an_fsspec_url(teachers, corpus_paths, request, tmp_path):
     assert "tokenizer/tokenizer.json" in reader.exports("crf")
     assert os.path.exists(os.path.join(reader.export_dir("crf", tmp_path), "embeddings.safetensors"))
     assert build_cache(url, crf_dir, corpus_paths, _cfg(), **QUIET).status == "up-to-date"
+
+
+def test_bf16_on_the_cpu_is_asked_for_by_name_and_recorded(teachers, corpus_paths, tmp_path):
+    """--precision auto (the default) builds a CPU cache in fp32; bf16 asked for by name autocasts
+    the teacher on the CPU, keeps the k-best paths' log-probabilities fp32 and normalised, and the
+    manifest records what ran; fp16 on a CPU is refused before anything is written."""
+    crf_dir, _ = teachers
+    exact = build_cache(str(tmp_path / "auto"), crf_dir, corpus_paths, _cfg(dtype="fp32"), **QUIET)
+    build_cache(str(tmp_path / "bf16"), crf_dir, corpus_paths, _cfg(dtype="fp32", precision="bf16"), **QUIET)
+    assert exact.status == "built"
+    fields = {"crf": ["emissions", "kbest_log_probs"]}
+    a, b = (CacheReader(str(tmp_path / d)) for d in ("auto", "bf16"))
+    assert a.manifest.teachers["crf"].decoding["precision"] == "fp32"
+    assert b.manifest.teachers["crf"].decoding["precision"] == "bf16"
+    ea, eb = (np.concatenate(r.read_shard(0, fields).get("crf", "emissions")) for r in (a, b))
+    assert not np.array_equal(ea, eb)  # the forward pass did run in bf16
+    np.testing.assert_allclose(ea, eb, atol=0.1)
+    for lp in b.read_shard(0, fields).get("crf", "kbest_log_probs"):
+        lp = np.asarray(lp, dtype=np.float64)
+        assert np.isfinite(lp[0]) and np.exp(lp).sum() <= 1 + 1e-5
+    r = CliRunner().invoke(
+        cache_cli,
+        ["build", "--out", str(tmp_path / "fp16"), "--teacher", crf_dir, "--labelled", f"x={corpus_paths[0].path}"]
+        + ["--device", "cpu", "--precision", "fp16"],
+    )
+    assert r.exit_code != 0 and "--precision: precision fp16 runs on a GPU only" in r.output
+    assert not (tmp_path / "fp16").exists()

@@ -119,16 +119,16 @@ def test_greedy_sentscore_equals_one_candidate_at_a_time(tokenizer, make):
 
 
 def test_sentscore_teacher_precision(tokenizer):
-    """``outputs`` takes the build's precision like every teacher: fp32 on CPU whatever is asked
-    (bf16 gives the same scores bit for bit), and a precision that does not exist is refused."""
+    """``outputs`` takes the build's precision like every teacher: auto is fp32 on the CPU (the
+    same scores bit for bit), and a precision that does not exist is refused."""
     from seqdistill.cache_schema import LabelSchema
     from seqdistill.teachers import TeacherError
     from seqdistill.teachers.kinds.sentscore import SentScoreTeacher
 
     teacher = SentScoreTeacher(_bert2bert(len(tokenizer)), tokenizer, LabelSchema("sBIO", ("LOC", "PER")))
     words = _sentences(5, seed=3)
-    fp32, bf16 = (teacher.outputs(words, precision=p) for p in ("fp32", "bf16"))
-    assert torch.equal(fp32.kbest_paths, bf16.kbest_paths) and torch.equal(fp32.logits, bf16.logits)
+    fp32, auto = (teacher.outputs(words, precision=p) for p in ("fp32", "auto"))
+    assert torch.equal(fp32.kbest_paths, auto.kbest_paths) and torch.equal(fp32.logits, auto.logits)
     assert fp32.logits.dtype == torch.float32
     with pytest.raises(TeacherError, match="fp8"):
         teacher.outputs(words, precision="fp8")

@@ -347,3 +347,34 @@ def test_freeze_layers_keeps_embeddings_and_lowest_blocks_fixed(tiny_encoder, tm
     kept = {n for n in before if torch.equal(before[n], after[n])}
     assert {n for n in before if "embeddings" in n or ".layer.0." in n} <= kept
     assert any(".layer.1." in n for n in set(before) - kept)
+
+
+def test_bf16_precision_on_the_cpu(tiny_encoder, tmp_path):
+    """precision auto is fp32 on the CPU bit for bit; bf16 autocasts the encoder there and hands the
+    CRF fp32 emissions; fp16 on the CPU is refused. Fine-tuning with --precision bf16 learns the
+    toy corpus as fp32 does, through a forward pass that really ran in bf16 (other weights)."""
+    from seqdistill.corpora import read_corpus
+    from seqdistill.teachers.finetune import FinetuneConfig, finetune
+
+    teacher = build_teacher(tiny_encoder, SCHEMA, "crf").eval()
+    words = [["Peter", "visits", "Paris"], ["the", "eu", "rome", "rome"]]
+    fp32, auto, bf16 = (teacher.outputs(words, k=3, precision=p) for p in ("fp32", "auto", "bf16"))
+    assert torch.equal(fp32.logits, auto.logits) and torch.equal(fp32.kbest_paths, auto.kbest_paths)
+    assert bf16.logits.dtype == torch.float32 and not torch.equal(fp32.logits, bf16.logits)
+    torch.testing.assert_close(bf16.logits, fp32.logits, atol=0.05, rtol=0.05)
+    trans, start, end = teacher.crf.scores()
+    with torch.no_grad():
+        torch.testing.assert_close(bf16.log_z, log_partition(bf16.logits, bf16.word_mask, trans, start, end))
+    with pytest.raises(TeacherError, match="precision fp16 runs on a GPU only"):
+        teacher.outputs(words, precision="fp16")
+
+    train = read_corpus(str(_toy_corpus(tmp_path / "train.txt", 48, 0)), "train", "train").sentences
+    dev = read_corpus(str(_toy_corpus(tmp_path / "dev.txt", 12, 1)), "dev", "dev").sentences
+    runs = {}
+    for p in ("fp32", "bf16"):
+        cfg = FinetuneConfig(epochs=6, batch_size=8, lr=3e-3, head_lr=3e-2, dropout=0.1, precision=p)
+        runs[p] = finetune(tiny_encoder, train, dev, SCHEMA, tmp_path / p, cfg, device="cpu", log=lambda *a: None)
+    assert runs["bf16"]["best_dev_f1"] > 0.9 and runs["fp32"]["best_dev_f1"] > 0.9
+    a, b = (load_teacher(tmp_path / p).classifier.weight for p in ("fp32", "bf16"))
+    assert not torch.equal(a, b)
+    assert load_teacher(tmp_path / "bf16").predict([["anna", "visits", "rome"]]) == [["B-PER", "O", "B-LOC"]]

@@ -50,6 +50,7 @@ from ..corpora.read import CorpusSource
 from ..corpora.streamed import StreamedCorpus, scan_corpus
 from ..teachers import (
     GLINER_CONFIG,
+    PRECISIONS,
     LayerOptions,
     SpanOptions,
     Teacher,
@@ -59,6 +60,7 @@ from ..teachers import (
     load_teacher,
     marked_kind,
     parse_entity_types,
+    resolve_precision,
     teacher_fingerprints,
     teacher_kind,
     to_host,
@@ -134,7 +136,12 @@ class BuildConfig:
     max_words_per_batch: int = option(4096, "Padded words per batch (batch size x longest sentence).")
     shard_size: int = option(1024, "Sentences per shard.")
     device: str | None = option(None, "cpu, cuda, cuda:1 ... (default: cuda if available).")
-    precision: str = option("bf16", "Autocast on GPU (CPU always runs fp32).", choices=("bf16", "fp16", "fp32"))
+    precision: str = option(
+        "auto",
+        "The teacher's forward pass: auto is bf16 autocast on GPU and fp32 on CPU; bf16 autocasts on the CPU "
+        "too (about 2.4x faster on a CPU with AMX/AVX512-BF16; emissions and k-best stay fp32); fp16 is GPU only.",
+        choices=PRECISIONS,
+    )
     export_layers: int = option(0, "Also export the first N encoder blocks for transformer students.", metavar="N")
     full_vocabulary: bool = option(
         False,
@@ -383,6 +390,10 @@ def build_cache(
 
 def _check_config(cfg: BuildConfig) -> None:
     """Refuse options that contradict each other or name nothing, before any file is read."""
+    try:
+        resolve_precision(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"), cfg.precision)
+    except TeacherError as e:
+        raise BuildError(f"--precision: {e}") from None
     if cfg.dtype not in DTYPES:
         raise BuildError(f"dtype {cfg.dtype!r} is not one of {', '.join(DTYPES)}")
     if cfg.hidden_dtype not in (None, "int8"):
@@ -465,7 +476,7 @@ def _open_layers(out: str, storage_options, plan: _Plan, rank: int, world: int, 
     distributed.barrier(world)
     writer = CacheWriter(out, storage_options, clean_staging=False)
     examples = writer.examples_layer(plan.schema, [c.info() for c in plan.corpora], plan.num_shards)
-    precision = cfg.precision if plan.device.startswith("cuda") else "fp32"
+    precision = resolve_precision(plan.device, cfg.precision)  # what ran, as the manifest records it
     info = TeacherInfo(
         plan.teacher_id,
         plan.kind.name,

@@ -2,7 +2,7 @@
 it writes to a cache, its decoder and export graph), the encoder teachers' common model
 (``encoder.py``), loading, and fine-tuning."""
 
-from .base import GLINER_CONFIG, TeacherError, TeacherOutput, teacher_fingerprints
+from .base import GLINER_CONFIG, PRECISIONS, TeacherError, TeacherOutput, resolve_precision, teacher_fingerprints
 from .encoder import Teacher, export_for_students
 from .kind import LayerOptions, SpanOptions, TeacherKind, map_outputs, to_host
 from .kinds import KINDS, teacher_kind
@@ -12,6 +12,7 @@ from .loading import build_teacher, load_teacher, marked_kind
 __all__ = [
     "GLINER_CONFIG",
     "KINDS",
+    "PRECISIONS",
     "LayerOptions",
     "SpanOptions",
     "Teacher",
@@ -23,6 +24,7 @@ __all__ = [
     "load_teacher",
     "marked_kind",
     "parse_entity_types",
+    "resolve_precision",
     "teacher_fingerprints",
     "teacher_kind",
     "map_outputs",

@@ -72,7 +72,7 @@ class Teacher(nn.Module):
         return int(self.encoder.config.num_hidden_layers)
 
     # -- forward --------------------------------------------------------------------------------
-    def autocast(self, precision: str | None = "bf16"):
+    def autocast(self, precision: str | None = "auto"):
         return inference_autocast(self.device, precision)
 
     def prepare(self, batch_words: list[list[str]]) -> SegmentBatch:
@@ -142,15 +142,16 @@ class Teacher(nn.Module):
         marginals: bool = True,
         hidden_layers=(),
         subwords: bool = False,
-        precision: str | None = "bf16",
+        precision: str | None = "auto",
         prepared: SegmentBatch | None = None,
     ) -> TeacherOutput:
         """Everything a cache stores for this teacher kind (inference mode; the encoder under
-        ``precision`` autocast on GPU, the CRF always in fp32). ``prepared``: what :meth:`prepare`
-        made of ``batch_words`` ahead of time."""
+        ``precision`` autocast, ``base.resolve_precision``; the emissions cast to fp32, so the CRF
+        always runs in fp32). ``prepared``: what :meth:`prepare` made of ``batch_words`` ahead of time."""
         with torch.inference_mode():
             with self.autocast(precision):
                 out = self.encode(batch_words, hidden_layers, subwords, prepared)
+            out.logits = out.logits.float()
             self.add_structure(out, k, marginals)
             if tags is not None:
                 out.gold_nll = self.gold_nll(out, tags)

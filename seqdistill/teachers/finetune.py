@@ -97,6 +97,12 @@ class FinetuneConfig:
         "(less padding, faster; 0: plain shuffled batches).",
         metavar="POOL",
     )
+    precision: str = option(
+        "fp32",
+        "The forward pass of training: fp32, or bf16 autocast (the weights, AdamW and the CRF stay fp32; "
+        "about 2x faster a step on a CPU with AMX/AVX512-BF16 or on a GPU). Dev F1 is scored in fp32.",
+        choices=("fp32", "bf16"),
+    )
     max_train_sentences: int | None = option(
         None, "Train on a seeded random subset of this size (demos, quick runs).", metavar="N"
     )
@@ -308,11 +314,18 @@ def fit(
         f1s = [evaluate(t, dev)["f1"] for t in teachers]
         return {"dev_f1": sum(f1s) / len(f1s), **({"dev_f1_each": f1s} if len(teachers) > 1 else {})}
 
+    def autocast_loss(b: SentenceBatch):
+        # decision: mixed precision by autocast, not bf16 weights, so that the optimiser's updates
+        # and the CRF's partition function keep fp32 (the kinds cast their scores to fp32)
+        on = cfg.precision == "bf16"
+        with torch.autocast(torch.device(device or "cpu").type, dtype=torch.bfloat16, enabled=on):
+            return loss_fn(b.words, b.targets)
+
     params = [p for g in groups for p in g["params"]]
     stage = Stage(
         name="finetune",
         batches=ListBatches(order, collate, cfg.batch_size, size=len(sentences)),
-        loss=lambda b: {"loss": loss_fn(b.words, b.targets)},
+        loss=lambda b: {"loss": autocast_loss(b)},
         params=lambda: params,
         optimizer=lambda _: torch.optim.AdamW(groups),
         evaluate=dev_scores,

@@ -28,8 +28,8 @@ class CRFTeacher(Teacher):
 
     def loss(self, batch_words, tags: Tensor) -> Tensor:
         """Mean CRF negative log-likelihood of the gold paths (paper 000, eq. 7 for the teacher)."""
-        out = self.encode(batch_words)
-        return self.crf.nll(out.logits, out.word_mask, tags.to(self.device)).mean()
+        out = self.encode(batch_words)  # under bf16 autocast (--precision bf16) the emissions are bf16
+        return self.crf.nll(out.logits.float(), out.word_mask, tags.to(self.device)).mean()
 
     def decode(self, out: TeacherOutput) -> Tensor:
         return self.crf.decode(out.logits, out.word_mask)

@@ -213,7 +213,7 @@ class SentScoreTeacher(nn.Module):
         *,
         k: int | None = None,
         hidden_layers=(),
-        precision: str | None = "bf16",
+        precision: str | None = "auto",
         **_,
     ):
         """What a cache stores for this teacher: k-best sBIO paths, their scores, per-word tag

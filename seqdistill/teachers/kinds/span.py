@@ -133,7 +133,7 @@ class SpanTeacher(nn.Module):
         marginals: bool = True,
         hidden_layers=(),
         subwords: bool = False,
-        precision: str | None = "bf16",
+        precision: str | None = "auto",
         prepared=None,
     ) -> TeacherOutput:
         """Span logits, and under the semi-CRF k-best paths, log Z, marginals and the gold NLL."""
