@@ -16,6 +16,8 @@
 #   te-seq    + the k-best losses on the labelled rows: --no-unlabelled (losses by default)
 #   te-da     + the unlabelled text with the teacher's best path as its label: --losses hard
 #   default   + both: no flags at all (hard, seq-ce, fuzzy with K=5, DA on)
+#   seq-t2    the default with --seq-temperature 2 (not a row of the paper: does a softer k-best
+#             distribution let SEQ teach more, where the teacher is near-certain on its training text?)
 # * Every row: at most EPOCHS=10 epochs, patience 3, as examples/peers_conll.sh; one torch thread a
 #   run (OMP_NUM_THREADS=1), JOBS=2 runs at a time on the 2-core CPU.
 set -euo pipefail
@@ -41,6 +43,7 @@ flags() {
     te-seq) echo --no-unlabelled ;;
     te-da) echo --losses hard ;;
     default) echo ;;
+    seq-t2) echo --seq-temperature 2 ;;
     *) echo "unknown row $1" >&2; exit 2 ;;
   esac
 }
