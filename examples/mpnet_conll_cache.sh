@@ -8,7 +8,7 @@
 # TEACHER, LAYERS: another teacher directory (issue 72: .data/teachers/mpnet-crf-conll, run to
 # convergence) and hidden layers (LAYERS= for none; examples/table1_conll.sh).
 # PRECISION: the teacher's forward pass (default auto: fp32 on the CPU; bf16 autocasts on a CPU with
-# AMX or AVX512-BF16, about 2.4x faster; examples/table1_conll.sh passes bf16).
+# AMX or AVX512-BF16, about 3x faster; examples/table1_conll.sh passes bf16).
 # WIKI: how many Wikipedia sentences (the package holds 36,385; WIKI=36385 takes them all, into
 # CACHE=.data/mpnet/cache-wikiall, say: the transfer-text lever of docs/RESULTS.md).
 set -euo pipefail

@@ -8,7 +8,7 @@
 # Decisions:
 # * The cache: train, valid and test, and every Wikipedia sentence the package holds (WIKI=36385,
 #   paper 000's unlabelled text, DA), k-best K=10, no hidden layers (the MGKD losses read paths and
-#   emissions only), the teacher run under bf16 autocast (PRECISION=bf16; about 2.4x faster on a CPU
+#   emissions only), the teacher run under bf16 autocast (PRECISION=bf16; about 3x faster on a CPU
 #   with AMX or AVX512-BF16; PRECISION=auto for fp32). examples/mpnet_conll_cache.sh builds it; resumable.
 # * The rows, as in paper 000's Table 1 (SEQ is its L_Seq-all: the hard loss, Seq-CE and Seq-fuzzy):
 #   vanilla   gold only, random embeddings: --embedding random --losses hard --no-unlabelled

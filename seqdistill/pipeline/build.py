@@ -139,7 +139,7 @@ class BuildConfig:
     precision: str = option(
         "auto",
         "The teacher's forward pass: auto is bf16 autocast on GPU and fp32 on CPU; bf16 autocasts on the CPU "
-        "too (about 2.4x faster on a CPU with AMX/AVX512-BF16; emissions and k-best stay fp32); fp16 is GPU only.",
+        "too (about 3x faster on a CPU with AMX/AVX512-BF16; emissions and k-best stay fp32); fp16 is GPU only.",
         choices=PRECISIONS,
     )
     export_layers: int = option(0, "Also export the first N encoder blocks for transformer students.", metavar="N")

@@ -64,7 +64,7 @@ def resolve_precision(device: torch.device | str, precision: str | None = "auto"
     """The precision a teacher's forward pass runs at on ``device``: ``auto`` is bf16 on GPU and fp32
     on CPU (decision: a CPU build stays exact and reproducible unless asked); ``bf16`` asked for
     explicitly autocasts on CPU too, where a CPU with AMX or AVX512-BF16 runs MPNet-base's forward
-    about 2.4x and its training step about 2x faster (docs/BENCHMARKS.md, "bf16 on the CPU");
+    about 3x and its training step about 1.9x faster (docs/BENCHMARKS.md, "bf16 on the CPU");
     fp16 is a GPU precision only."""
     device = torch.device(device)
     if precision is None:
