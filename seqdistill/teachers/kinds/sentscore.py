@@ -218,8 +218,8 @@ class SentScoreTeacher(nn.Module):
     ):
         """What a cache stores for this teacher: k-best sBIO paths, their scores, per-word tag
         scores of the best beam, and the LM loss of the gold target on labelled rows. The model
-        runs under ``precision`` autocast on GPU (fp32 on CPU, as every teacher); scores are summed
-        in fp32 either way."""
+        runs under ``precision`` autocast (``base.resolve_precision``: auto is bf16 on GPU and fp32
+        on CPU, as for every teacher); scores are summed in fp32 either way."""
         if hidden_layers:
             raise ValueError("a SenTScore teacher stores no hidden layers; leave --hidden-layers out")
         self.model.eval()
