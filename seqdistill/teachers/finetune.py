@@ -35,7 +35,7 @@ from ..corpora.words import implied_rule
 from ..metrics import span_scores, span_set_scores
 from ..training import REPORTERS, ListBatches, Plan, Stage, settings
 from .adapters import attach_lora, block_depth, freeze_embeddings, freeze_lower_layers, merged, trainable
-from .base import add_teacher_fields
+from .base import add_teacher_fields, inference_autocast
 from .encoder import Teacher
 from .kinds import KINDS, teacher_kind
 from .loading import build_teacher
@@ -317,8 +317,7 @@ def fit(
     def autocast_loss(b: SentenceBatch):
         # decision: mixed precision by autocast, not bf16 weights, so that the optimiser's updates
         # and the CRF's partition function keep fp32 (the kinds cast their scores to fp32)
-        on = cfg.precision == "bf16"
-        with torch.autocast(torch.device(device or "cpu").type, dtype=torch.bfloat16, enabled=on):
+        with inference_autocast(torch.device(device or "cpu"), cfg.precision):
             return loss_fn(b.words, b.targets)
 
     params = [p for g in groups for p in g["params"]]
