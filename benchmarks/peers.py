@@ -427,6 +427,11 @@ def main() -> None:
         "--reference", help="a student's name without its '(seed N)': every other's F1 also as a paired difference"
     )
     ap.add_argument("--json", help="write the rows here as JSON")
+    ap.add_argument(
+        "--section",
+        help="the name of the Markdown section --write replaces (default: the setting's); another name keeps an "
+        "earlier run's table of the same setting beside the new one",
+    )
     ap.add_argument("--write", help="replace this setting's section of this Markdown file")
     args = ap.parse_args()
     paths = dict(SETTINGS.get(args.setting, {}))
@@ -477,6 +482,7 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     if args.write:
+        label = args.section or label
         cmd = ".venv/bin/python benchmarks/peers.py " + shlex.join(sys.argv[1:])
         text = f"<!-- peers:{label}:begin -->\n```sh\n{cmd}\n```\n\n{table}\n<!-- peers:{label}:end -->"
         write_section(args.write, f"<!-- peers:{label}:begin -->", f"<!-- peers:{label}:end -->",
