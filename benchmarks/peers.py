@@ -432,7 +432,7 @@ def main() -> None:
         help="the name of the Markdown section --write replaces (default: the setting's); another name keeps an "
         "earlier run's table of the same setting beside the new one",
     )
-    ap.add_argument("--write", help="replace this setting's section of this Markdown file")
+    ap.add_argument("--write", help="replace this setting's section (or --section's) of this Markdown file")
     args = ap.parse_args()
     paths = dict(SETTINGS.get(args.setting, {}))
     paths.update({k: getattr(args, k) for k in ("train", "dev", "test", "teacher", "cache") if getattr(args, k)})
@@ -482,10 +482,10 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     if args.write:
-        label = args.section or label
+        section = args.section or label
         cmd = ".venv/bin/python benchmarks/peers.py " + shlex.join(sys.argv[1:])
-        text = f"<!-- peers:{label}:begin -->\n```sh\n{cmd}\n```\n\n{table}\n<!-- peers:{label}:end -->"
-        write_section(args.write, f"<!-- peers:{label}:begin -->", f"<!-- peers:{label}:end -->",
+        text = f"<!-- peers:{section}:begin -->\n```sh\n{cmd}\n```\n\n{table}\n<!-- peers:{section}:end -->"
+        write_section(args.write, f"<!-- peers:{section}:begin -->", f"<!-- peers:{section}:end -->",
                       "## Against what a user would pick instead (issue 64)", text)  # fmt: skip
 
 
