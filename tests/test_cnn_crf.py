@@ -118,6 +118,7 @@ def test_mgkd_trains_a_cnn_crf_that_exports_with_the_same_tags(cache, tmp_path):
         MGKDConfig(
             arch="cnn-crf",
             chars=True,
+            char_filters=12,
             projection=8,
             width=16,
             dilations=(1, 2),
@@ -136,6 +137,7 @@ def test_mgkd_trains_a_cnn_crf_that_exports_with_the_same_tags(cache, tmp_path):
     assert summary["best_dev_f1"] > 0.9
     model, _ = load_student(tmp_path / "s")
     assert isinstance(model, CNNCRF) and list(model.config.dilations) == [1, 2]
+    assert model.config.char_filters == 12 and model.input.in_features == 8 + 12  # projection + chars
     sents = [["anna", "visits", "the", "rome"], ["Peter", "visits", "PARIS"], ["x"]]
     want = Tagger.load(tmp_path / "s").predict(sents)
     for q in ("none", "int8"):
@@ -150,6 +152,7 @@ def test_mgkd_trains_a_cnn_crf_that_exports_with_the_same_tags(cache, tmp_path):
         ({"arch": "bilstm-crf", "dilations": (1, 2)}, "--dilations: settings of --arch cnn-crf"),
         ({"arch": "cnn-crf", "dilations": (1, 0)}, "must be positive"),
         ({"arch": "cnn-crf", "width": 0}, "must be positive"),
+        ({"char_filters": 0}, "char_filters .--char-filters. is 0: give at least 1, or --no-chars"),
     ],
 )
 def test_cnn_options_are_refused_where_they_cannot_apply(cache, tmp_path, options, message):

@@ -170,6 +170,7 @@ class MGKDConfig(RunConfig):
         "filters of width 3, max-pooled): the case and shape of words, which uncased teachers cannot give "
         "(default: on for cnn-crf since issue 72, off for bilstm-crf).",
     )
+    char_filters: int = option(30, "With --chars: the char CNN's filters, the feature's width (Ma & Hovy 2016: 30).")
     hidden_size: int = option(300, "bilstm-crf: LSTM units per direction (paper 000, Table 6).")
     projection: int | None = option(
         None,
@@ -209,6 +210,8 @@ class MGKDConfig(RunConfig):
         for name, value in ARCH_DEFAULTS.get(self.arch, {}).items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
+        if self.char_filters < 1:
+            raise ValueError(f"char_filters (--char-filters) is {self.char_filters}: give at least 1, or --no-chars")
 
 
 # Each student's own defaults of the settings that MGKDConfig leaves unset (issue 72): the CNN-CRF
@@ -362,7 +365,7 @@ def plan(ctx: Context) -> Plan:
         dropout=cfg.dropout,
         extra={"teacher": teacher, "cache": reader.store.url, "recipe": "mgkd"},
         char_dim=30 if cfg.chars else 0,
-        char_filters=30 if cfg.chars else 0,
+        char_filters=cfg.char_filters if cfg.chars else 0,
         teacher_vocab_size=exports.rows,
     )
     model = architectures()[cfg.arch](scfg)
