@@ -300,10 +300,12 @@ class WordBatch:
     bag_offsets: Tensor
     mask: Tensor
     char_ids: Tensor | None = None  # [B, L, C]: each word's bytes (``word_bytes``), for a char feature
+    word_ids: Tensor | None = None  # [B, L]: each word's row of a word vector table (students/word_vectors.py)
 
     def to(self, device) -> "WordBatch":
         chars = None if self.char_ids is None else self.char_ids.to(device)
-        return WordBatch(self.bag_ids.to(device), self.bag_offsets.to(device), self.mask.to(device), chars)
+        word_ids = None if self.word_ids is None else self.word_ids.to(device)
+        return WordBatch(self.bag_ids.to(device), self.bag_offsets.to(device), self.mask.to(device), chars, word_ids)
 
 
 MAX_WORD_BYTES = 20

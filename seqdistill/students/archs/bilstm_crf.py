@@ -21,16 +21,23 @@ from ...onnx_graphs import PaddedBiLSTM
 from ...tokenization import WordBatch, words_to_bags
 from ...vocabulary import RowIndex
 from ..base import StudentConfig
+from ..word_vectors import WordVectors
 
 
 @dataclass
 class BiLSTMCRFConfig(StudentConfig):
-    """The BiLSTM-CRF's settings beyond every student's: a char CNN word feature (Ma & Hovy, 2016)."""
+    """The BiLSTM-CRF's settings beyond every student's: a char CNN word feature (Ma & Hovy, 2016)
+    and pretrained word vectors."""
 
     arch: str = "bilstm-crf"
     char_dim: int = 0  # byte embedding width of the char CNN feature (0: no char feature)
     char_filters: int = 0  # the char CNN's filters, the feature's width
     char_width: int = 3  # the char CNN's window
+    # pretrained word vectors (students/word_vectors.py; --word-vectors): the table's words, width and
+    # the bytes of its word list (0: no word vector feature)
+    word_vectors_rows: int = 0
+    word_vectors_dim: int = 0
+    word_vectors_bytes: int = 0
 
 
 class BagsCRFStudent(nn.Module):
@@ -49,6 +56,28 @@ class BagsCRFStudent(nn.Module):
             self.char_embed = nn.Embedding(257, config.char_dim, padding_idx=0)  # bytes + 1; 0 pads
             self.char_conv = nn.Conv1d(
                 config.char_dim, config.char_filters, config.char_width, padding=config.char_width // 2
+            )
+
+    def _word_vector_layer(self, config: BiLSTMCRFConfig) -> None:
+        self.word_vectors = (
+            WordVectors(config.word_vectors_rows, config.word_vectors_dim, config.word_vectors_bytes)
+            if config.word_vectors_rows
+            else None
+        )
+
+    def extra_features(self, x: Tensor, words: WordBatch) -> Tensor:
+        """``x`` with the word vectors (if any) and the char feature (if any) concatenated, in that order."""
+        if self.word_vectors is not None:
+            x = torch.cat([x, self.word_vectors(words.word_ids)], -1)
+        if self.config.char_filters:
+            x = torch.cat([x, self.char_feature(words.char_ids)], -1)
+        return x
+
+    def export_check(self) -> None:
+        if self.word_vectors is not None:
+            raise ValueError(
+                "a student with word vectors (--word-vectors) has no ONNX export yet: use the student directory "
+                "itself (Tagger.load, distill-eval, distill-serve run it in torch), or train one without them"
             )
 
     @property
@@ -71,7 +100,10 @@ class BagsCRFStudent(nn.Module):
         return torch.where(pad.all(-1), torch.zeros_like(h), h).reshape(B, L, -1)
 
     def inputs(self, tokenizer, batch_words: list[list[str]]) -> WordBatch:
-        return words_to_bags(tokenizer, batch_words, chars=bool(self.config.char_filters))
+        batch = words_to_bags(tokenizer, batch_words, chars=bool(self.config.char_filters))
+        if self.word_vectors is not None:
+            batch.word_ids = self.word_vectors.rows(batch_words)
+        return batch
 
     @torch.no_grad()
     def decode(self, words: WordBatch) -> Tensor:
@@ -92,8 +124,9 @@ class BiLSTMCRF(BagsCRFStudent):
         self._bag_embedding(config)
         self.dropout = nn.Dropout(config.dropout)
         self._char_layers(config)
+        self._word_vector_layer(config)
         self.lstm = nn.LSTM(
-            config.embedding_dim + config.char_filters,
+            config.embedding_dim + config.word_vectors_dim + config.char_filters,
             config.hidden_size,
             num_layers=config.num_layers,
             bidirectional=True,
@@ -105,9 +138,7 @@ class BiLSTMCRF(BagsCRFStudent):
     def forward(self, words: WordBatch) -> Tensor:
         """Emission scores ``[B, L, T]``."""
         L = words.mask.shape[1]
-        x = self.bag_vectors(words)
-        if self.config.char_filters:
-            x = torch.cat([x, self.char_feature(words.char_ids)], -1)
+        x = self.extra_features(self.bag_vectors(words), words)
         lengths = words.mask.sum(1).cpu()
         packed = nn.utils.rnn.pack_padded_sequence(self.dropout(x), lengths, batch_first=True, enforce_sorted=False)
         h, _ = self.lstm(packed)
@@ -116,6 +147,7 @@ class BiLSTMCRF(BagsCRFStudent):
 
     def export_graph(self) -> tuple[nn.Module, str, dict]:
         """The ONNX graph of the emissions, its inputs (``bags``) and its export.json fields."""
+        self.export_check()
         if self.config.char_filters:
             return CharBagsGraph(self), "bags", {"chars": True}
         return BagsGraph(self), "bags", {}

@@ -1,7 +1,8 @@
 """A convolutional student for speed at batch 1 (issue 64): paper 000's word vectors and CRF around
 a window encoder instead of the BiLSTM.
 
-word vector -> projection -> [; char CNN] -> linear -> N residual window layers -> linear -> CRF
+word vector -> projection -> [; pretrained word vectors] [; char CNN] -> linear -> N residual window layers
+-> linear -> CRF
 
 * **Word vectors** as the BiLSTM-CRF's (``bilstm_crf.py``): the mean of the teacher's (frozen)
   embeddings of the word's subwords, an ``EmbeddingBag`` over the teacher's ids. A learned matrix
@@ -20,6 +21,8 @@ word vector -> projection -> [; char CNN] -> linear -> N residual window layers 
   do not depend on what it is batched with. Each layer's window is one matrix product over the
   three shifted copies (``MatMul`` in ONNX), so ``--quantize int8`` stores it as int8 as it does
   a linear layer's.
+* **Pretrained word vectors** (``--word-vectors``, ``students/word_vectors.py``), frozen, when
+  given: one vector for each whole word of a large vocabulary, where the teacher's table has subwords.
 * Dropout on the word features and on the encoder's output, as the BiLSTM-CRF has it on its
   embeddings and its LSTM's output.
 """
@@ -78,7 +81,8 @@ class CNNCRF(BagsCRFStudent):
         self.project = nn.Linear(config.embedding_dim, config.projection, bias=False) if config.projection else None
         self.dropout = nn.Dropout(config.dropout)
         self._char_layers(config)  # the BiLSTM-CRF's char CNN (Ma & Hovy, 2016)
-        self.input = nn.Linear(self.word_dim + config.char_filters, config.width)
+        self._word_vector_layer(config)  # pretrained word vectors, if any (students/word_vectors.py)
+        self.input = nn.Linear(self.word_dim + config.word_vectors_dim + config.char_filters, config.width)
         self.layers = nn.ModuleList(WindowLayer(config.width, d) for d in config.dilations)
         self.out = nn.Linear(config.width, config.schema.num_tags)
         self.crf = CRF.from_schema(config.schema)
@@ -99,13 +103,12 @@ class CNNCRF(BagsCRFStudent):
         x = self.bag_vectors(words)
         if self.project is not None:
             x = self.project(x)
-        if self.config.char_filters:
-            x = torch.cat([x, self.char_feature(words.char_ids)], -1)
-        return self.encode(x, words.mask)
+        return self.encode(self.extra_features(x, words), words.mask)
 
     def export_graph(self) -> tuple[nn.Module, str, dict]:
         """The emissions over padded word pieces (the ``bags`` inputs of the BiLSTM-CRF, with
         ``char_ids`` when the student has the char feature), the projection folded into the table."""
+        self.export_check()
         return CNNBagsGraph(self), "bags", {"chars": True} if self.config.char_filters else {}
 
 

@@ -33,6 +33,7 @@ from ..common import check_embedding_dim, default_splits, dev_f1, open_cache, re
 from ..config import RunConfig, option
 from ..data import pad_stack, parse_selection
 from ..engine import Context, Plan, Stage
+from ..word_vectors import WordVectors, read_word_vectors
 from . import Recipe
 
 
@@ -171,6 +172,17 @@ class MGKDConfig(RunConfig):
         "(default: on for cnn-crf since issue 72, off for bilstm-crf).",
     )
     char_filters: int = option(30, "With --chars: the char CNN's filters, the feature's width (Ma & Hovy 2016: 30).")
+    word_vectors: str | None = option(
+        None,
+        "Pretrained word vectors as a word feature beside the teacher's embeddings, frozen (students/word_vectors.py): "
+        "a GloVe/word2vec text file, or a directory with one .npy matrix and its words in one .parquet or .txt file "
+        "(DATA.md's GloVe package). Looked up as written, else lowercased; other words get a zero vector. Such a "
+        "student runs in torch (Tagger, distill-eval, distill-serve) and has no ONNX export yet.",
+        metavar="PATH",
+    )
+    word_vectors_rows: int = option(
+        0, "With --word-vectors: keep the file's first N words (its commonest; 0: all).", metavar="N"
+    )
     hidden_size: int = option(300, "bilstm-crf: LSTM units per direction (paper 000, Table 6).")
     projection: int | None = option(
         None,
@@ -210,6 +222,10 @@ class MGKDConfig(RunConfig):
         for name, value in ARCH_DEFAULTS.get(self.arch, {}).items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
+        if self.word_vectors_rows < 0:
+            raise ValueError(
+                f"word_vectors_rows (--word-vectors-rows) is {self.word_vectors_rows}: give 0 (all) or more"
+            )
         if self.char_filters < 1:
             raise ValueError(f"char_filters (--char-filters) is {self.char_filters}: give at least 1, or --no-chars")
 
@@ -226,8 +242,11 @@ ARCH_DEFAULTS = {
 class Collate:
     """Example rows -> tensors for the student and the chosen losses."""
 
-    def __init__(self, tokenizer, schema: LabelSchema, teacher: str | None, cfg: MGKDConfig, kind: str):
+    def __init__(
+        self, tokenizer, schema: LabelSchema, teacher: str | None, cfg: MGKDConfig, kind: str, word_vectors=None
+    ):
         self.tokenizer, self.schema, self.teacher, self.cfg, self.kind = tokenizer, schema, teacher, cfg, kind
+        self.word_vectors = word_vectors  # the student's WordVectors (--word-vectors), or None
         self.memo = PieceMemo()  # every epoch streams the same sentences: tokenize each word once
 
     def __call__(self, rows: list[dict]) -> "Batch":
@@ -236,6 +255,8 @@ class Collate:
         Lmax = max(lengths)
         gold = [r[EXAMPLES_LAYER].get("tags") for r in rows]
         batch = Batch(words_to_bags(self.tokenizer, words, chars=self.cfg.chars, memo=self.memo), words, gold)
+        if self.word_vectors is not None:
+            batch.words.word_ids = self.word_vectors.rows(words)
         t = [r[self.teacher] for r in rows] if self.teacher else None
         tags = np.full((len(rows), Lmax), -1, dtype=np.int64)  # numpy per row, one tensor per batch
         for b in range(len(rows)):
@@ -354,6 +375,7 @@ def plan(ctx: Context) -> Plan:
     tokenizer, weight = exports.tokenizer, exports.student_weight()
     dim = weight.shape[1] if cfg.embedding == "teacher" else (cfg.embedding_dim or 100)
     check_embedding_dim(cfg.embedding, dim, weight)
+    vectors = read_word_vectors(cfg.word_vectors, cfg.word_vectors_rows) if cfg.word_vectors else None
     scfg = student_config(
         label_schema=schema.to_json(),
         vocab_size=weight.shape[0],
@@ -367,9 +389,12 @@ def plan(ctx: Context) -> Plan:
         char_dim=30 if cfg.chars else 0,
         char_filters=cfg.char_filters if cfg.chars else 0,
         teacher_vocab_size=exports.rows,
+        **(WordVectors.sizes(*vectors) if vectors else {}),
     )
     model = architectures()[cfg.arch](scfg)
     init_embeddings(model, exports)
+    if vectors:
+        model.word_vectors.fill(*vectors)
     model.to(ctx.device)
 
     # the teacher's k-best paths: for the sequence losses, and as hard labels of unlabelled rows (§3.2)
@@ -378,7 +403,7 @@ def plan(ctx: Context) -> Plan:
     if needs_kbest and has_paths:
         fields[teacher] += list(KBEST_FIELDS)
     fields[teacher] += [name for part in parts for name in part.dense(kind).values()]
-    stream = ctx.stream(fields, selected, Collate(tokenizer, schema, teacher, cfg, kind))
+    stream = ctx.stream(fields, selected, Collate(tokenizer, schema, teacher, cfg, kind, model.word_vectors))
     dev_words, dev_tags = read_split(reader, dev_names) if dev_names else ([], [])
     weighting = L.UncertaintyWeighting(len(cfg.losses)).to(ctx.device) if cfg.weighting == "uncertainty" else None
     fixed = torch.tensor(cfg.weights or [1.0] * len(cfg.losses), device=ctx.device)

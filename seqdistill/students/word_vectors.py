@@ -1,0 +1,171 @@
+"""Pretrained word vectors as a student's word feature (``distill-train mgkd --word-vectors``, issue 72).
+
+The teacher's input embeddings give a student each word as the mean of its subwords' vectors. A
+name the training text never shows is then the mean of pieces (``tsvangirai``: ``ts``, ``##vang``,
+``##ira``, ``##i``), which says little of what the word is. Word vectors trained on billions of
+words (GloVe; Lample et al. 2016 and Ma & Hovy 2016 reach 90.9-91.2 on CoNLL-2003 with such vectors
+and a char feature) hold one vector for each of hundreds of thousands of whole words, names among
+them. On CoNLL-2003 test, 93% of the words of the names unseen in train are in GloVe 6B's 400k
+words and 53% are a single MPNet subword (docs/RESULTS.md, "Seen and unseen names").
+
+Decisions:
+* **Frozen**, as the teacher's embeddings are (paper 000 §5.2): the student keeps what the vectors
+  know of words its training text lacks.
+* **Lookup**: the word as written, else lowercased (Lample et al., 2016; GloVe 6B is lowercase); a
+  word in neither is row 0, a zero vector, as padding words are.
+* **The words travel in the student's weights**: ``model.safetensors`` holds the vector table and the
+  words as one UTF-8 byte buffer (newline-separated), so a student directory stays
+  ``config.json`` + ``model.safetensors`` + tokenizer and needs no file of its own.
+* **Files read** (``read_word_vectors``): GloVe's and word2vec's text format (a word and its numbers
+  on each line; word2vec's ``count dim`` header skipped), or a directory holding one ``.npy`` matrix
+  and the words in order in one ``.parquet`` (its first column) or ``.txt`` (a word a line) file,
+  as DATA.md's GloVe package has them. ``rows`` keeps the first N words: these files are sorted by
+  frequency, so the first N are the commonest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+
+class WordVectorsError(ValueError):
+    """A word vector file that cannot be read, naming the file, the line and what to do."""
+
+
+def read_word_vectors(path, rows: int = 0) -> tuple[list[str], np.ndarray]:
+    """The words and their vectors ``[N, D]`` (float32) of a word vector file or directory (module
+    docstring), the first ``rows`` of them when ``rows`` > 0."""
+    p = Path(path)
+    if p.is_dir():
+        words, vectors = _read_npy_dir(p)
+    elif p.is_file():
+        words, vectors = _read_text(p, rows)
+    else:
+        raise WordVectorsError(f"{p}: no such file or directory (--word-vectors: a GloVe text file or a directory)")
+    if rows > 0:
+        words, vectors = words[:rows], vectors[:rows]
+    if not words:
+        raise WordVectorsError(f"{p}: holds no word vectors")
+    if len(set(words)) != len(words):
+        seen: set[str] = set()
+        dup = next(w for w in words if w in seen or seen.add(w))
+        raise WordVectorsError(f"{p}: the word {dup!r} is listed twice; give each word one vector")
+    if any("\n" in w for w in words):
+        raise WordVectorsError(f"{p}: a word holds a newline, which no tokenized word can")
+    return words, np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+def _read_npy_dir(d: Path) -> tuple[list[str], np.ndarray]:
+    npys = sorted(d.rglob("*.npy"))
+    lists = sorted(d.rglob("*.parquet")) + sorted(d.rglob("*.txt"))
+    if len(npys) != 1 or len(lists) != 1:
+        raise WordVectorsError(
+            f"{d}: a word vector directory holds exactly one .npy matrix and one .parquet or .txt list of its "
+            f"words; found {len(npys)} .npy and {len(lists)} word lists"
+        )
+    vectors = np.load(npys[0], allow_pickle=False, mmap_mode="r")
+    if lists[0].suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(lists[0])
+        words = [str(w) for w in table.column(0).to_pylist()]
+    else:
+        words = lists[0].read_text(encoding="utf-8").split("\n")
+        words = words[:-1] if words and words[-1] == "" else words
+    if vectors.ndim != 2 or vectors.shape[0] != len(words):
+        raise WordVectorsError(
+            f"{npys[0]}: a matrix of shape {vectors.shape} for the {len(words):,} words of {lists[0]}; "
+            "the matrix must have one row per word"
+        )
+    return words, np.asarray(vectors)
+
+
+def _read_text(f: Path, rows: int) -> tuple[list[str], np.ndarray]:
+    words: list[str] = []
+    vectors: list[np.ndarray] = []
+    dim = None
+    with open(f, encoding="utf-8") as lines:
+        for n, line in enumerate(lines, 1):
+            parts = line.rstrip("\n").rstrip(" ").split(" ")
+            if n == 1 and len(parts) == 2 and all(x.isdigit() for x in parts):
+                continue  # word2vec's header: count and dimension
+            try:
+                vector = np.array(parts[1:], dtype=np.float32)
+            except ValueError:
+                raise WordVectorsError(f"{f}, line {n}: expected a word and its numbers, separated by spaces") from None
+            if dim is None:
+                dim = len(vector)
+            if len(vector) != dim or dim == 0:
+                raise WordVectorsError(f"{f}, line {n}: {len(vector)} numbers where the first line has {dim}")
+            words.append(parts[0])
+            vectors.append(vector)
+            if rows and len(words) == rows:
+                break
+    return words, np.stack(vectors) if vectors else np.zeros((0, 0), np.float32)
+
+
+class WordVectors(nn.Module):
+    """A frozen table ``[N + 1, D]`` (row 0: the zero vector of unknown and padding words) and its
+    ``N`` words, as a byte buffer (``words``); :meth:`rows` maps a batch's words to rows."""
+
+    def __init__(self, rows: int, dim: int, nbytes: int):
+        super().__init__()
+        self.embed = nn.Embedding(rows + 1, dim)
+        self.embed.weight.requires_grad_(False)
+        self.register_buffer("words", torch.zeros(nbytes, dtype=torch.uint8))
+        self._row_of: dict[str, int] | None = None
+
+    @staticmethod
+    def sizes(words: list[str], vectors: np.ndarray) -> dict:
+        """The student config fields that build a table for ``words`` and ``vectors``."""
+        return {
+            "word_vectors_rows": len(words),
+            "word_vectors_dim": int(vectors.shape[1]),
+            "word_vectors_bytes": len(_joined(words)),
+        }
+
+    def fill(self, words: list[str], vectors: np.ndarray) -> None:
+        joined = _joined(words)
+        if (len(words), vectors.shape[1], len(joined)) != (
+            self.embed.num_embeddings - 1,
+            self.embed.embedding_dim,
+            self.words.numel(),
+        ):
+            raise ValueError("word vectors do not fit the table the student config describes")
+        with torch.no_grad():
+            self.embed.weight[0].zero_()
+            self.embed.weight[1:].copy_(torch.from_numpy(vectors))
+            self.words.copy_(torch.frombuffer(bytearray(joined), dtype=torch.uint8))
+        self._row_of = None
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        super()._load_from_state_dict(*args, **kwargs)
+        self._row_of = None  # the words changed: build the lookup again when next asked
+
+    def row_of(self) -> dict[str, int]:
+        if self._row_of is None:
+            words = bytes(self.words.cpu().numpy()).decode("utf-8").split("\n")
+            self._row_of = {w: i for i, w in enumerate(words, 1)}
+        return self._row_of
+
+    def rows(self, batch_words: list[list[str]]) -> Tensor:
+        """``[B, L]``: each word's row (as written, else lowercased, else 0); 0 for padding words."""
+        row_of = self.row_of()
+        L = max(len(w) for w in batch_words)
+        out = torch.zeros(len(batch_words), L, dtype=torch.long)
+        for b, sent in enumerate(batch_words):
+            out[b, : len(sent)] = torch.tensor(
+                [row_of.get(w) or row_of.get(w.lower(), 0) for w in sent], dtype=torch.long
+            )
+        return out
+
+    def forward(self, rows: Tensor) -> Tensor:
+        return self.embed(rows)
+
+
+def _joined(words: list[str]) -> bytes:
+    return "\n".join(words).encode("utf-8")

@@ -1,0 +1,122 @@
+"""Pretrained word vectors as a student's word feature (students/word_vectors.py, --word-vectors)."""
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from conftest import toy_cache
+from safetensors.torch import load_file
+
+from seqdistill.students.archs import load_student
+from seqdistill.students.recipes import train as train_student
+from seqdistill.students.recipes.mgkd import MGKDConfig
+from seqdistill.students.word_vectors import WordVectors, WordVectorsError, read_word_vectors
+
+
+@pytest.fixture(scope="module")
+def cache(tiny_encoder, tmp_path_factory):
+    return toy_cache(tiny_encoder, tmp_path_factory.mktemp("wv"), k=4, shard_size=16)
+
+
+def _glove(path, words, dim=3, seed=0):
+    rng = np.random.default_rng(seed)
+    vectors = rng.normal(size=(len(words), dim)).astype(np.float32)
+    path.write_text("".join(f"{w} " + " ".join(f"{x:.6f}" for x in v) + "\n" for w, v in zip(words, vectors)))
+    return vectors
+
+
+def test_the_text_format_the_npy_directories_and_the_first_rows(tmp_path):
+    vectors = _glove(tmp_path / "g.txt", ["the", "paris", "Étoile"])
+    words, got = read_word_vectors(tmp_path / "g.txt")
+    assert words == ["the", "paris", "Étoile"] and np.allclose(got, vectors, atol=1e-6)
+    assert read_word_vectors(tmp_path / "g.txt", rows=2)[0] == ["the", "paris"]
+    (tmp_path / "w2v.txt").write_text("2 3\n" + (tmp_path / "g.txt").read_text().split("\n", 1)[1])
+    assert read_word_vectors(tmp_path / "w2v.txt")[0] == ["paris", "Étoile"]  # word2vec's header skipped
+    for kind in ("txt", "parquet"):
+        d = tmp_path / kind
+        d.mkdir()
+        np.save(d / "emb.npy", vectors)
+        if kind == "txt":
+            (d / "words.txt").write_text("the\nparis\nÉtoile\n")
+        else:
+            pq.write_table(pa.table({"index": ["the", "paris", "Étoile"]}), d / "words.parquet")
+        words, got = read_word_vectors(d, rows=2)
+        assert words == ["the", "paris"] and np.array_equal(got, vectors[:2])
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("a 1 2\nb 1 x\n", r"g.txt, line 2: expected a word and its numbers"),
+        ("a 1 2\nb 1 2 3\n", r"g.txt, line 2: 3 numbers where the first line has 2"),
+        ("a 1 2\na 3 4\n", r"the word 'a' is listed twice"),
+        ("", r"holds no word vectors"),
+    ],
+)
+def test_a_bad_text_file_is_named_with_its_line(tmp_path, text, message):
+    (tmp_path / "g.txt").write_text(text)
+    with pytest.raises(WordVectorsError, match=message):
+        read_word_vectors(tmp_path / "g.txt")
+
+
+def test_a_directory_must_pair_one_matrix_with_its_words(tmp_path):
+    np.save(tmp_path / "emb.npy", np.zeros((3, 2), np.float32))
+    with pytest.raises(WordVectorsError, match="exactly one .npy matrix and one .parquet or .txt"):
+        read_word_vectors(tmp_path)
+    (tmp_path / "words.txt").write_text("a\nb\n")
+    with pytest.raises(WordVectorsError, match=r"shape \(3, 2\) for the 2 words"):
+        read_word_vectors(tmp_path)
+    with pytest.raises(WordVectorsError, match="no such file or directory"):
+        read_word_vectors(tmp_path / "missing.txt")
+
+
+def test_words_are_looked_up_as_written_then_lowercased():
+    words, vectors = ["Paris", "paris", "rome"], np.arange(6, dtype=np.float32).reshape(3, 2)
+    table = WordVectors(*WordVectors.sizes(words, vectors).values())  # rows, dim, bytes
+    table.fill(words, vectors)
+    rows = table.rows([["Paris", "PARIS", "Rome", "london"], ["rome"]])
+    assert rows.tolist() == [[1, 2, 3, 0], [3, 0, 0, 0]]  # as written; lowercased; unknown and padding: 0
+    assert table(rows)[0, 3].abs().sum() == 0 and torch.equal(table(rows)[0, 0], torch.tensor([0.0, 1.0]))
+    again = WordVectors(3, 2, table.words.numel())
+    again.load_state_dict(table.state_dict())  # the words travel in the state dict
+    assert torch.equal(again.rows([["Paris", "PARIS", "Rome", "london"]]), rows[:1])
+
+
+def test_a_student_with_word_vectors_keeps_them_frozen_and_loads_with_its_words(cache, tmp_path):
+    vectors = _glove(tmp_path / "g.txt", ["the", "visits", "paris", "rome", "peter", "anna"], dim=5)
+    cfg = MGKDConfig(
+        word_vectors=str(tmp_path / "g.txt"),
+        word_vectors_rows=5,  # "anna" is left out: a zero vector
+        projection=8,
+        width=16,
+        dilations=(1, 2),
+        losses=("hard", "seq-ce"),
+        k=4,
+        epochs=8,
+        lr=0.02,
+        batch_size=8,
+        device="cpu",
+    )
+    summary = train_student(cache, tmp_path / "s", cfg, log=lambda *a: None)
+    assert summary["best_dev_f1"] > 0.9
+    model, tokenizer = load_student(tmp_path / "s")
+    c = model.config
+    assert (c.word_vectors_rows, c.word_vectors_dim) == (5, 5) and model.input.in_features == 8 + 5 + c.char_filters
+    state = load_file(str(tmp_path / "s" / "model.safetensors"))
+    assert torch.allclose(state["word_vectors.embed.weight"][1:], torch.from_numpy(vectors[:5]))  # frozen
+    assert state["word_vectors.embed.weight"][0].abs().sum() == 0
+    sents = [["anna", "visits", "Paris"], ["peter", "visits", "the", "rome"]]
+    inputs = model.inputs(tokenizer, sents)
+    assert inputs.word_ids.tolist() == [[0, 2, 3, 0], [5, 2, 1, 4]]
+    with torch.no_grad():
+        before = model(inputs)
+        model.word_vectors.embed.weight.zero_()
+        assert not torch.allclose(before, model(inputs))  # the feature reaches the emissions
+    with pytest.raises(ValueError, match=r"word vectors \(--word-vectors\) has no ONNX export yet"):
+        model.export_graph()
+
+
+def test_negative_rows_are_refused():
+    with pytest.raises(ValueError, match="--word-vectors-rows"):
+        MGKDConfig(word_vectors_rows=-1)
