@@ -8,6 +8,7 @@ import torch
 from conftest import toy_cache
 from safetensors.torch import load_file
 
+from seqdistill.inference.torch_models import parameter_counts
 from seqdistill.students.archs import load_student
 from seqdistill.students.recipes import train as train_student
 from seqdistill.students.recipes.mgkd import MGKDConfig
@@ -88,6 +89,7 @@ def test_a_student_with_word_vectors_keeps_them_frozen_and_loads_with_its_words(
     cfg = MGKDConfig(
         word_vectors=str(tmp_path / "g.txt"),
         word_vectors_rows=5,  # "anna" is left out: a zero vector
+        chars=False,  # the tiny model's char table (257 x 30) would be its largest embedding
         projection=8,
         width=16,
         dilations=(1, 2),
@@ -101,6 +103,8 @@ def test_a_student_with_word_vectors_keeps_them_frozen_and_loads_with_its_words(
     summary = train_student(cache, tmp_path / "s", cfg, log=lambda *a: None)
     assert summary["best_dev_f1"] > 0.9
     model, tokenizer = load_student(tmp_path / "s")
+    total, without = parameter_counts(model)  # both word tables count as embeddings
+    assert total - without == model.embed.weight.numel() + 6 * 5  # the teacher's table, and 5 words + row 0
     c = model.config
     assert (c.word_vectors_rows, c.word_vectors_dim) == (5, 5) and model.input.in_features == 8 + 5 + c.char_filters
     state = load_file(str(tmp_path / "s" / "model.safetensors"))

@@ -19,13 +19,19 @@ from ..vocabulary import UNSEEN_RULE, unseen_words
 
 
 def parameter_counts(model: torch.nn.Module) -> tuple[int, int]:
-    """All parameters, and those outside the word embedding matrix (the largest nn.Embedding or
-    nn.EmbeddingBag): paper 003's Table 1 counts both."""
+    """All parameters, and those outside the word embedding matrices (the largest nn.Embedding or
+    nn.EmbeddingBag, and a student's pretrained word vector table, ``--word-vectors``): paper 003's
+    Table 1 counts both."""
+    from ..students.word_vectors import WordVectors
+
     total = sum(p.numel() for p in model.parameters())
+    tables = [m.embed for m in model.modules() if isinstance(m, WordVectors)]
     embeddings = [
-        m.weight.numel() for m in model.modules() if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag))
+        m.weight.numel()
+        for m in model.modules()
+        if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and not any(m is t for t in tables)
     ]
-    return total, total - max(embeddings, default=0)
+    return total, total - max(embeddings, default=0) - sum(t.weight.numel() for t in tables)
 
 
 def is_student_dir(d: Path) -> bool:
