@@ -25,13 +25,13 @@ def parameter_counts(model: torch.nn.Module) -> tuple[int, int]:
     from ..students.word_vectors import WordVectors
 
     total = sum(p.numel() for p in model.parameters())
-    tables = [m.embed for m in model.modules() if isinstance(m, WordVectors)]
+    tables = {id(m.embed): m.embed.weight.numel() for m in model.modules() if isinstance(m, WordVectors)}
     embeddings = [
         m.weight.numel()
         for m in model.modules()
-        if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and not any(m is t for t in tables)
+        if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and id(m) not in tables
     ]
-    return total, total - max(embeddings, default=0) - sum(t.weight.numel() for t in tables)
+    return total, total - max(embeddings, default=0) - sum(tables.values())
 
 
 def is_student_dir(d: Path) -> bool:

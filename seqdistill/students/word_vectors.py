@@ -50,10 +50,11 @@ def read_word_vectors(path, rows: int = 0) -> tuple[list[str], np.ndarray]:
         words, vectors = words[:rows], vectors[:rows]
     if not words:
         raise WordVectorsError(f"{p}: holds no word vectors")
-    if len(set(words)) != len(words):
-        seen: set[str] = set()
-        dup = next(w for w in words if w in seen or seen.add(w))
-        raise WordVectorsError(f"{p}: the word {dup!r} is listed twice; give each word one vector")
+    seen: set[str] = set()
+    for w in words:
+        if w in seen:
+            raise WordVectorsError(f"{p}: the word {w!r} is listed twice; give each word one vector")
+        seen.add(w)
     if any("\n" in w for w in words):
         raise WordVectorsError(f"{p}: a word holds a newline, which no tokenized word can")
     return words, np.ascontiguousarray(vectors, dtype=np.float32)
@@ -155,13 +156,10 @@ class WordVectors(nn.Module):
     def rows(self, batch_words: list[list[str]]) -> Tensor:
         """``[B, L]``: each word's row (as written, else lowercased, else 0); 0 for padding words."""
         row_of = self.row_of()
-        L = max(len(w) for w in batch_words)
-        out = torch.zeros(len(batch_words), L, dtype=torch.long)
+        out = np.zeros((len(batch_words), max(len(w) for w in batch_words)), dtype=np.int64)  # one tensor a batch
         for b, sent in enumerate(batch_words):
-            out[b, : len(sent)] = torch.tensor(
-                [row_of.get(w) or row_of.get(w.lower(), 0) for w in sent], dtype=torch.long
-            )
-        return out
+            out[b, : len(sent)] = [row_of.get(w) or row_of.get(w.lower(), 0) for w in sent]
+        return torch.from_numpy(out)
 
     def forward(self, rows: Tensor) -> Tensor:
         return self.embed(rows)
