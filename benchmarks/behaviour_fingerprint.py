@@ -150,7 +150,14 @@ def fingerprint(d: Path) -> dict[str, str]:
     }  # fmt: skip
     for name, args in runs.items():  # mgkd-cnn: the mgkd recipe with the window CNN + CRF, every flag given
         run("distill-train", name.split("-cnn")[0], "--out", s / name, *small, *args)
-    for model, quantize in [(s / "mgkd", "none"), (s / "rnn", "int8"), (s / "mt", "none"), (t / "crf", "int8")]:
+    exports = [
+        (s / "mgkd", "none"),
+        (s / "mgkd-cnn", "int8"),
+        (s / "rnn", "int8"),
+        (s / "mt", "none"),
+        (t / "crf", "int8"),
+    ]
+    for model, quantize in exports:
         run(
             "distill-export",
             "--model",

@@ -331,6 +331,26 @@ def word_bytes(batch_words: list[list[str]], max_bytes: int = MAX_WORD_BYTES) ->
     return torch.from_numpy(out)
 
 
+WORD_VECTORS_FILE = "word_vectors.txt"  # an export's word list: UTF-8, one word a line, row 1 first
+
+
+def word_list_rows(words: list[str]) -> dict[str, int]:
+    """A word vector table's lookup: each of its ``words`` to its row, the first word row 1 (row 0 is
+    the zero vector of unknown and padding words; students/word_vectors.py)."""
+    return {w: i for i, w in enumerate(words, 1)}
+
+
+def word_vector_rows(row_of: dict[str, int], batch_words: list[list[str]]) -> np.ndarray:
+    """``[B, L]`` int64: each word's row of a word vector table (``word_list_rows``): the word as
+    written, else lowercased (Python's ``str.lower``, Unicode's full lowercase mapping, as
+    JavaScript's ``toLowerCase``), else 0; 0 for padding words. The one lookup of the torch student
+    and of every runtime of its export (``onnx_runtime.bag_inputs``, js/src/inputs.js)."""
+    out = np.zeros((len(batch_words), max(len(w) for w in batch_words)), dtype=np.int64)
+    for b, sent in enumerate(batch_words):
+        out[b, : len(sent)] = [row_of.get(w) or row_of.get(w.lower(), 0) for w in sent]
+    return out
+
+
 def word_pieces(tokenizer, batch_words: list[list[str]], memo: "PieceMemo | None" = None) -> list[list[list[int]]]:
     """The teacher tokenizer's ids of every word (no special tokens); a word with none gets the
     unknown token, so every word has at least one. A fast tokenizer is called through its Rust

@@ -24,6 +24,7 @@ from seqdistill.students.base import StudentConfig, save_student
 SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
 BIOES = LabelSchema("BIOES", ("LOC", "ORG", "PER"))
 WORDS = ["the", "eu", "peter", "paris", "rome", "anna", "visits", "xq", "zz9", "a-b", ".", ",", "qqqqqqq", "é"]
+VECTOR_WORDS = ["the", "Paris", "paris", "rome", "peter", "é", "café", "東京", "naïve", "zoë's", "i̇stanbul", "οδος"]
 
 
 def sentences(n: int = 24, seed: int = 0, long: int = 0) -> list[list[str]]:
@@ -57,6 +58,12 @@ def make_student(tiny_encoder, d, arch: str, schema=SCHEMA, **kw):
     vocab = BertConfig.from_pretrained(tiny_encoder).vocab_size  # the tiny vocabulary repeats "##s"
     extra = kw.pop("extra", {})
     kept = kw.pop("kept", None)  # a trimmed vocabulary (seqdistill.vocabulary): these teacher ids, and the UNK row
+    vector_words = kw.pop("word_vectors", None)  # pretrained word vectors (students/word_vectors.py) of these words
+    if vector_words is not None:
+        from seqdistill.students.word_vectors import WordVectors
+
+        vectors = np.random.default_rng(2).normal(size=(len(vector_words), 4)).astype(np.float32)
+        kw.update(WordVectors.sizes(vector_words, vectors))
     if kept is not None:
         kw["teacher_vocab_size"], vocab = vocab, len(kept) + 1
     if arch == "transformer":
@@ -83,6 +90,8 @@ def make_student(tiny_encoder, d, arch: str, schema=SCHEMA, **kw):
     _randomize(model)
     if kept is not None:
         model.vocab.fill(torch.tensor(kept))
+    if vector_words is not None:
+        model.word_vectors.fill(vector_words, vectors)
     save_student(model.eval(), tok, d)
     return d
 
@@ -132,6 +141,10 @@ STUDENTS = [
     ("rnn-tagger", {"extra": {"cell": "sru++"}}),
     ("cnn-crf", {"projection": 5, "width": 8, "dilations": (1, 3), "char_dim": 6, "char_filters": 5}),
     ("cnn-crf", {"projection": 0, "width": 8, "dilations": (2,)}),  # no projection, no char feature
+    # with word vectors: as written ("Paris" and "paris" are two rows), lowercased, UTF-8 words, unknown words
+    ("cnn-crf", {"word_vectors": VECTOR_WORDS, "projection": 5, "width": 8, "char_dim": 6, "char_filters": 5}),
+    ("cnn-crf", {"word_vectors": VECTOR_WORDS, "projection": 0, "width": 8, "dilations": (1,)}),  # no char feature
+    ("bilstm-crf", {"word_vectors": VECTOR_WORDS, "char_dim": 6, "char_filters": 5}),
 ]
 
 
@@ -146,7 +159,8 @@ STUDENTS += [  # over a trimmed vocabulary: the map from teacher ids to rows is 
 
 
 def _student_id(arch, kw):
-    return f"{arch}-{'trimmed-' if 'kept' in kw else ''}{next(iter(v for k, v in kw.items() if k != 'kept'), '')}"
+    named = (v for k, v in kw.items() if k not in ("kept", "word_vectors"))
+    return f"{arch}-{'trimmed-' if 'kept' in kw else ''}{'vectors-' if 'word_vectors' in kw else ''}{next(named, '')}"
 
 
 @pytest.mark.parametrize("arch,kw", STUDENTS, ids=[_student_id(a, k) for a, k in STUDENTS])

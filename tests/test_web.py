@@ -41,7 +41,14 @@ GOLDEN_TEXTS = [
 
 def golden_inputs() -> list:
     """The golden set: raw texts, and pre-split sentences (a long one past every tiny window)."""
-    return [*GOLDEN_TEXTS, *sentences(24, seed=5, long=50), ["pre", "split", "👍🏽", "é", "東京"]]
+    return [
+        *GOLDEN_TEXTS,
+        *sentences(24, seed=5, long=50),
+        ["pre", "split", "👍🏽", "é", "東京"],
+        # a word vector table's lookups (test_export.VECTOR_WORDS): as written, then lowercased by
+        # Unicode's full mapping (İ to i + U+0307, a final Σ to ς), in both languages
+        ["PARIS", "Paris", "paris", "İstanbul", "CAFÉ", "Café", "ΟΔΟΣ", "Zoë's", "NAÏVE", "東京", "London"],
+    ]
 
 
 def fake_runtime(d: Path) -> Path:

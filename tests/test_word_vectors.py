@@ -1,6 +1,9 @@
 """Pretrained word vectors as a student's word feature (students/word_vectors.py, --word-vectors)."""
 
+import json
+
 import numpy as np
+import onnx
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -8,6 +11,8 @@ import torch
 from conftest import toy_cache
 from safetensors.torch import load_file
 
+from seqdistill.deploy.export import export_model
+from seqdistill.inference import ExportError, Tagger
 from seqdistill.inference.torch_models import parameter_counts
 from seqdistill.students.archs import load_student
 from seqdistill.students.recipes import train as train_student
@@ -117,8 +122,52 @@ def test_a_student_with_word_vectors_keeps_them_frozen_and_loads_with_its_words(
         before = model(inputs)
         model.word_vectors.embed.weight.zero_()
         assert not torch.allclose(before, model(inputs))  # the feature reaches the emissions
-    with pytest.raises(ValueError, match=r"word vectors \(--word-vectors\) has no ONNX export yet"):
-        model.export_graph()
+    # the export: the table int8 in the graph, its words beside it, the same tags as torch
+    out = export_model(tmp_path / "s", tmp_path / "int8", quantize="int8")
+    meta = json.loads((out / "export.json").read_text())
+    assert meta["format_version"] == 3 and meta["word_vectors"]["rows"] == 5 and "word_ids" in _graph_inputs(out)
+    assert (out / "word_vectors.txt").read_text(encoding="utf-8").split("\n") == [
+        "the",
+        "visits",
+        "paris",
+        "rome",
+        "peter",
+    ]
+    graph = onnx.load(str(out / "model.onnx")).graph
+    table = next(t for t in graph.initializer if list(t.dims) == [6, 5])
+    assert table.data_type == onnx.TensorProto.INT8  # per-row int8, as the teacher's table
+    sents += [["Peter", "visits", "ROME", "anna", "the"]]
+    assert Tagger.load(out).predict(sents) == Tagger.load(tmp_path / "s").predict(sents)
+
+
+def _graph_inputs(d) -> set[str]:
+    return {i.name for i in onnx.load(str(d / "model.onnx")).graph.input}
+
+
+def test_an_export_whose_word_list_is_not_its_table_is_refused(tiny_encoder, tmp_path):
+    """A word list with another number of words than the table's rows (checksum updated, as a
+    hand edit would) is refused by name; a runtime of format 2 would refuse the export by its
+    version; an export without word vectors keeps format 2."""
+    from test_export import VECTOR_WORDS, make_student
+
+    from seqdistill.inference.onnx_runtime import sha256_file
+
+    out = export_model(make_student(tiny_encoder, tmp_path / "s", "cnn-crf", word_vectors=VECTOR_WORDS), tmp_path / "e")
+    assert Tagger.load(out).predict([["Paris", "é"]])
+    words = out / "word_vectors.txt"
+    words.write_text(words.read_text(encoding="utf-8") + "\nextra", encoding="utf-8")
+    meta = json.loads((out / "export.json").read_text())
+    meta["files"]["word_vectors.txt"] = sha256_file(words)
+    (out / "export.json").write_text(json.dumps(meta))
+    with pytest.raises(ExportError, match=r"word_vectors.txt: 13 lines \(13 distinct words\) for a table of 12 rows"):
+        Tagger.load(out)
+    meta["word_vectors"]["file"] = "../x"  # a list from outside the directory is never read
+    (out / "export.json").write_text(json.dumps(meta))
+    with pytest.raises(ExportError, match=r"word_vectors.file '\.\./x' is not among its checked files"):
+        Tagger.load(out)
+    plain = export_model(make_student(tiny_encoder, tmp_path / "p", "cnn-crf"), tmp_path / "pe")
+    assert json.loads((plain / "export.json").read_text())["format_version"] == 2
+    assert not (plain / "word_vectors.txt").exists() and "word_ids" not in _graph_inputs(plain)
 
 
 def test_negative_rows_are_refused():

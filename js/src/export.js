@@ -3,7 +3,7 @@
 // decoding tables. `source.read(path)` gives a file's bytes (from disk in Node, by fetch in a page).
 
 export const EXPORT_FORMAT = "seqdistill-export";
-export const EXPORT_VERSION = 2;
+export const EXPORT_VERSION = 3; // 3: a student's word vectors (`word_vectors`: their word list)
 export const WEB_FORMAT = "seqdistill-web";
 export const WEB_VERSION = 1;
 
@@ -63,6 +63,7 @@ export async function readMeta(source) {
     throw new ExportError(`${where}: inputs ${JSON.stringify(meta.inputs)} is not one of bags, subwords, segments`);
   }
   safePath(source, meta.onnx, "onnx");
+  if (meta.word_vectors !== undefined) safePath(source, meta.word_vectors?.file, "word_vectors.file");
   for (const rel of Object.keys(meta.files)) safePath(source, rel, "files");
   if (!("web.json" in meta.files)) {
     throw new ExportError(`${where}: no checksum of web.json; not a web folder: run distill-export --web again`);
@@ -92,6 +93,25 @@ export async function checkedFile(source, meta, path) {
     throw new ExportError(`${source.name(path)}: damaged (its sha256 is not the one export.json records); export the model again`);
   }
   return bytes;
+}
+
+/** The lookup of a student's word vector table (onnx_runtime.read_word_list): its word list, a word
+ * a line, row 1 first, checked against its sha256 and the table's rows. */
+export async function wordList(source, meta) {
+  const spec = meta.word_vectors;
+  const where = source.name(spec.file);
+  let words;
+  try {
+    words = decoder.decode(await checkedFile(source, meta, spec.file)).split("\n");
+  } catch (e) {
+    if (e instanceof ExportError) throw e;
+    throw new ExportError(`${where}: not UTF-8 (${e.message}); export the model again`);
+  }
+  const rows = new Map(words.map((w, i) => [w, i + 1]));
+  if (words.length !== spec.rows || rows.size !== words.length) {
+    throw new ExportError(`${where}: ${words.length} lines (${rows.size} distinct words) for a table of ${spec.rows} rows; export the model again`);
+  }
+  return rows;
 }
 
 export async function checkedJson(source, meta, path) {

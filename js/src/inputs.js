@@ -36,8 +36,9 @@ function most(values) {
   return m;
 }
 
-/** `bags` inputs: piece_ids and piece_mask [B, L, P], lengths [B]; with chars, char_ids [B, L, C]. */
-export function bagInputs(pieces, batch, chars) {
+/** `bags` inputs: piece_ids and piece_mask [B, L, P], lengths [B]; with chars, char_ids [B, L, C];
+ * with `wordRows` (a word vector table's lookup, export.js's wordList), word_ids [B, L]. */
+export function bagInputs(pieces, batch, chars, wordRows = null) {
   const B = batch.length;
   const L = most(batch.map((w) => w.length));
   const P = most(pieces.flatMap((s) => s.map((p) => p.length)));
@@ -57,7 +58,19 @@ export function bagInputs(pieces, batch, chars) {
     lengths: ["int64", int64(batch.map((w) => w.length)), [B]],
   };
   if (chars) feed.char_ids = wordBytes(batch);
+  if (wordRows) feed.word_ids = wordVectorRows(wordRows, batch);
   return feed;
+}
+
+/** Each word's row of the word vector table (tokenization.word_vector_rows): the word as written,
+ * else lowercased (toLowerCase: Unicode's full lowercase mapping, as Python's str.lower), else 0. */
+export function wordVectorRows(rows, batch) {
+  const L = most(batch.map((w) => w.length));
+  const out = new BigInt64Array(batch.length * L);
+  batch.forEach((words, b) =>
+    words.forEach((w, j) => (out[b * L + j] = BigInt(rows.get(w) ?? rows.get(w.toLowerCase()) ?? 0))),
+  );
+  return ["int64", out, [batch.length, L]];
 }
 
 const MAX_WORD_BYTES = 20;

@@ -5,7 +5,7 @@
 
 import { Tokenizer } from "@huggingface/tokenizers";
 import { Decoder } from "./decode.js";
-import { ExportError, checkedFile, checkedJson, readMeta, readSafetensors } from "./export.js";
+import { ExportError, checkedFile, checkedJson, readMeta, readSafetensors, wordList } from "./export.js";
 import { WordPieces, bagInputs, poolTokens, subwordInputs, teacherSegments, windowInputs } from "./inputs.js";
 import { joinWords, loneSurrogate, splitter } from "./words.js";
 
@@ -26,11 +26,12 @@ function refuseLoneSurrogates(where, text) {
 export async function openTagger(source, ort, options = {}) {
   const { meta, web } = await readMeta(source);
   // every file at once: the page's load time is its longest fetch, not their sum
-  const [transitions, temperature, tokenizer, graph] = await Promise.all([
+  const [transitions, temperature, tokenizer, graph, wordRows] = await Promise.all([
     decodingTables(source, meta),
     "calibration.json" in meta.files ? checkedJson(source, meta, "calibration.json").then((c) => Number(c.temperature)) : 1,
     Promise.all([checkedJson(source, meta, "tokenizer/tokenizer.json"), checkedJson(source, meta, "tokenizer/tokenizer_config.json")]),
     checkedFile(source, meta, meta.onnx),
+    meta.word_vectors ? wordList(source, meta) : null,
   ]);
   if (!(temperature > 0)) throw new ExportError(`${source.name("calibration.json")}: temperature ${temperature} must be positive`);
   const schema = meta.label_schema;
@@ -49,7 +50,7 @@ export async function openTagger(source, ort, options = {}) {
     throw new ExportError(`${source.name(meta.onnx)}: ONNX Runtime cannot load it (${String(e.message ?? e).slice(0, 200)})`);
   }
   const reader = named(source.name("tokenizer/tokenizer.json"), () => new Tokenizer(...tokenizer));
-  return new Tagger({ meta, web, decoder, tokenizer: reader, session, ort });
+  return new Tagger({ meta, web, decoder, tokenizer: reader, session, ort, wordRows });
 }
 
 /** `make()`, its error named by `where` and made an ExportError. */
@@ -88,8 +89,8 @@ export function lengthBatches(lengths, batchSize) {
 }
 
 export class Tagger {
-  constructor({ meta, web, decoder, tokenizer, session, ort }) {
-    Object.assign(this, { meta, web, decoder, session, ort });
+  constructor({ meta, web, decoder, tokenizer, session, ort, wordRows = null }) {
+    Object.assign(this, { meta, web, decoder, session, ort, wordRows });
     this.words = meta.words ?? "default";
     this.pieces = new WordPieces(tokenizer, web.tokenizer.unk_id);
     for (const [word, pieces] of Object.entries(web.tokenizer.probe ?? {})) {
@@ -176,7 +177,7 @@ export class Tagger {
     const W = batch.reduce((m, w) => Math.max(m, w.length), 0);
     let feed;
     let framing = null; // segments: each token's word slot and weight, to pool token scores to words
-    if (meta.inputs === "bags") feed = bagInputs(pieces, batch, Boolean(meta.chars));
+    if (meta.inputs === "bags") feed = bagInputs(pieces, batch, Boolean(meta.chars), this.wordRows);
     else if (meta.inputs === "subwords") feed = subwordInputs(pieces, batch, meta.pooling ?? "first");
     else {
       framing =

@@ -73,6 +73,26 @@ test("bad folders are refused by name", { skip }, async () => {
   for (const [edit, message] of cases) await assert.rejects(loadTagger(await brokenCopy(dir, edit)), message);
 });
 
+test("a word list that is not its table, or outside the folder, is refused by name", { skip }, async () => {
+  let dir = null;
+  for (const d of await fixtures(root)) {
+    if (JSON.parse(await readFile(path.join(d, "export.json"), "utf-8")).word_vectors) dir ??= d;
+  }
+  assert.ok(dir, "a fixture with word vectors");
+  const meta = JSON.parse(await readFile(path.join(dir, "export.json"), "utf-8"));
+  const file = meta.word_vectors.file;
+  const longer = async (d) => {
+    const text = `${await readFile(path.join(d, file), "utf-8")}\nextra`;
+    await writeFile(path.join(d, file), text);
+    const files = { ...meta.files, [file]: await sha256(new TextEncoder().encode(text)) };
+    await writeFile(path.join(d, "export.json"), JSON.stringify({ ...meta, files }));
+  };
+  await assert.rejects(loadTagger(await brokenCopy(dir, longer)), /word_vectors\.txt: 13 lines \(13 distinct words\) for a table of 12 rows/);
+  const outside = async (d) =>
+    writeFile(path.join(d, "export.json"), JSON.stringify({ ...meta, word_vectors: { ...meta.word_vectors, file: "../x" } }));
+  await assert.rejects(loadTagger(await brokenCopy(dir, outside)), /word_vectors\.file "\.\.\/x" names a file outside/);
+});
+
 /** web.json replaced by `body`, with its sha256 in export.json, so that only its content is wrong. */
 async function rewriteWeb(dir, meta, body) {
   const text = JSON.stringify(body);

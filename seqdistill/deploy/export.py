@@ -21,6 +21,13 @@ Decisions, named here:
   activation scales) is not offered: on CoNLL-2003 it is known to collapse a BERT tagger's F1.
   ``--check`` scores the export against the torch model on a labelled corpus and fails beyond
   ``--max-f1-drop``.
+* A student's pretrained word vectors (``--word-vectors``) are a table in the graph (int8 with the
+  others) read through a ``word_ids [B, L]`` input; their words are a text file beside it
+  (``word_vectors.txt``, a word a line), and each runtime looks a word up itself, as
+  ``tokenization.word_vector_rows`` does: as written, else lowercased, else row 0. Not a string
+  input looked up inside the graph (``ai.onnx.ml``'s ``LabelEncoder`` after ``StringNormalizer``):
+  the graph stays numeric, fed int64 arrays like its other inputs, and the lookup stays the torch
+  student's one rule; ``StringNormalizer`` lowercases by a locale, not by Unicode's mapping.
 * SenTScore teachers (an encoder-decoder read by beam search) are not exported: distil one into a
   student and export the student.
 """
@@ -40,9 +47,9 @@ from ..inference.onnx_runtime import (
     DECODE_FILE,
     EXPORT_FORMAT,
     EXPORT_JSON,
-    EXPORT_VERSION,
     ONNX_FILE,
     ExportError,
+    export_version,
     graph_feed,
     is_export_dir,
     sha256_file,
@@ -162,10 +169,13 @@ def export_model(model_dir, out_dir, *, quantize: str = "none", trust_remote_cod
         raise ExportError(f"{out}: exists and is not empty; choose a new directory or remove it")
     backend = TorchStudent(src) if is_student_dir(src) else TorchTeacher(src, trust_remote_code=trust_remote_code)
     graph, inputs, fields = backend.module.export_graph()  # the architecture's or teacher kind's own
-    feed = graph_feed(inputs, fields, backend.tokenizer, EXAMPLE)[0]
+    table = getattr(backend.module, "word_vectors", None)  # a student's word vectors (students/word_vectors.py)
+    feed = graph_feed(inputs, fields, backend.tokenizer, EXAMPLE, word_rows=table.row_of() if table else None)[0]
     axes = dict(AXES[inputs])
     if fields.get("chars"):
         axes["char_ids"] = ["batch", "words", "bytes"]
+    if fields.get("word_vectors"):
+        axes["word_ids"] = ["batch", "words"]
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -197,11 +207,13 @@ def export_model(model_dir, out_dir, *, quantize: str = "none", trust_remote_cod
                 str(tmp / DECODE_FILE),
             )
         save_tokenizer(backend.tokenizer, tmp / "tokenizer")
+        if fields.get("word_vectors"):  # the table's words, looked up by every runtime (decision in the docstring)
+            (tmp / fields["word_vectors"]["file"]).write_text("\n".join(table.word_list()), encoding="utf-8")
         if (src / CALIBRATION_FILE).is_file():  # the span-confidence temperature travels with the model
             shutil.copyfile(src / CALIBRATION_FILE, tmp / CALIBRATION_FILE)
         meta = {
             "format": EXPORT_FORMAT,
-            "format_version": EXPORT_VERSION,
+            "format_version": export_version(fields),
             "tool_version": __version__,
             "kind": backend.kind,
             "model": backend.what,

@@ -42,7 +42,10 @@ from .torch_models import Backend
 
 EXPORT_JSON = "export.json"
 EXPORT_FORMAT = "seqdistill-export"
-EXPORT_VERSION = 2  # 2: the sha256 of every file (``files``) and the tokenizer size
+EXPORT_VERSION = 3  # 2: the sha256 of every file (``files``) and the tokenizer size; 3: ``word_vectors``
+# decision: an export is written with the oldest format version that describes it (``export_version``),
+# so that a runtime of format 2 still opens every export without word vectors, and refuses one with
+# them by its version rather than failing on the graph's missing ``word_ids`` input
 ONNX_FILE = "model.onnx"
 DECODE_FILE = "decode.safetensors"
 INPUTS = ("bags", "subwords", "segments")
@@ -128,6 +131,35 @@ def check_files(d: Path, meta: dict) -> None:
             )
 
 
+def export_version(fields: dict) -> int:
+    """The format version an export with these export.json ``fields`` is written with: the oldest
+    that describes it (``EXPORT_VERSION``'s decision)."""
+    return 3 if fields.get("word_vectors") else 2
+
+
+def read_word_list(d: Path, meta: dict) -> dict[str, int]:
+    """The lookup of an export's word vector table: ``word_vectors.file`` (checked by
+    :func:`check_files`), a word a line, row 1 first; refused, by name, when its words are not the
+    table's rows."""
+    from ..tokenization import word_list_rows
+
+    spec = meta["word_vectors"]
+    path = d / str(spec.get("file"))
+    if spec.get("file") not in meta.get("files", {}):
+        raise ExportError(f"{d / EXPORT_JSON}: word_vectors.file {spec.get('file')!r} is not among its checked files")
+    try:
+        words = path.read_text(encoding="utf-8").split("\n")
+    except UnicodeDecodeError as e:
+        raise ExportError(f"{path}: not UTF-8 ({e}); export the model again") from None
+    rows = word_list_rows(words)
+    if len(words) != spec.get("rows") or len(rows) != len(words):
+        raise ExportError(
+            f"{path}: {len(words):,} lines ({len(rows):,} distinct words) for a table of {spec.get('rows')} rows; "
+            "export the model again"
+        )
+    return rows
+
+
 def session_options(threads: int | None):
     import onnxruntime as ort
 
@@ -175,10 +207,12 @@ def pool_tokens(token_scores: np.ndarray, slot: np.ndarray, weight: np.ndarray, 
     return out.reshape(batch, words, -1)
 
 
-def bag_inputs(tokenizer, words: list[list[str]], chars: bool = False) -> dict:
+def bag_inputs(tokenizer, words: list[list[str]], chars: bool = False, word_rows: dict | None = None) -> dict:
     """``bags`` inputs: each word's subword ids (``tokenization.word_pieces``) padded to ``[B, L, P]``;
-    with ``chars``, each word's bytes ``char_ids [B, L, C]`` (``encoding.word_bytes``)."""
-    from ..tokenization import word_bytes, word_pieces
+    with ``chars``, each word's bytes ``char_ids [B, L, C]`` (``encoding.word_bytes``); with
+    ``word_rows`` (a word vector table's lookup), each word's row ``word_ids [B, L]``
+    (``tokenization.word_vector_rows``)."""
+    from ..tokenization import word_bytes, word_pieces, word_vector_rows
 
     pieces = word_pieces(tokenizer, words)
     L = max(len(w) for w in words)
@@ -194,6 +228,8 @@ def bag_inputs(tokenizer, words: list[list[str]], chars: bool = False) -> dict:
     feed = {"piece_ids": ids, "piece_mask": mask, "lengths": np.array([len(w) for w in words], dtype=np.int64)}
     if chars:
         feed["char_ids"] = word_bytes(words).numpy()
+    if word_rows is not None:
+        feed["word_ids"] = word_vector_rows(word_rows, words)
     return feed
 
 
@@ -247,13 +283,16 @@ def window_inputs(tokenizer, words: list[list[str]], window: int, cls: int, sep:
     return {"input_ids": input_ids, "attention_mask": attention}, slot.reshape(-1)
 
 
-def graph_feed(inputs: str, fields: dict, tokenizer, words: list[list[str]], segmenter=None):
+def graph_feed(inputs: str, fields: dict, tokenizer, words: list[list[str]], segmenter=None, word_rows=None):
     """The feed of a graph with ``inputs`` (bags, subwords, segments) and export.json ``fields`` for
     ``words``, and for segments the word slot and weight of each token (None otherwise): what
     :class:`OnnxModel` runs and what ``distill-export`` traces a graph on. ``segmenter``: a
-    teacher's ``WordTokenizer``, built from ``fields`` when not given."""
+    teacher's ``WordTokenizer``, built from ``fields`` when not given; ``word_rows``: the lookup of
+    a graph with word vectors (``fields["word_vectors"]``)."""
     if inputs == "bags":
-        return bag_inputs(tokenizer, words, bool(fields.get("chars"))), None, None
+        if fields.get("word_vectors") and word_rows is None:
+            raise ValueError("a graph with word vectors needs their lookup (word_rows)")
+        return bag_inputs(tokenizer, words, bool(fields.get("chars")), word_rows), None, None
     if inputs == "subwords":
         return subword_inputs(tokenizer, words, fields.get("pooling", "first")), None, None
     if fields.get("framing") == "teacher":
@@ -316,6 +355,7 @@ class OnnxModel(Backend):
                 f"{d / 'tokenizer'}: loads as a tokenizer of {len(self.tokenizer):,} entries, the exported one had "
                 f"{meta.get('tokenizer_size')}; export the model again"
             )
+        self.word_rows = read_word_list(d, meta) if meta.get("word_vectors") else None
         if self.inputs == "segments" and meta.get("framing") == "teacher":
             from ..tokenization import WordTokenizer
 
@@ -338,7 +378,9 @@ class OnnxModel(Backend):
         )
 
     def scores(self, words: list[list[str]]) -> np.ndarray:
-        feed, slot, weight = graph_feed(self.inputs, self.meta, self.tokenizer, words, getattr(self, "segmenter", None))
+        feed, slot, weight = graph_feed(
+            self.inputs, self.meta, self.tokenizer, words, getattr(self, "segmenter", None), self.word_rows
+        )
         out = self.session.run(None, feed)[0]
         if slot is not None:  # token scores of segments, pooled to words
             out = pool_tokens(out, slot, weight, len(words), max(len(w) for w in words))

@@ -15,7 +15,10 @@ Decisions:
   word in neither is row 0, a zero vector, as padding words are.
 * **The words travel in the student's weights**: ``model.safetensors`` holds the vector table and the
   words as one UTF-8 byte buffer (newline-separated), so a student directory stays
-  ``config.json`` + ``model.safetensors`` + tokenizer and needs no file of its own.
+  ``config.json`` + ``model.safetensors`` + tokenizer and needs no file of its own. An export
+  (``distill-export``) puts the table in the graph, read through a ``word_ids`` input, and the words
+  in ``word_vectors.txt`` beside it; each runtime looks words up by the one rule of
+  ``tokenization.word_vector_rows`` (deploy/export.py names the decision).
 * **Files read** (``read_word_vectors``): GloVe's and word2vec's text format (a word and its numbers
   on each line; word2vec's ``count dim`` header skipped), or a directory holding one ``.npy`` matrix
   and the words in order in one ``.parquet`` (its first column) or ``.txt`` (a word a line) file,
@@ -30,6 +33,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import Tensor, nn
+
+from ..tokenization import word_list_rows, word_vector_rows
 
 
 class WordVectorsError(ValueError):
@@ -147,19 +152,18 @@ class WordVectors(nn.Module):
         super()._load_from_state_dict(*args, **kwargs)
         self._row_of = None  # the words changed: build the lookup again when next asked
 
+    def word_list(self) -> list[str]:
+        """The table's words, row 1 first."""
+        return bytes(self.words.cpu().numpy()).decode("utf-8").split("\n")
+
     def row_of(self) -> dict[str, int]:
         if self._row_of is None:
-            words = bytes(self.words.cpu().numpy()).decode("utf-8").split("\n")
-            self._row_of = {w: i for i, w in enumerate(words, 1)}
+            self._row_of = word_list_rows(self.word_list())
         return self._row_of
 
     def rows(self, batch_words: list[list[str]]) -> Tensor:
-        """``[B, L]``: each word's row (as written, else lowercased, else 0); 0 for padding words."""
-        row_of = self.row_of()
-        out = np.zeros((len(batch_words), max(len(w) for w in batch_words)), dtype=np.int64)  # one tensor a batch
-        for b, sent in enumerate(batch_words):
-            out[b, : len(sent)] = [row_of.get(w) or row_of.get(w.lower(), 0) for w in sent]
-        return torch.from_numpy(out)
+        """``[B, L]``: each word's row (as written, else lowercased, else 0; ``tokenization.word_vector_rows``)."""
+        return torch.from_numpy(word_vector_rows(self.row_of(), batch_words))
 
     def forward(self, rows: Tensor) -> Tensor:
         return self.embed(rows)

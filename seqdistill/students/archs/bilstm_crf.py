@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from ...crf import CRF
 from ...decode import Decoder, crf_decoder
 from ...onnx_graphs import PaddedBiLSTM
-from ...tokenization import WordBatch, words_to_bags
+from ...tokenization import WORD_VECTORS_FILE, WordBatch, words_to_bags
 from ...vocabulary import RowIndex
 from ..base import StudentConfig
 from ..word_vectors import WordVectors
@@ -73,12 +73,18 @@ class BagsCRFStudent(nn.Module):
             x = torch.cat([x, self.char_feature(words.char_ids)], -1)
         return x
 
-    def export_check(self) -> None:
+    def export_fields(self) -> dict:
+        """export.json's fields of the ``bags`` graph's optional inputs: ``chars`` (``char_ids``) and
+        ``word_vectors`` (``word_ids``, looked up in the word list the export writes beside the graph)."""
+        fields: dict = {"chars": True} if self.config.char_filters else {}
         if self.word_vectors is not None:
-            raise ValueError(
-                "a student with word vectors (--word-vectors) has no ONNX export yet: use the student directory "
-                "itself (Tagger.load, distill-eval, distill-serve run it in torch), or train one without them"
-            )
+            fields["word_vectors"] = {
+                "file": WORD_VECTORS_FILE,
+                "rows": self.config.word_vectors_rows,
+                "dim": self.config.word_vectors_dim,
+                "lookup": "the word as written, else lowercased, else row 0 (tokenization.word_vector_rows)",
+            }
+        return fields
 
     @property
     def device(self) -> torch.device:
@@ -147,41 +153,51 @@ class BiLSTMCRF(BagsCRFStudent):
 
     def export_graph(self) -> tuple[nn.Module, str, dict]:
         """The ONNX graph of the emissions, its inputs (``bags``) and its export.json fields."""
-        self.export_check()
-        if self.config.char_filters:
-            return CharBagsGraph(self), "bags", {"chars": True}
-        return BagsGraph(self), "bags", {}
+        return BagsGraph(self), "bags", self.export_fields()
 
 
 class BagsGraph(nn.Module):
     """The BiLSTM-CRF's emissions ``[B, L, T]`` over padded word pieces: the mean of each word's
-    subword embeddings (the ``EmbeddingBag``) as one product, the exact padded BiLSTM, linear."""
+    subword embeddings (the ``EmbeddingBag``) as one product, the student's word vectors and char
+    CNN feature when it has them (``BagsCRFStudent.extra_features``), the exact padded BiLSTM, linear.
+
+    The optional inputs follow ``lengths`` in ``onnx_runtime.bag_inputs``' order: ``char_ids``,
+    then ``word_ids`` (each word's row of the word vector table, looked up by the runtime)."""
+
+    char_feature = BagsCRFStudent.char_feature  # the student's own code, no second copy
 
     def __init__(self, model: BiLSTMCRF):
         super().__init__()
         self.vocab, self.embed, self.lstm, self.out = model.vocab, model.embed, PaddedBiLSTM(model.lstm), model.out
+        self.optional_features(model)
+
+    def optional_features(self, model: BagsCRFStudent) -> None:
+        """The student's char CNN and word vector table, when it has them (registered after the other
+        layers, in the order that keeps a graph's initializers, and so its bytes, as they were before
+        word vectors had an export)."""
+        self.chars = bool(model.config.char_filters)
+        if self.chars:
+            self.char_embed, self.char_conv = model.char_embed, model.char_conv
+        self.dropout = model.dropout  # the char CNN's; off in an exported (eval) graph
+        self.word_table = model.word_vectors.embed if model.word_vectors is not None else None
 
     def words(self, piece_ids: Tensor, piece_mask: Tensor) -> Tensor:
         weights = piece_mask / piece_mask.sum(2, keepdim=True).clamp(min=1.0)  # [B, L, P]: 1/n on a word's n pieces
         e = nn.functional.embedding(self.vocab(piece_ids), self.embed.weight)  # [B, L, P, D]
         return (weights.unsqueeze(2) @ e).squeeze(2)
 
-    def forward(self, piece_ids: Tensor, piece_mask: Tensor, lengths: Tensor) -> Tensor:
-        return self.out(self.lstm(self.words(piece_ids, piece_mask), lengths))
+    def features(self, x: Tensor, extra: tuple[Tensor, ...]) -> Tensor:
+        """``x`` with the word vectors and the char feature, in ``extra_features``' order, from the
+        graph's optional inputs (``char_ids``, then ``word_ids``)."""
+        char_ids = extra[0] if self.chars else None
+        if self.word_table is not None:
+            x = torch.cat([x, self.word_table(extra[-1])], -1)
+        if char_ids is not None:
+            x = torch.cat([x, self.char_feature(char_ids)], -1)
+        return x
 
-
-class CharBagsGraph(BagsGraph):
-    """The BiLSTM-CRF with its char CNN feature (``BiLSTMCRF.char_feature``) beside the bag mean."""
-
-    char_feature = BiLSTMCRF.char_feature  # the student's own code, no second copy
-
-    def __init__(self, model: BiLSTMCRF):
-        super().__init__(model)
-        self.char_embed, self.char_conv, self.dropout = model.char_embed, model.char_conv, model.dropout
-
-    def forward(self, piece_ids: Tensor, piece_mask: Tensor, lengths: Tensor, char_ids: Tensor) -> Tensor:
-        x = torch.cat([self.words(piece_ids, piece_mask), self.char_feature(char_ids)], -1)
-        return self.out(self.lstm(x, lengths))
+    def forward(self, piece_ids: Tensor, piece_mask: Tensor, lengths: Tensor, *extra: Tensor) -> Tensor:
+        return self.out(self.lstm(self.features(self.words(piece_ids, piece_mask), extra), lengths))
 
 
 ARCH = BiLSTMCRF

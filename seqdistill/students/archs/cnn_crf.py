@@ -107,33 +107,30 @@ class CNNCRF(BagsCRFStudent):
 
     def export_graph(self) -> tuple[nn.Module, str, dict]:
         """The emissions over padded word pieces (the ``bags`` inputs of the BiLSTM-CRF, with
-        ``char_ids`` when the student has the char feature), the projection folded into the table."""
-        self.export_check()
-        return CNNBagsGraph(self), "bags", {"chars": True} if self.config.char_filters else {}
+        ``char_ids`` and ``word_ids`` when the student has those features), the projection folded
+        into the table."""
+        return CNNBagsGraph(self), "bags", self.export_fields()
 
 
 class CNNBagsGraph(BagsGraph):
     """``CNNCRF``'s emissions ``[B, L, T]``: the word vectors as ``BagsGraph.words`` takes them,
     over the table with the projection folded in (``E P^T``: a mean of projected rows is the
-    projection of the mean), then the model's own ``encode``."""
+    projection of the mean), the optional features as ``BagsGraph.features`` adds them, then the
+    model's own ``encode``."""
 
-    char_feature, encode = BagsCRFStudent.char_feature, CNNCRF.encode  # the student's own code
+    encode = CNNCRF.encode  # the student's own code
 
     def __init__(self, model: CNNCRF):
         nn.Module.__init__(self)
         self.vocab, self.input, self.layers, self.out = model.vocab, model.input, model.layers, model.out
-        self.dropout = model.dropout
         weight = model.embed.weight.detach()
         if model.project is not None:
             weight = weight @ model.project.weight.detach().T
         self.embed = nn.Embedding.from_pretrained(weight.contiguous())
-        if model.config.char_filters:
-            self.char_embed, self.char_conv = model.char_embed, model.char_conv
+        self.optional_features(model)
 
-    def forward(self, piece_ids: Tensor, piece_mask: Tensor, lengths: Tensor, char_ids: Tensor | None = None) -> Tensor:
-        x = self.words(piece_ids, piece_mask)
-        if char_ids is not None:
-            x = torch.cat([x, self.char_feature(char_ids)], -1)
+    def forward(self, piece_ids: Tensor, piece_mask: Tensor, lengths: Tensor, *extra: Tensor) -> Tensor:
+        x = self.features(self.words(piece_ids, piece_mask), extra)
         mask = torch.arange(x.shape[1], device=x.device).unsqueeze(0) < lengths.unsqueeze(1)
         return self.encode(x, mask)
 

@@ -176,8 +176,8 @@ class MGKDConfig(RunConfig):
         None,
         "Pretrained word vectors as a word feature beside the teacher's embeddings, frozen (students/word_vectors.py): "
         "a GloVe/word2vec text file, or a directory with one .npy matrix and its words in one .parquet or .txt file "
-        "(DATA.md's GloVe package). Looked up as written, else lowercased; other words get a zero vector. Such a "
-        "student runs in torch (Tagger, distill-eval, distill-serve) and has no ONNX export yet.",
+        "(DATA.md's GloVe package). Looked up as written, else lowercased; other words get a zero vector. The "
+        "table travels in the student and in its export (int8 with the others), its words beside the graph.",
         metavar="PATH",
     )
     word_vectors_rows: int = option(
