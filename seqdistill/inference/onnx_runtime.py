@@ -8,7 +8,9 @@ The directory is self-contained and runs without the student and teacher package
 * ``model.onnx`` — the graph, from words' ids to word scores (or to token scores, pooled here);
 * ``decode.safetensors`` — what decoding needs: the CRF's effective transitions, start and end
   scores (``-inf`` where the tag scheme forbids), or the BILOU automaton's;
-* ``tokenizer/`` — the tokenizer files.
+* ``tokenizer/`` — the tokenizer files;
+* ``word_vectors.txt`` — a student's word list, when it was trained with ``--word-vectors``
+  (export.json's ``word_vectors``; format 3): a word a line, the graph's table row 1 first.
 
 Nothing of a directory is used unchecked (:func:`check_files`, format 2): export.json records the
 sha256 of the graph (``onnx_sha256``) and of every other file (``files``), and the tokenizer's
@@ -18,8 +20,10 @@ without a checksum (an export of format 1, before the files were checksummed, is
 Three kinds of graph inputs (``inputs`` in export.json), all prepared by ``seqdistill.tokenization``
 exactly as for the torch model:
 
-* ``bags`` (the BiLSTM-CRF): ``piece_ids [B, L, P]`` each word's subword ids, ``piece_mask
-  [B, L, P]``, ``lengths [B]`` -> emissions ``[B, L, T]``;
+* ``bags`` (the BiLSTM-CRF, the CNN-CRF): ``piece_ids [B, L, P]`` each word's subword ids,
+  ``piece_mask [B, L, P]``, ``lengths [B]``, and with the student's char feature ``char_ids
+  [B, L, C]`` (each word's bytes), with its word vectors ``word_ids [B, L]`` (each word's row of
+  the table, ``tokenization.word_vector_rows``) -> emissions ``[B, L, T]``;
 * ``subwords`` (the BiLSTM tagger, the CNN + RNN tagger): ``ids [B, S]``, ``lengths [B]`` in
   subwords, ``pool [B, L, S]`` the subword -> word pooling weights -> word scores;
 * ``segments`` (teachers, transformer students): ``input_ids [N, Lt]``, ``attention_mask`` of
