@@ -173,3 +173,28 @@ def test_an_export_whose_word_list_is_not_its_table_is_refused(tiny_encoder, tmp
 def test_negative_rows_are_refused():
     with pytest.raises(ValueError, match="--word-vectors-rows"):
         MGKDConfig(word_vectors_rows=-1)
+
+
+def test_an_export_keeps_the_first_rows_it_is_asked_for(tiny_encoder, tmp_path):
+    """``--word-vectors-rows N``: the export's table and word list hold the first N words, and its
+    tags are the torch student's with the rows past N zeroed (what an unknown word reads)."""
+    from test_export import VECTOR_WORDS, make_student, sentences
+
+    src = make_student(tiny_encoder, tmp_path / "s", "cnn-crf", word_vectors=VECTOR_WORDS, projection=4, width=8)
+    out = export_model(src, tmp_path / "e", quantize="none", word_vectors_rows=4)
+    meta = json.loads((out / "export.json").read_text())
+    assert (meta["word_vectors"]["rows"], meta["word_vectors"]["trained_rows"]) == (4, 12)
+    assert (out / "word_vectors.txt").read_text(encoding="utf-8").split("\n") == VECTOR_WORDS[:4]
+    tagger = Tagger.load(src)
+    with torch.no_grad():
+        tagger.backend.module.word_vectors.embed.weight[5:] = 0.0
+    sents = sentences(16, seed=3) + [["Paris", "café", "東京", "ROME", "the", "peter"]]
+    assert Tagger.load(out).predict(sents) == tagger.predict(sents)
+    total, _ = parameter_counts(load_student(src)[0])
+    assert meta["params"] == total - 8 * 4  # the 8 rows left out, 4 wide
+    with pytest.raises(ValueError, match=r"--word-vectors-rows 13: give 1 to 12"):
+        export_model(src, tmp_path / "e13", word_vectors_rows=13)
+    plain = make_student(tiny_encoder, tmp_path / "p", "cnn-crf")
+    with pytest.raises(ValueError, match="the student has no word vectors"):
+        export_model(plain, tmp_path / "pe", word_vectors_rows=4)
+    assert not (tmp_path / "e13").exists() and not (tmp_path / "pe").exists()

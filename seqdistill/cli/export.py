@@ -44,8 +44,18 @@ from .options import tag_names_option
     show_default=True,
     help="With --check: the most F1 points the export may lose; beyond it, exit 1.",
 )
+@click.option(
+    "--word-vectors-rows",
+    type=click.IntRange(min=0),
+    default=0,
+    metavar="N",
+    help="A student trained with --word-vectors: keep only the first N words of its table (its commonest; the others "
+    "read as unknown words), the export's size knob; 0: all.  [default: 0]",
+)
 @click.option("--trust-remote-code", is_flag=True, help="Allow a teacher's own code from its directory.")
-def main(model_dir, out_dir, web_dir, quantize, check_data, tag_names, max_f1_drop, trust_remote_code) -> None:
+def main(
+    model_dir, out_dir, web_dir, quantize, check_data, tag_names, max_f1_drop, word_vectors_rows, trust_remote_code
+) -> None:
     """Export a student or teacher to a self-contained ONNX directory (graph, tokenizer, label
     schema, decoding tables, export.json), loadable with ``seqdistill.Tagger.load`` and by
     ``distill-eval`` and ``distill-predict``; with ``--web``, as a folder that tags text in a web page."""
@@ -54,9 +64,21 @@ def main(model_dir, out_dir, web_dir, quantize, check_data, tag_names, max_f1_dr
         raise click.UsageError("give one of --out (an ONNX directory) and --web (a web page folder)")
     try:
         if web_dir is not None:  # int8 unless asked otherwise: a page's bytes are its load time
-            out = export_web(model_dir, web_dir, quantize=quantize, trust_remote_code=trust_remote_code)
+            out = export_web(
+                model_dir,
+                web_dir,
+                quantize=quantize,
+                trust_remote_code=trust_remote_code,
+                word_vectors_rows=word_vectors_rows,
+            )
         else:
-            out = export_model(model_dir, out_dir, quantize=quantize or "none", trust_remote_code=trust_remote_code)
+            out = export_model(
+                model_dir,
+                out_dir,
+                quantize=quantize or "none",
+                trust_remote_code=trust_remote_code,
+                word_vectors_rows=word_vectors_rows,
+            )
         meta = json.loads((out / EXPORT_JSON).read_text())
         click.echo(
             f"{meta['kind']} {meta['model']} -> {out} (ONNX, {meta['quantize']}, decoder {meta['decoder']}, "

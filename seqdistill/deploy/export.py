@@ -28,6 +28,9 @@ Decisions, named here:
   input looked up inside the graph (``ai.onnx.ml``'s ``LabelEncoder`` after ``StringNormalizer``):
   the graph stays numeric, fed int64 arrays like its other inputs, and the lookup stays the torch
   student's one rule; ``StringNormalizer`` lowercases by a locale, not by Unicode's mapping.
+  ``--word-vectors-rows N`` keeps the table's first N words (its commonest), the size knob of such
+  an export: a student trained with every row and exported with N keeps more F1 than one trained
+  with N (docs/RESULTS.md, "The export with word vectors").
 * SenTScore teachers (an encoder-decoder read by beam search) are not exported: distil one into a
   student and export the student.
 """
@@ -55,7 +58,7 @@ from ..inference.onnx_runtime import (
     sha256_file,
 )
 from ..inference.tagger import CALIBRATION_FILE, Tagger
-from ..inference.torch_models import TorchStudent, TorchTeacher, is_student_dir
+from ..inference.torch_models import TorchStudent, TorchTeacher, is_student_dir, parameter_counts
 from ..version import __version__
 from ..vocabulary import save_tokenizer
 
@@ -155,9 +158,12 @@ def _fingerprint(d: Path, backend) -> dict:
     return {"weights": sha256_file(d / "model.safetensors")}
 
 
-def export_model(model_dir, out_dir, *, quantize: str = "none", trust_remote_code: bool = False) -> Path:
+def export_model(
+    model_dir, out_dir, *, quantize: str = "none", trust_remote_code: bool = False, word_vectors_rows: int = 0
+) -> Path:
     """Export a student or teacher directory to ``out_dir`` (a new directory, written whole or
-    not at all: built under a temporary name beside it and renamed)."""
+    not at all: built under a temporary name beside it and renamed). ``word_vectors_rows``: keep
+    only the first N words of a student's word vector table (0: all; ``keep_word_vectors``)."""
     src, out = Path(model_dir), Path(out_dir)
     if quantize not in QUANTIZE:
         raise ExportError(f"--quantize {quantize!r} is not one of {', '.join(QUANTIZE)}")
@@ -168,7 +174,15 @@ def export_model(model_dir, out_dir, *, quantize: str = "none", trust_remote_cod
     if out.exists() and any(out.iterdir()):
         raise ExportError(f"{out}: exists and is not empty; choose a new directory or remove it")
     backend = TorchStudent(src) if is_student_dir(src) else TorchTeacher(src, trust_remote_code=trust_remote_code)
+    trained_rows = None
+    if word_vectors_rows:
+        if not hasattr(backend.module, "keep_word_vectors"):
+            raise ExportError(f"{src}: --word-vectors-rows: a {backend.what} has no word vectors")
+        trained_rows = backend.module.keep_word_vectors(word_vectors_rows)
+        backend.params, backend.params_without_embeddings = parameter_counts(backend.module)
     graph, inputs, fields = backend.module.export_graph()  # the architecture's or teacher kind's own
+    if trained_rows is not None:
+        fields["word_vectors"]["trained_rows"] = trained_rows  # the export keeps the first "rows" of them
     table = getattr(backend.module, "word_vectors", None)  # a student's word vectors (students/word_vectors.py)
     feed = graph_feed(inputs, fields, backend.tokenizer, EXAMPLE, word_rows=table.row_of() if table else None)[0]
     axes = dict(AXES[inputs])

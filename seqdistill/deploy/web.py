@@ -101,6 +101,7 @@ def export_web(
     quantize: str | None = None,
     trust_remote_code: bool = False,
     runtime: Path = RUNTIME,
+    word_vectors_rows: int = 0,
 ) -> Path:
     """Write the web folder of ``model_dir`` (a student, a teacher or an export directory) to
     ``out_dir``, a new directory written whole or not at all. ``quantize``: a model's export (None:
@@ -115,6 +116,8 @@ def export_web(
     try:
         folder = tmp / "web"
         if src.is_dir() and is_export_dir(src):
+            if word_vectors_rows:
+                raise ExportError(f"{src}: already exported; --word-vectors-rows needs the student it came from")
             meta = read_export_json(src)
             if quantize is not None and meta.get("quantize", "none") != quantize:
                 raise ExportError(
@@ -124,7 +127,13 @@ def export_web(
             check_files(src, meta)
             shutil.copytree(src, folder)
         else:
-            export_model(src, folder, quantize=quantize or "int8", trust_remote_code=trust_remote_code)
+            export_model(
+                src,
+                folder,
+                quantize=quantize or "int8",
+                trust_remote_code=trust_remote_code,
+                word_vectors_rows=word_vectors_rows,
+            )
         meta = read_export_json(folder)
         framing = tokenizer_framing(folder / "tokenizer")
         for path, rel in files.items():

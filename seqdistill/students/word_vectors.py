@@ -148,6 +148,13 @@ class WordVectors(nn.Module):
             self.words.copy_(torch.frombuffer(bytearray(joined), dtype=torch.uint8))
         self._row_of = None
 
+    def first(self, rows: int) -> "WordVectors":
+        """A table of this one's first ``rows`` words (``distill-export --word-vectors-rows``)."""
+        words, vectors = self.word_list()[:rows], self.embed.weight.detach()[1 : rows + 1].cpu().numpy()
+        table = WordVectors(*WordVectors.sizes(words, vectors).values())
+        table.fill(words, vectors)
+        return table
+
     def _load_from_state_dict(self, *args, **kwargs):
         super()._load_from_state_dict(*args, **kwargs)
         self._row_of = None  # the words changed: build the lookup again when next asked

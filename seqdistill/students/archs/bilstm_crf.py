@@ -73,6 +73,22 @@ class BagsCRFStudent(nn.Module):
             x = torch.cat([x, self.char_feature(words.char_ids)], -1)
         return x
 
+    def keep_word_vectors(self, rows: int) -> int:
+        """Keep the first ``rows`` of the word vector table (its commonest words; ``distill-export
+        --word-vectors-rows``); the words past them then read as unknown words, row 0, as they do
+        in a student trained with ``--word-vectors-rows``. Returns the rows it had."""
+        had = self.config.word_vectors_rows
+        if self.word_vectors is None:
+            raise ValueError(
+                "--word-vectors-rows: the student has no word vectors (it was trained without --word-vectors)"
+            )
+        if not 0 < rows <= had:
+            raise ValueError(f"--word-vectors-rows {rows}: give 1 to {had:,}, the student's rows (0: keep them all)")
+        self.word_vectors = self.word_vectors.first(rows)
+        self.config.word_vectors_rows = rows
+        self.config.word_vectors_bytes = self.word_vectors.words.numel()
+        return had
+
     def export_fields(self) -> dict:
         """export.json's fields of the ``bags`` graph's optional inputs: ``chars`` (``char_ids``) and
         ``word_vectors`` (``word_ids``, looked up in the word list the export writes beside the graph)."""
