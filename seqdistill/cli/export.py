@@ -48,9 +48,10 @@ from .options import tag_names_option
     "--word-vectors-rows",
     type=click.IntRange(min=0),
     default=0,
+    show_default=True,
     metavar="N",
     help="A student trained with --word-vectors: keep only the first N words of its table (its commonest; the others "
-    "read as unknown words), the export's size knob; 0: all.  [default: 0]",
+    "read as unknown words), the export's size knob; 0: all.",
 )
 @click.option("--trust-remote-code", is_flag=True, help="Allow a teacher's own code from its directory.")
 def main(
