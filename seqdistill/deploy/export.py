@@ -28,9 +28,9 @@ Decisions, named here:
   input looked up inside the graph (``ai.onnx.ml``'s ``LabelEncoder`` after ``StringNormalizer``):
   the graph stays numeric, fed int64 arrays like its other inputs, and the lookup stays the torch
   student's one rule; ``StringNormalizer`` lowercases by a locale, not by Unicode's mapping.
-  ``--word-vectors-rows N`` keeps the table's first N words (its commonest), the size knob of such
-  an export: a student trained with every row and exported with N keeps more F1 than one trained
-  with N (docs/RESULTS.md, "The export with word vectors").
+  ``--word-vectors-rows N`` keeps the table's first N words (its commonest), a size knob for a
+  student trained with more (docs/RESULTS.md, "The export with word vectors", measures it against
+  training with N).
 * SenTScore teachers (an encoder-decoder read by beam search) are not exported: distil one into a
   student and export the student.
 """
