@@ -184,7 +184,9 @@ def export_model(
     if trained_rows is not None:
         fields["word_vectors"]["trained_rows"] = trained_rows  # the export keeps the first "rows" of them
     table = getattr(backend.module, "word_vectors", None)  # a student's word vectors (students/word_vectors.py)
-    feed = graph_feed(inputs, fields, backend.tokenizer, EXAMPLE, word_rows=table.row_of() if table else None)[0]
+    feed = graph_feed(
+        inputs, fields, backend.tokenizer, EXAMPLE, word_rows=table.row_of() if table is not None else None
+    )[0]
     axes = dict(AXES[inputs])
     if fields.get("chars"):
         axes["char_ids"] = ["batch", "words", "bytes"]
