@@ -9,6 +9,7 @@
 # convergence) and hidden layers (LAYERS= for none; examples/table1_conll.sh).
 # PRECISION: the teacher's forward pass (default auto: fp32 on the CPU; bf16 autocasts on a CPU with
 # AMX or AVX512-BF16, about 3x faster; examples/table1_conll.sh passes bf16).
+# TEACHER_ID: the name of its layer (default mpnet; examples/embeddinggemma_conll_teacher.sh's is embeddinggemma).
 # WIKI: how many Wikipedia sentences (the package holds 36,385; WIKI=36385 takes them all, into
 # CACHE=.data/mpnet/cache-wikiall, say: the transfer-text lever of docs/RESULTS.md).
 set -euo pipefail
@@ -24,6 +25,6 @@ mkdir -p .data/mpnet
 if [ ! -s "$W" ]; then
   .venv/bin/python -c "import sys; sys.path.insert(0, 'examples'); from pathlib import Path; from demo import write_wikipedia; print(write_wikipedia(Path('$W'), $WIKI), 'sentences')"
 fi
-exec .venv/bin/distill-cache build --out "$CACHE" --teacher "$TEACHER" --teacher-id mpnet \
+exec .venv/bin/distill-cache build --out "$CACHE" --teacher "$TEACHER" --teacher-id "${TEACHER_ID:-mpnet}" \
   --labelled conll=$D/train.txt@train --labelled conll=$D/valid.txt@dev --labelled conll=$D/test.txt@test \
   --unlabelled wiki=$W --kbest 10 ${LAYERS:+--hidden-layers "$LAYERS"} --precision "$PRECISION" --device cpu
