@@ -388,3 +388,48 @@ def test_each_architecture_saves_its_own_settings_and_old_configs_still_load(tmp
     (d / "config.json").write_text(json.dumps({**saved, "hiden_size": 4}))
     with pytest.raises(ValueError, match=r"fields \['hiden_size'\] are not settings of a 'bilstm-crf' student"):
         load_student(d)
+
+
+def test_mgkd_reads_one_teachers_table_under_another_teachers_paths(tiny_encoder, tmp_path):
+    """--embeddings-teacher: the paths of one teacher layer, the input table and tokenizer of another
+    (issue 72: a cased teacher whose tokenizer is too big to ship, over a small teacher's table)."""
+    import shutil
+
+    from safetensors.numpy import load
+    from transformers import BertModel
+
+    from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
+    from seqdistill.teachers import build_teacher
+
+    cache = toy_cache(tiny_encoder, tmp_path, k=4, shard_size=16)
+    other = tmp_path / "other-encoder"  # the same vocabulary, other weights: another input table
+    shutil.copytree(tiny_encoder, other)
+    torch.manual_seed(1)
+    BertModel(BertModel.from_pretrained(tiny_encoder).config).save_pretrained(other)
+    build_teacher(str(other), SCHEMA, "crf").save(tmp_path / "other-teacher")
+    specs = [
+        CorpusSpec("toy", str(tmp_path / "train.txt"), "train", True),
+        CorpusSpec("toy", str(tmp_path / "dev.txt"), "dev", True),
+        CorpusSpec("raw", str(tmp_path / "raw.txt"), "unlabelled", False),
+    ]
+    cfg = BuildConfig(device="cpu", k=4, shard_size=16)
+    build_cache(cache, str(tmp_path / "other-teacher"), specs, cfg, teacher_id="other", log=lambda *a: None)
+    reader = CacheReader(cache)
+    tables = {
+        t: torch.from_numpy(load(reader.read_export(t, "embeddings.safetensors"))["weight"]) for t in ("tiny", "other")
+    }
+    assert not torch.equal(tables["tiny"], tables["other"])
+
+    def student(name, **kw):
+        run = TrainConfig(teacher="other", k=3, epochs=1, max_steps=2, device="cpu", **kw)
+        train_student(cache, tmp_path / name, run, log=lambda *a: None)
+        model, _ = load_student(tmp_path / name)
+        return model, json.loads((tmp_path / name / "config.json").read_text())["extra"]
+
+    mixed, extra = student("mixed", embeddings_teacher="tiny")
+    assert torch.equal(mixed.embed.weight, tables["tiny"])
+    assert extra["teacher"] == "other" and extra["embeddings_teacher"] == "tiny"
+    own, extra = student("own")
+    assert torch.equal(own.embed.weight, tables["other"]) and "embeddings_teacher" not in extra
+    with pytest.raises(Exception, match=r"no teacher 'big'; it holds: tiny, other"):
+        student("bad", embeddings_teacher="big")

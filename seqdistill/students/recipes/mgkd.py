@@ -130,6 +130,14 @@ def chosen(losses) -> list[LossPart]:
 @dataclass
 class MGKDConfig(RunConfig):
     teacher: str | None = option(None, "Teacher layer to learn from (default: the cache's only one).")
+    # Issue 72: a cased 303M-weight teacher (EmbeddingGemma) labels better than MPNet-base, but its
+    # 262,144-piece tokenizer alone is twice spaCy's size, so its student reads MPNet's table instead.
+    embeddings_teacher: str | None = option(
+        None,
+        "Teacher layer whose input embeddings and tokenizer the student reads (default: --teacher's): another "
+        "teacher of the same cache, e.g. a small teacher's table under a large teacher's paths, when the large "
+        "one's tokenizer would not fit the student's size.",
+    )
     losses: tuple[str, ...] = option(("hard", "seq-ce", "fuzzy"), "Loss parts, comma-separated.", choices=LOSSES)
     k: int = option(5, "k-best paths used by seq-ce and fuzzy (at most the K the cache holds).")
     # Fixed weights by default, not the paper's eq. 9: over 3 seeds they scored higher at both
@@ -371,7 +379,8 @@ def plan(ctx: Context) -> Plan:
             f"teacher {teacher!r} ({kind}) stores no k-best paths to use as hard labels for the unlabelled "
             "corpora; rebuild its layer with this version's `distill-cache build`, or train with --no-unlabelled"
         )
-    exports = teacher_exports(reader, teacher)
+    source = open_cache(reader, cfg.embeddings_teacher, cfg.embedding)[1] if cfg.embeddings_teacher else teacher
+    exports = teacher_exports(reader, source)
     tokenizer, weight = exports.tokenizer, exports.student_weight()
     dim = weight.shape[1] if cfg.embedding == "teacher" else (cfg.embedding_dim or 100)
     check_embedding_dim(cfg.embedding, dim, weight)
@@ -385,7 +394,8 @@ def plan(ctx: Context) -> Plan:
         hidden_size=cfg.hidden_size,
         num_layers=1,
         dropout=cfg.dropout,
-        extra={"teacher": teacher, "cache": reader.store.url, "recipe": "mgkd"},
+        extra={"teacher": teacher, "cache": reader.store.url, "recipe": "mgkd"}
+        | ({"embeddings_teacher": source} if source != teacher else {}),
         char_dim=30 if cfg.chars else 0,
         char_filters=cfg.char_filters if cfg.chars else 0,
         teacher_vocab_size=exports.rows,
