@@ -369,24 +369,34 @@ def compare(
 SPACY = "spaCy NER, gold"
 
 
+def seed_groups(f1: dict[str, float]) -> dict[str, dict[str, float]]:
+    """The rows named alike but for "(seed N)", as group name -> {seed: F1}; groups of two or more."""
+    groups: dict[str, dict[str, float]] = {}
+    for name, v in f1.items():
+        m = re.fullmatch(r"(.*) \(seed (\d+)\)", name)
+        if m:
+            groups.setdefault(m.group(1), {})[m.group(2)] = v
+    return {k: v for k, v in groups.items() if len(v) > 1}
+
+
+def check_reference(reference: str, groups: dict) -> None:
+    if reference not in groups:
+        raise SystemExit(
+            f"--reference {reference!r}: no group of two or more seeds by that name (have: {', '.join(groups) or 'none'})"
+        )
+
+
 def seed_means(f1: dict[str, float], reference: str | None = None) -> list[str]:
     """Mean ± sample std of test F1 over each group of rows named alike but for "(seed N)"; a
     Markdown table, or nothing when no group has two seeds. With ``reference`` (a group's name),
     each other group also gets its difference to it paired by seed: the mean ± std of the per-seed
     differences over the seeds both have, tighter than the difference of two means when a seed
     moves both runs alike."""
-    groups: dict[str, dict[str, float]] = {}
-    for name, v in f1.items():
-        m = re.fullmatch(r"(.*) \(seed (\d+)\)", name)
-        if m:
-            groups.setdefault(m.group(1), {})[m.group(2)] = v
-    groups = {k: v for k, v in groups.items() if len(v) > 1}
+    groups = seed_groups(f1)
     if not groups:
         return []
-    if reference is not None and reference not in groups:
-        raise SystemExit(
-            f"--reference {reference!r}: no group of two or more seeds by that name (have: {', '.join(groups)})"
-        )
+    if reference is not None:
+        check_reference(reference, groups)
     paired = f" Δ {reference}, paired by seed |" if reference else ""
     out = [
         "",
@@ -465,6 +475,10 @@ def main() -> None:
         if not d or not Path(d).is_dir():
             ap.error(f"--student {spec}: write NAME=DIR, DIR a student or export directory")
         students[name] = d
+    spacy_seeds = tuple(int(x) for x in args.spacy_seeds.split(",") if x.strip())
+    if args.reference is not None and not args.train_only:  # checked before an hour of training and timing
+        rows = list(students) + ([f"{SPACY} (seed {s})" for s in (args.seed, *spacy_seeds)] if spacy_seeds else [])
+        check_reference(args.reference, seed_groups(dict.fromkeys(rows, 0.0)))
     label = args.setting or Path(paths["test"]).parent.name
     if types:
         paths["entity_types"] = types
@@ -474,7 +488,7 @@ def main() -> None:
         Path(args.work or ROOT / ".data" / "peers" / label),
         epochs=args.epochs,
         seed=args.seed,
-        spacy_seeds=tuple(int(x) for x in args.spacy_seeds.split(",") if x.strip()),
+        spacy_seeds=spacy_seeds,
         rounds=args.rounds,
         latency_sentences=args.latency_sentences,
         teacher_labels=not args.no_teacher_labels,

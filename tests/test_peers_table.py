@@ -36,3 +36,25 @@ def test_seed_means_and_paired_differences_match_a_hand_computation():
     assert seed_means({"a (seed 1)": 1.0}) == []
     with pytest.raises(SystemExit, match="--reference 'te': no group of two or more seeds"):
         seed_means(f1, reference="te")
+
+
+def test_a_reference_without_seeds_is_refused_before_any_model_is_trained_or_timed(tmp_path, monkeypatch):
+    import peers
+
+    for name in ("train.txt", "dev.txt", "test.txt"):
+        (tmp_path / name).write_text("EU B-ORG\n")
+    students = []
+    for name in ("default (seed 13)", "glove (seed 13)", "glove (seed 14)"):
+        d = tmp_path / name.replace(" ", "_")
+        d.mkdir()
+        students += ["--student", f"{name}={d}"]
+    monkeypatch.setattr(peers, "compare", lambda *a, **k: pytest.fail("compare ran"))
+    argv = ["peers.py", "--train", str(tmp_path / "train.txt"), "--dev", str(tmp_path / "dev.txt")]
+    argv += ["--test", str(tmp_path / "test.txt"), "--teacher", str(tmp_path), *students]
+    monkeypatch.setattr(sys, "argv", [*argv, "--reference", "default"])
+    with pytest.raises(SystemExit, match="--reference 'default': no group of two or more seeds .*have: glove"):
+        peers.main()
+    # spaCy's seeds are a group of their own (--spacy-seeds): a reference to them passes the check
+    monkeypatch.setattr(sys, "argv", [*argv, "--spacy-seeds", "1,2", "--reference", "spaCy NER, gold"])
+    with pytest.raises(pytest.fail.Exception, match="compare ran"):
+        peers.main()
