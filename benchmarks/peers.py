@@ -311,10 +311,10 @@ def compare(
         t = time.time()
         models["teacher, ONNX int8"] = SeqdistillModel(int8_export(Path(paths["teacher"]), work, "teacher"))
         log(f"teacher int8 export [{time.time() - t:.0f} s]")
-    base = f"{SPACY} (seed {seed})" if spacy_seeds else SPACY  # the model every ratio is to
+    base, *more = spacy_names(seed, spacy_seeds)  # base: the model every ratio is to
     models[base] = SpacyModel(train_spacy("spacy-gold", train, dev, work, epochs, seed))
-    for s in spacy_seeds:  # spaCy's own seed moves its F1 as much as a student's does
-        models[f"{SPACY} (seed {s})"] = SpacyModel(train_spacy(f"spacy-gold-s{s}", train, dev, work, epochs, s))
+    for s, name in zip(spacy_seeds, more):  # spaCy's own seed moves its F1 as much as a student's does
+        models[name] = SpacyModel(train_spacy(f"spacy-gold-s{s}", train, dev, work, epochs, s))
     if paths.get("cache") and teacher_labels:
         silver = teacher_labelled(paths["cache"])
         name = f"spaCy NER, gold + teacher labels on {len(silver):,} unlabelled"
@@ -367,6 +367,12 @@ def compare(
 
 
 SPACY = "spaCy NER, gold"
+
+
+def spacy_names(seed: int, spacy_seeds: tuple[int, ...]) -> list[str]:
+    """The rows of spaCy on gold: one, or with ``--spacy-seeds`` one a seed (``seed`` first), named
+    so that ``seed_groups`` makes them a group."""
+    return [f"{SPACY} (seed {s})" for s in (seed, *spacy_seeds)] if spacy_seeds else [SPACY]
 
 
 def seed_groups(f1: dict[str, float]) -> dict[str, dict[str, float]]:
@@ -477,7 +483,7 @@ def main() -> None:
         students[name] = d
     spacy_seeds = tuple(int(x) for x in args.spacy_seeds.split(",") if x.strip())
     if args.reference is not None and not args.train_only:  # checked before an hour of training and timing
-        rows = list(students) + ([f"{SPACY} (seed {s})" for s in (args.seed, *spacy_seeds)] if spacy_seeds else [])
+        rows = [*students, *spacy_names(args.seed, spacy_seeds)]
         check_reference(args.reference, seed_groups(dict.fromkeys(rows, 0.0)))
     label = args.setting or Path(paths["test"]).parent.name
     if types:
