@@ -21,7 +21,7 @@ from .mgkd import (
     tempered_kbest,
     token_kl_loss,
 )
-from .mt import MTHiddenLoss, ensemble_distillation_loss, mt_distillation_loss, teacher_weight
+from .mt import MTHiddenLoss, ensemble_distillation_loss, mt_distillation_loss, teacher_shares, teacher_weight
 from .rnn import bilou_loss, dice_loss
 from .sentscore import sentscore_kd_loss
 from .token_kd import teacher_probs, token_kd_loss
@@ -44,6 +44,7 @@ __all__ = [
     "seq_fuzzy_loss",
     "student_path_log_probs",
     "teacher_probs",
+    "teacher_shares",
     "teacher_softmax",
     "teacher_weight",
     "tempered_kbest",

@@ -26,6 +26,27 @@ def teacher_weight(gold_ce: Tensor | None, labelled: Tensor | None = None) -> Te
     return w if labelled is None else torch.where(labelled, w, torch.ones_like(w))
 
 
+def teacher_shares(gold_ce: Tensor, labelled: Tensor, how: str = "mt") -> Tensor:
+    """Each teacher's share of a sentence's teacher losses, ``[N, B]``, summing to 1 over the N
+    teachers (issue 81: several teachers for one MGKD student).
+
+    ``how="mt"``: eq. 2's weights w_i = 1 / (1 + CE(y, y_i)) (:func:`teacher_weight`; ``gold_ce``
+    ``[N, B]`` holds each teacher's gold cross-entropy per word, and an unlabelled row weighs every
+    teacher 1), normalised, a_i = w_i / sum_j w_j. Normalised, unlike eq. 2's plain sum, so that N
+    teachers teach with the weight of one beside the hard loss and a single teacher's share is 1;
+    the teachers' ratio is eq. 2's. A row where every w_i is 0 (every gold CE infinite) is shared
+    evenly. ``how="uniform"``: 1/N each."""
+    n = gold_ce.shape[0]
+    even = torch.full_like(gold_ce, 1.0 / n)
+    if how == "uniform":
+        return even
+    if how != "mt":
+        raise ValueError(f"teacher shares {how!r}: choose mt (eq. 2) or uniform")
+    w = torch.stack([teacher_weight(ce, labelled) for ce in gold_ce])
+    total = w.sum(0, keepdim=True)
+    return torch.where(total > 0, w / total.clamp(min=torch.finfo(w.dtype).tiny), even)
+
+
 def mt_distillation_loss(
     student_logits: Tensor,
     teacher_logits: list[Tensor],

@@ -43,9 +43,18 @@ class Recipe:
             raise TypeError(f"the {self.name} recipe takes a {self.config.__name__}, not a {type(cfg).__name__}")
         reader = cache if isinstance(cache, CacheReader) else CacheReader(cache, storage_options, verify=True)
         out = Path(out_dir)
+        new = not out.exists()
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.toml").write_text(config_toml(self.name, reader.store.url, str(out_dir), cfg))
-        return engine.train(self.name, self.plan, reader, out_dir, cfg, log=log)
+        try:
+            return engine.train(self.name, self.plan, reader, out_dir, cfg, log=log)
+        except Exception:
+            # a run refused before its first file (a cache that cannot teach this config) leaves no
+            # directory behind; one that wrote anything more keeps it, to resume from
+            if new and [p.name for p in out.iterdir()] == ["config.toml"]:
+                (out / "config.toml").unlink()
+                out.rmdir()
+            raise
 
 
 _REGISTRY: dict[str, Recipe] = {}

@@ -7,14 +7,19 @@ softmax layers had paths, or with ``--no-marginals``) is refused by the names of
 The loss is the fixed-weight (eq. 8, the default) or uncertainty-weighted (eq. 9) sum of the chosen parts:
 ``hard`` (eq. 7), ``seq-ce`` (eq. 4), ``fuzzy`` (eq. 6), ``token-em`` and ``token-pos`` (eq. 10).
 Hard labels are the gold tags on labelled rows and the teacher's best path on unlabelled rows;
-the sequence losses use the teacher's k-best paths of both (§3.2). AdamW, one stage, early
+the sequence losses use the teacher's k-best paths of both (§3.2).
+
+Several teachers (``--teachers A,B``, issue 81): every teacher loss, the hard loss of unlabelled
+rows included, is each teacher's, mixed per sentence by the teachers' shares (``teacher_shares``:
+paper 002's eq. 2 weights, normalised, or uniform), so that a row's targets are the mixture of
+its teachers' distributions; gold rows keep their gold tags. AdamW, one stage, early
 stopping on dev F1 with patience 5 (without a dev split: on the training loss), the best epoch's
 student saved.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable
 
@@ -48,46 +53,76 @@ class Scores:
         self.emissions, self.mask = model(words), words.mask
         self.trans, self.start, self.end = model.crf.scores()
         self.log_z = log_partition(self.emissions, self.mask, self.trans, self.start, self.end)
-        self._paths = None
+        self._paths: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
-    def kbest(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(teacher's, student's) log-probabilities of the teacher's k-best paths."""
-        if self._paths is None:
-            t_lp = self.batch.kbest_log_probs.to(self.device)
-            paths = self.batch.kbest_paths.to(self.device)
+    def kbest(self, i: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """(teacher's, student's) log-probabilities of teacher ``i``'s k-best paths."""
+        if i not in self._paths:
+            target = self.batch.teachers[i]
+            t_lp = target.kbest_log_probs.to(self.device)
+            paths = target.kbest_paths.to(self.device)
             s_lp = L.student_path_log_probs(
                 self.emissions, self.mask, paths, self.trans, self.start, self.end, self.log_z
             )
-            self._paths = (t_lp, s_lp)
-        return self._paths
+            self._paths[i] = (t_lp, s_lp)
+        return self._paths[i]
+
+
+def mixed(s: Scores, value: Callable[[int], torch.Tensor], rows: torch.Tensor | None = None) -> torch.Tensor:
+    """sum_i a_i * value(i), per sentence: each teacher's loss (``value(i)``, one value per sentence
+    of ``rows``, or of the batch) mixed by its share of the sentence (``Batch.shares``, ``[N, B]``);
+    with one teacher, its loss as it is."""
+    total = value(0)
+    if s.batch.shares is None:
+        return total
+    shares = s.batch.shares.to(s.device)
+    shares = shares if rows is None else shares[:, rows]
+    total = shares[0] * total
+    for i in range(1, len(s.batch.teachers)):
+        total = total + shares[i] * value(i)
+    return total
 
 
 def _hard(s: Scores, cfg) -> torch.Tensor | None:
-    tags = s.batch.tags.to(s.device)
-    has = tags[:, 0] >= 0
+    has = s.batch.teachers[0].tags.to(s.device)[:, 0] >= 0  # every teacher layer covers the same rows
     if not has.any():
         return None  # no row of the batch has gold tags or teacher paths
-    return L.hard_loss(s.emissions[has], s.mask[has], tags[has], s.trans, s.start, s.end).mean()
+
+    def value(i: int) -> torch.Tensor:
+        tags = s.batch.teachers[i].tags.to(s.device)  # gold where there is gold: the same for every teacher
+        return L.hard_loss(s.emissions[has], s.mask[has], tags[has], s.trans, s.start, s.end)
+
+    return mixed(s, value, has).mean()
 
 
 def _seq_ce(s: Scores, cfg) -> torch.Tensor:
-    t_lp, s_lp = s.kbest()
     seq_ce = L.seq_ce_loss if cfg.residual else L.seq_ce_renormalised_loss
-    return seq_ce(L.tempered_kbest(t_lp, cfg.seq_temperature), s_lp).mean()
+
+    def value(i: int) -> torch.Tensor:
+        t_lp, s_lp = s.kbest(i)
+        return seq_ce(L.tempered_kbest(t_lp, cfg.seq_temperature), s_lp)
+
+    return mixed(s, value).mean()
 
 
 def _fuzzy(s: Scores, cfg) -> torch.Tensor:
-    t_lp, s_lp = s.kbest()
-    return L.seq_fuzzy_loss(t_lp, s_lp).mean()
+    return mixed(s, lambda i: L.seq_fuzzy_loss(*s.kbest(i))).mean()
 
 
 def _token_em(s: Scores, cfg) -> torch.Tensor:
-    p_t = L.teacher_softmax(s.batch.teacher_emissions.to(s.device), cfg.temperature)
-    return L.token_kl_loss(s.emissions, p_t, s.mask, cfg.temperature).mean()
+    def value(i: int) -> torch.Tensor:
+        p_t = L.teacher_softmax(s.batch.teachers[i].teacher_emissions.to(s.device), cfg.temperature)
+        return L.token_kl_loss(s.emissions, p_t, s.mask, cfg.temperature)
+
+    return mixed(s, value).mean()
 
 
 def _token_pos(s: Scores, cfg) -> torch.Tensor:
-    return L.token_kl_loss(s.emissions, s.batch.teacher_marginals.to(s.device), s.mask, cfg.temperature).mean()
+    def value(i: int) -> torch.Tensor:
+        p_t = s.batch.teachers[i].teacher_marginals.to(s.device)
+        return L.token_kl_loss(s.emissions, p_t, s.mask, cfg.temperature)
+
+    return mixed(s, value).mean()
 
 
 @dataclass(frozen=True)
@@ -108,6 +143,8 @@ class LossPart:
 
 KBEST_FIELDS = ("kbest_paths", "kbest_log_probs")
 PATH_KINDS = ("crf", "softmax", "span")  # the kinds whose layers hold global path probabilities and marginals
+TAG_FIELDS = ("emissions", "logits", "marginals")  # per-word fields with one value per tag of the label schema
+TEACHER_SHARES = ("mt", "uniform")
 
 
 LOSS_TABLE = (  # in the order the losses are computed
@@ -130,6 +167,19 @@ def chosen(losses) -> list[LossPart]:
 @dataclass
 class MGKDConfig(RunConfig):
     teacher: str | None = option(None, "Teacher layer to learn from (default: the cache's only one).")
+    # Issue 81: two teachers that disagree (on Wikipedia's MISC spans, MPNet and Gemma agree on 56-67%)
+    teachers: tuple[str, ...] = option(
+        (),
+        "Several teacher layers of the cache at once, comma-separated, instead of --teacher: each teacher loss is "
+        "every teacher's, mixed per sentence by --teacher-shares; the input table and tokenizer are "
+        "--embeddings-teacher's, or the first teacher's.",
+    )
+    teacher_shares: str = option(
+        "mt",
+        "With --teachers: each sentence's teachers weighted as MT-Dis weights them, 1 / (1 + the teacher's gold "
+        "cross-entropy per word) (paper 002, eq. 2; 1 on unlabelled rows), normalised to sum to 1; or uniformly.",
+        choices=TEACHER_SHARES,
+    )
     # Issue 72: a cased 303M-weight teacher (EmbeddingGemma) labels better than MPNet-base, but its
     # 262,144-piece tokenizer alone is twice spaCy's size, so its student reads MPNet's table instead.
     embeddings_teacher: str | None = option(
@@ -236,6 +286,11 @@ class MGKDConfig(RunConfig):
             )
         if self.char_filters < 1:
             raise ValueError(f"char_filters (--char-filters) is {self.char_filters}: give at least 1, or --no-chars")
+        if self.teacher and self.teachers:
+            raise ValueError(f"--teacher {self.teacher} and --teachers {','.join(self.teachers)}: give one of them")
+        twice = sorted({t for t in self.teachers if self.teachers.count(t) > 1})
+        if twice:
+            raise ValueError(f"--teachers names {', '.join(map(repr, twice))} more than once: name each teacher once")
 
 
 # Each student's own defaults of the settings that MGKDConfig leaves unset (issue 72): the CNN-CRF
@@ -248,46 +303,74 @@ ARCH_DEFAULTS = {
 
 
 class Collate:
-    """Example rows -> tensors for the student and the chosen losses."""
+    """Example rows -> tensors for the student and the chosen losses: one ``Targets`` per teacher
+    layer (``teachers``, with their ``kinds``; a name and a kind for one teacher, None for none),
+    and with several teachers their shares of each row (``losses.teacher_shares``)."""
 
-    def __init__(
-        self, tokenizer, schema: LabelSchema, teacher: str | None, cfg: MGKDConfig, kind: str, word_vectors=None
-    ):
-        self.tokenizer, self.schema, self.teacher, self.cfg, self.kind = tokenizer, schema, teacher, cfg, kind
+    def __init__(self, tokenizer, schema: LabelSchema, teachers, cfg: MGKDConfig, kinds, word_vectors=None):
+        self.tokenizer, self.schema, self.cfg = tokenizer, schema, cfg
+        self.teachers = [teachers] if isinstance(teachers, str) else list(teachers or ())
+        self.kinds = [kinds] * len(self.teachers) if isinstance(kinds, str) else list(kinds)
         self.word_vectors = word_vectors  # the student's WordVectors (--word-vectors), or None
         self.memo = PieceMemo()  # every epoch streams the same sentences: tokenize each word once
 
     def __call__(self, rows: list[dict]) -> "Batch":
         words = [r[EXAMPLES_LAYER]["words"] for r in rows]
-        lengths = [len(w) for w in words]
-        Lmax = max(lengths)
         gold = [r[EXAMPLES_LAYER].get("tags") for r in rows]
         batch = Batch(words_to_bags(self.tokenizer, words, chars=self.cfg.chars, memo=self.memo), words, gold)
         if self.word_vectors is not None:
             batch.words.word_ids = self.word_vectors.rows(words)
-        t = [r[self.teacher] for r in rows] if self.teacher else None
-        tags = np.full((len(rows), Lmax), -1, dtype=np.int64)  # numpy per row, one tensor per batch
-        for b in range(len(rows)):
+        batch.labelled = torch.tensor([g is not None for g in gold])
+        layers = [[r[t] for r in rows] for t in self.teachers]
+        batch.teachers = [self.targets(t, kind, gold, words) for t, kind in zip(layers, self.kinds)] or [
+            self.targets(None, None, gold, words)
+        ]
+        if len(self.teachers) > 1:
+            n_words = torch.tensor([max(1, len(w)) for w in words], dtype=torch.float32)
+            gold_ce = torch.stack(  # eq. 2's CE(y, y_i) per word; unlabelled rows weigh 1 whatever it is
+                [torch.tensor([x.get("gold_nll") or 0.0 for x in t], dtype=torch.float32) / n_words for t in layers]
+            )
+            batch.shares = L.teacher_shares(gold_ce, batch.labelled, self.cfg.teacher_shares)
+        return batch
+
+    def targets(self, t: list[dict] | None, kind: str | None, gold, words) -> "Targets":
+        """One teacher layer's rows ``t`` (None: no teacher) as the losses read them."""
+        lengths = [len(w) for w in words]
+        Lmax = max(lengths)
+        tags = np.full((len(words), Lmax), -1, dtype=np.int64)  # numpy per row, one tensor per batch
+        for b in range(len(words)):
             if gold[b] is not None:
                 tags[b, : lengths[b]] = self.schema.encode(gold[b])
             elif t is not None and "kbest_paths" in t[b]:
                 tags[b, : lengths[b]] = t[b]["kbest_paths"][0]  # teacher top-1 (§3.2)
-        batch.tags = torch.from_numpy(tags)
-        batch.labelled = torch.tensor([g is not None for g in gold])
+        out = Targets(torch.from_numpy(tags))
         if t and "kbest_paths" in t[0]:
             K = self.cfg.k
-            paths = np.full((len(rows), K, Lmax), -1, dtype=np.int64)
-            logp = np.full((len(rows), K), -np.inf, dtype=np.float32)
-            for b in range(len(rows)):
+            paths = np.full((len(words), K, Lmax), -1, dtype=np.int64)
+            logp = np.full((len(words), K), -np.inf, dtype=np.float32)
+            for b in range(len(words)):
                 p, lp = t[b]["kbest_paths"][:K], t[b]["kbest_log_probs"][:K]
                 if p:
                     paths[b, : len(p), : lengths[b]] = p
                     logp[b, : len(lp)] = lp
-            batch.kbest_paths, batch.kbest_log_probs = torch.from_numpy(paths), torch.from_numpy(logp)
+            out.kbest_paths, out.kbest_log_probs = torch.from_numpy(paths), torch.from_numpy(logp)
         for part in chosen(self.cfg.losses) if t else ():
-            for attr, field_name in part.dense(self.kind).items():
-                setattr(batch, attr, pad_stack([x[field_name] for x in t], Lmax))
-        return batch
+            for attr, field_name in part.dense(kind).items():
+                setattr(out, attr, pad_stack([x[field_name] for x in t], Lmax))
+        return out
+
+
+@dataclass
+class Targets:
+    """What one teacher gives a batch: hard tags (gold, or on unlabelled rows its best path; -1 on
+    padding), and as the chosen losses read them its k-best paths and their log-probabilities, its
+    emissions and its marginals."""
+
+    tags: torch.Tensor
+    kbest_paths: torch.Tensor | None = None
+    kbest_log_probs: torch.Tensor | None = None
+    teacher_emissions: torch.Tensor | None = None
+    teacher_marginals: torch.Tensor | None = None
 
 
 @dataclass
@@ -295,13 +378,15 @@ class Batch:
     words: WordBatch
     texts: list[list[str]]
     gold: list[list[str] | None]
-    tags: torch.Tensor | None = None
     labelled: torch.Tensor | None = None
-    kbest_paths: torch.Tensor | None = None
-    kbest_log_probs: torch.Tensor | None = None
-    teacher_emissions: torch.Tensor | None = None
-    teacher_marginals: torch.Tensor | None = None
+    teachers: list[Targets] = field(default_factory=list)  # one per teacher (one, gold only, without a teacher)
+    shares: torch.Tensor | None = None  # [N, B] each teacher's share of each row, with several teachers
     origin: tuple[int, int] | None = None
+
+    @property
+    def tags(self) -> torch.Tensor:
+        """The first teacher's hard tags (gold where there is gold)."""
+        return self.teachers[0].tags
 
 
 def loss_parts(model: BiLSTMCRF, batch: Batch, cfg: MGKDConfig, device) -> dict[str, torch.Tensor]:
@@ -313,6 +398,67 @@ def loss_parts(model: BiLSTMCRF, batch: Batch, cfg: MGKDConfig, device) -> dict[
         if value is not None:
             parts[part.name] = value
     return parts
+
+
+class SharesSeen:
+    """The teachers' mean shares of the labelled rows trained on since the last ``epoch()`` (on
+    unlabelled rows eq. 2 shares them evenly), for the run's records: how eq. 2 split the gold."""
+
+    def __init__(self, teachers: list[str]):
+        self.teachers, self.total, self.rows = teachers, torch.zeros(len(teachers), dtype=torch.float64), 0
+
+    def add(self, batch: "Batch") -> None:
+        labelled = batch.labelled
+        self.total += batch.shares[:, labelled].sum(1).double()
+        self.rows += int(labelled.sum())
+
+    def epoch(self) -> dict[str, float]:
+        mean = (self.total / max(self.rows, 1)).tolist()
+        self.total.zero_()
+        self.rows = 0
+        return dict(zip(self.teachers, mean))
+
+
+def check_teacher_layer(reader, teacher: str, parts: list[LossPart], cfg: MGKDConfig) -> None:
+    """Refuse, by name, a teacher layer the chosen losses cannot learn from: a kind without paths,
+    a field a loss reads that the layer lacks, fewer paths than --k, or tags other than the cache's
+    label schema (a layer whose per-tag fields or scheme differ cannot teach one student beside another)."""
+    info, layer = reader.manifest.teachers[teacher], reader.manifest.layers[teacher]
+    kind, schema = info.kind, reader.manifest.label_schema
+    if kind not in PATH_KINDS and any(part.name != "hard" for part in parts):
+        raise CacheError(
+            f"teacher {teacher!r} is a {kind} teacher: mgkd's teacher losses read crf, softmax and span layers; "
+            "train with --losses hard, or use the recipe of its kind"
+        )
+    for f in layer.fields:
+        if f.name in TAG_FIELDS and f.level == "word" and tuple(f.shape) != (schema.num_tags,):
+            raise CacheError(
+                f"teacher {teacher!r}: its field {f.name} has {tuple(f.shape)} values a word where the cache's "
+                f"label schema has {schema.num_tags} tags ({', '.join(schema.tags)}); its layer's tags are not the "
+                "cache's, so it cannot teach this student"
+            )
+    scheme = info.decoding.get("scheme")
+    if scheme is not None and scheme != schema.scheme:
+        raise CacheError(
+            f"teacher {teacher!r} decoded its paths in the {scheme} scheme, the cache's label schema is "
+            f"{schema.scheme}: its paths are not over the cache's tags"
+        )
+    have = set(layer.field_names())
+    lacking = {part.name: [f for f in part.reads(kind) if f not in have] for part in parts}
+    lacking = {name: fields for name, fields in lacking.items() if fields}
+    if lacking:
+        said = "; ".join(f"{name} reads {', '.join(fields)}" for name, fields in lacking.items())
+        raise CacheError(
+            f"teacher {teacher!r} ({kind}) does not store what these losses read: {said}. Rebuild its layer "
+            "with this version's `distill-cache build` (softmax layers hold k-best paths and marginals since "
+            "issue 65; marginals need no --no-marginals), or leave those losses out"
+        )
+    stored_k = info.decoding.get("k")
+    if any(part.kbest for part in parts) and stored_k is not None and cfg.k > stored_k:
+        raise CacheError(
+            f"--k {cfg.k} is more than the {stored_k} paths per sentence the cache holds"
+            + (f" for teacher {teacher!r}" if cfg.teachers else "")
+        )
 
 
 CNN_OPTIONS = ("projection", "width", "dilations")
@@ -341,44 +487,42 @@ def plan(ctx: Context) -> Plan:
     if cfg.weights and len(cfg.weights) != len(cfg.losses):
         raise ValueError(f"weights: {len(cfg.weights)} weights for {len(cfg.losses)} losses")
     student_config = architecture_config(cfg)
-    reader, teacher = open_cache(ctx.reader, cfg.teacher, cfg.embedding)
+    reader = ctx.reader
+    teachers = [open_cache(reader, t, cfg.embedding)[1] for t in (cfg.teachers or [cfg.teacher])]
     if cfg.chars and "words" not in reader.manifest.examples.field_names():
         raise CacheError(
             f"{reader.store.url}: the char feature (on by default for --arch {cfg.arch} since issue 72) reads each "
             "example's words, and this cache's examples layer stores none; train without it: --no-chars"
         )
     schema = reader.manifest.label_schema
-    kind = reader.manifest.teachers[teacher].kind
-    stored_k = reader.manifest.teachers[teacher].decoding.get("k")
+    kinds = [reader.manifest.teachers[t].kind for t in teachers]
     parts = chosen(cfg.losses)
-    if kind not in PATH_KINDS and any(part.name != "hard" for part in parts):
-        raise CacheError(
-            f"teacher {teacher!r} is a {kind} teacher: mgkd's teacher losses read crf, softmax and span layers; "
-            "train with --losses hard, or use the recipe of its kind"
-        )
-    have = {f.name for f in reader.manifest.layers[teacher].fields}
-    lacking = {part.name: [f for f in part.reads(kind) if f not in have] for part in parts}
-    lacking = {name: fields for name, fields in lacking.items() if fields}
-    if lacking:
-        said = "; ".join(f"{name} reads {', '.join(fields)}" for name, fields in lacking.items())
-        raise CacheError(
-            f"teacher {teacher!r} ({kind}) does not store what these losses read: {said}. Rebuild its layer "
-            "with this version's `distill-cache build` (softmax layers hold k-best paths and marginals since "
-            "issue 65; marginals need no --no-marginals), or leave those losses out"
-        )
-    if any(part.kbest for part in parts) and stored_k is not None and cfg.k > stored_k:
-        raise CacheError(f"--k {cfg.k} is more than the {stored_k} paths per sentence the cache holds")
+    for teacher in teachers:
+        check_teacher_layer(reader, teacher, parts, cfg)
+    several = len(teachers) > 1
+    if several and cfg.teacher_shares == "mt":
+        for teacher in teachers:
+            if "gold_nll" not in reader.manifest.layers[teacher].field_names():
+                raise CacheError(
+                    f"teacher {teacher!r} stores no gold_nll, which --teacher-shares mt reads (eq. 2's CE(y, y_i)); "
+                    "rebuild its layer with `distill-cache build`, or share the teachers with --teacher-shares uniform"
+                )
     train_names, dev_names = default_splits(reader, cfg)
     selected = parse_selection(train_names, reader)
     unlabelled_rows = (cfg.gold_sentences is not None and cfg.unlabelled) or any(
         not c.labelled for c in reader.manifest.corpora if (c.name, c.split) in selected
     )
-    has_paths = kind in PATH_KINDS and set(KBEST_FIELDS) <= have
-    if unlabelled_rows and not has_paths:
-        raise CacheError(
-            f"teacher {teacher!r} ({kind}) stores no k-best paths to use as hard labels for the unlabelled "
-            "corpora; rebuild its layer with this version's `distill-cache build`, or train with --no-unlabelled"
-        )
+    has_paths = [
+        kind in PATH_KINDS and set(KBEST_FIELDS) <= set(reader.manifest.layers[t].field_names())
+        for t, kind in zip(teachers, kinds)
+    ]
+    for teacher, kind, paths in zip(teachers, kinds, has_paths):
+        if unlabelled_rows and not paths:
+            raise CacheError(
+                f"teacher {teacher!r} ({kind}) stores no k-best paths to use as hard labels for the unlabelled "
+                "corpora; rebuild its layer with this version's `distill-cache build`, or train with --no-unlabelled"
+            )
+    teacher = teachers[0]
     source = open_cache(reader, cfg.embeddings_teacher, cfg.embedding)[1] if cfg.embeddings_teacher else teacher
     exports = teacher_exports(reader, source)
     tokenizer, weight = exports.tokenizer, exports.student_weight()
@@ -394,8 +538,9 @@ def plan(ctx: Context) -> Plan:
         hidden_size=cfg.hidden_size,
         num_layers=1,
         dropout=cfg.dropout,
-        extra={"teacher": teacher, "cache": reader.store.url, "recipe": "mgkd"}
-        | ({"embeddings_teacher": source} if source != teacher else {}),
+        extra=({"teachers": teachers, "teacher_shares": cfg.teacher_shares} if several else {"teacher": teacher})
+        | {"cache": reader.store.url, "recipe": "mgkd"}
+        | ({"embeddings_teacher": source} if several or source != teacher else {}),
         char_dim=30 if cfg.chars else 0,
         char_filters=cfg.char_filters if cfg.chars else 0,
         teacher_vocab_size=exports.rows,
@@ -409,11 +554,14 @@ def plan(ctx: Context) -> Plan:
 
     # the teacher's k-best paths: for the sequence losses, and as hard labels of unlabelled rows (§3.2)
     needs_kbest = any(part.kbest for part in parts) or unlabelled_rows
-    fields = {EXAMPLES_LAYER: ["words", "tags"], teacher: []}
-    if needs_kbest and has_paths:
-        fields[teacher] += list(KBEST_FIELDS)
-    fields[teacher] += [name for part in parts for name in part.dense(kind).values()]
-    stream = ctx.stream(fields, selected, Collate(tokenizer, schema, teacher, cfg, kind, model.word_vectors))
+    fields = {EXAMPLES_LAYER: ["words", "tags"]}
+    for t, kind, paths in zip(teachers, kinds, has_paths):
+        fields[t] = (list(KBEST_FIELDS) if needs_kbest and paths else []) + [
+            name for part in parts for name in part.dense(kind).values()
+        ]
+        if several and cfg.teacher_shares == "mt":
+            fields[t].append("gold_nll")
+    stream = ctx.stream(fields, selected, Collate(tokenizer, schema, teachers, cfg, kinds, model.word_vectors))
     dev_words, dev_tags = read_split(reader, dev_names) if dev_names else ([], [])
     weighting = L.UncertaintyWeighting(len(cfg.losses)).to(ctx.device) if cfg.weighting == "uncertainty" else None
     fixed = torch.tensor(cfg.weights or [1.0] * len(cfg.losses), device=ctx.device)
@@ -422,17 +570,26 @@ def plan(ctx: Context) -> Plan:
         stacked = torch.stack([parts.get(name, torch.zeros((), device=ctx.device)) for name in cfg.losses])
         return weighting(stacked) if weighting else (fixed * stacked).sum()
 
+    shares = SharesSeen(teachers) if several else None
+
     def evaluate() -> dict:
         out = {"weights": dict(zip(cfg.losses, weighting.weights.tolist()))} if weighting else {}
+        if shares is not None:
+            out["teacher_shares"] = shares.epoch()
         if dev_words:
             out["dev_f1"] = dev_f1(model, tokenizer, dev_words, dev_tags, schema.scheme)
         return out
+
+    def loss(batch: Batch) -> dict[str, torch.Tensor]:
+        if shares is not None:
+            shares.add(batch)
+        return loss_parts(model, batch, cfg, ctx.device)
 
     params = [p for p in model.parameters() if p.requires_grad] + (list(weighting.parameters()) if weighting else [])
     stage = Stage(
         name="train",
         batches=stream,
-        loss=lambda batch: loss_parts(model, batch, cfg, ctx.device),
+        loss=loss,
         params=lambda: params,
         optimizer=lambda ps: torch.optim.AdamW(ps, lr=cfg.lr, weight_decay=cfg.weight_decay),
         evaluate=evaluate,
