@@ -14,7 +14,9 @@
    (`distill-eval --card`);
 7. against what a user would pick instead (`benchmarks/peers.py`): spaCy's stock NER trained on the
    same gold sentences for as many epochs as the student, and the teacher exported to int8; F1,
-   ms/sentence at batch 1 and 32 (one thread each, side by side in this process) and size on disk.
+   ms/sentence at batch 1 and 32 (one thread each, side by side in this process) and size on disk;
+   the rows in .data/demo/peers.json and, drawn by benchmarks/plot_peers.py, F1 against ms a
+   sentence in .data/demo/peers.png.
 
 Sizes are set by environment variables (DEMO_TRAIN, DEMO_DEV, DEMO_WIKI, DEMO_TEACHER_EPOCHS,
 DEMO_STUDENT_EPOCHS, DEMO_SPACY_EPOCHS, DEMO_LATENCY_SENTENCES); how long it takes is in
@@ -211,6 +213,16 @@ def main() -> None:
     print(f"[{time.time() - t:.0f} s]\n")
     print(table)
     print(f"\ncache: {size / 2**20:.1f} MiB of shards; whole demo {time.time() - t_all:.0f} s")
+    (WORK / "peers.json").write_text(json.dumps(peer_rows, indent=1))
+    if importlib.util.find_spec("matplotlib") is None:  # the plots extra (make demo has it, with the test extra)
+        print("no picture of F1 against speed: matplotlib is not installed (pip install -e '.[plots]')")
+    else:
+        import plot_peers
+
+        png = WORK / "peers.png"
+        rows = plot_peers.families(plot_peers.rows_from_peers(peer_rows))
+        plot_peers.plot(rows, str(png), "make demo: test F1 against ms a sentence")
+        print(f"F1 against ms a sentence: {png}")
 
 
 if __name__ == "__main__":
