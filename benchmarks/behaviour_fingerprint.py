@@ -13,7 +13,8 @@ code behind them), on one thread each (the same arithmetic on every run):
 * ``distill-cache build``: a crf cache with hidden layers, subwords and exported encoder layers,
   a softmax layer added to it, a bilou-per-type cache and a sentscore cache;
 * ``distill-train`` for every recipe (mgkd, token-kd, xtremedistil, mt, rnn, sentscore), mgkd with
-  each student architecture, its flags given (so that a change of defaults, issue 72, shows as none);
+  each student architecture, its flags given (so that a change of defaults, issue 72, shows as none),
+  and from two teachers at once (``--teachers``, issue 81);
 * ``distill-export`` of a student and of a teacher, fp32 and int8.
 
 Every file they write is hashed, except what records time or paths: the manifest's ``created``
@@ -142,14 +143,17 @@ def fingerprint(d: Path) -> dict[str, str]:
     runs = {
         "mgkd": ["--cache", c / "crf", "--arch", "bilstm-crf", "--losses", "hard,seq-ce", "--k", "2", "--epochs", "2", "--teacher", "small", *tiny],
         "mgkd-cnn": ["--cache", c / "crf", "--arch", "cnn-crf", "--chars", "--lr", "3e-3", "--dropout", "0.2", "--lr-plateau", "--k", "2", "--epochs", "2", "--teacher", "small"],
+        "mgkd-teachers": ["--cache", c / "crf", "--arch", "cnn-crf", "--chars", "--lr", "3e-3", "--dropout", "0.2", "--lr-plateau", "--k", "2", "--epochs", "2", "--teachers", "small,wide", "--losses", "hard,seq-ce,fuzzy,token-pos"],
         "token-kd": ["--cache", c / "crf", "--epochs", "2", "--teacher", "small", "--embedding", "random", *tiny],
         "xtremedistil": ["--cache", c / "crf", "--teacher", "small", "--schedule", "d3.1", "--teacher-layer", "1", "--epochs-per-step", "1", *tiny],
         "mt": ["--cache", c / "crf", "--teachers", "small,wide", "--student-layers", "1", "--init", "scratch", "--epochs", "2", "--lr", "3e-3"],
         "rnn": ["--cache", c / "bilou", "--cell", "sru", "--rnn-layers", "1", "--distill-epochs", "1", "--epochs", "1"],
         "sentscore": ["--cache", c / "sentscore", "--embedding", "random", "--epochs", "2", *tiny],
     }  # fmt: skip
-    for name, args in runs.items():  # mgkd-cnn: the mgkd recipe with the window CNN + CRF, every flag given
-        run("distill-train", name.split("-cnn")[0], "--out", s / name, *small, *args)
+    # mgkd-cnn: the mgkd recipe with the window CNN + CRF, every flag given; mgkd-teachers: the same from two teachers
+    for name, args in runs.items():
+        recipe = {"mgkd-cnn": "mgkd", "mgkd-teachers": "mgkd"}.get(name, name)
+        run("distill-train", recipe, "--out", s / name, *small, *args)
     exports = [
         (s / "mgkd", "none"),
         (s / "mgkd-cnn", "int8"),
