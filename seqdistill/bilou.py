@@ -156,3 +156,35 @@ def predicted_spans(layers: Tensor, mask: Tensor, types: list[str]) -> list[list
     """Each sentence's ``(start, end, type)`` spans of decoded per-type layers ``[B, L, E]``:
     nested across types, as the paper's per-type evaluation reads them."""
     return [spans_from_layers(layers[b, : int(mask[b].sum())].tolist(), types) for b in range(layers.shape[0])]
+
+
+def span_layer_marginals(phi: Tensor, lengths: Tensor) -> Tensor:
+    """Each entity type's own BILOU marginals ``[B, L, C, 5]`` from span potentials ``phi``
+    ``[B, L, W, C]`` (``semicrf.py``, S1): a span teacher's per-type targets (issue 82).
+
+    Type c is read alone, as a span model scores it (GLiNER scores each type with its own sigmoid):
+    a semi-CRF over the segmentations of the sentence into spans of type c and outside words, whose
+    span marginals mu_c(i, w) (S6) give, at word t,
+
+        U = mu_c(t, 1 word)        B = sum over spans of 2+ words starting at t
+        L = sum over spans of 2+ words ending at t
+        I = the spans covering t after their first word, less L      O = outside
+
+    which sum to 1. Types are independent, so spans of different types may overlap, as one BILOU
+    layer per type allows (the flat semi-CRF of the cache's paths lets them compete instead).
+    Zero past a sentence's end."""
+    from . import semicrf
+
+    Bsz, Lmax, W, C = phi.shape
+    layers = []
+    for c in range(C):
+        m = semicrf.marginals(phi[..., c : c + 1], lengths)
+        spans = m.spans[..., 0]  # [B, L, W]: mu_c(i, w)
+        last = torch.zeros_like(spans[..., 0])
+        for w in range(1, min(W, Lmax)):
+            last[:, w:] += spans[:, : Lmax - w, w]  # a span of w + 1 words starting at t - w ends at t
+        outside, inside = m.tags[..., 0], m.tags[..., 2]
+        layer = torch.stack([outside, spans[..., 1:].sum(-1), inside - last, last, spans[..., 0]], -1)
+        live = torch.arange(Lmax, device=phi.device)[None, :] < lengths.to(phi.device)[:, None]
+        layers.append(layer * live[..., None])
+    return torch.stack(layers, 2)

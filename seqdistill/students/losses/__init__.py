@@ -22,7 +22,7 @@ from .mgkd import (
     token_kl_loss,
 )
 from .mt import MTHiddenLoss, ensemble_distillation_loss, mt_distillation_loss, teacher_shares, teacher_weight
-from .rnn import bilou_loss, dice_loss
+from .rnn import bilou_loss, bilou_soft_loss, dice_loss
 from .sentscore import sentscore_kd_loss
 from .token_kd import teacher_probs, token_kd_loss
 from .xtremedistil import cross_entropy_loss, logit_loss, representation_loss
@@ -31,6 +31,7 @@ __all__ = [
     "MTHiddenLoss",
     "UncertaintyWeighting",
     "bilou_loss",
+    "bilou_soft_loss",
     "cross_entropy_loss",
     "dice_loss",
     "ensemble_distillation_loss",

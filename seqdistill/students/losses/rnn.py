@@ -37,3 +37,17 @@ def bilou_loss(logits: Tensor, targets: Tensor, mask: Tensor, ce_weight: float =
     probs = log_p.exp()
     dl = torch.stack([dice_loss(probs[:, :, e], targets[:, :, e], mask, w, gamma) for e in range(E)], -1)
     return (ce_weight * ce + dl).sum(-1)
+
+
+def bilou_soft_loss(logits: Tensor, targets: Tensor, mask: Tensor) -> Tensor:
+    """Stage 1 against a span teacher (issue 82): the student's BILOU distribution of each type and
+    word against the teacher's per-type BILOU marginals (``bilou.span_layer_marginals``), as the
+    KL divergence KL(p_t || softmax(z_s)), averaged over the real words and the types, one value for
+    the batch. A span teacher gives probabilities, not logits, so paper 003's MSE on logits has no
+    target here; the KL is 0 where the student's distribution is the teacher's. ``logits``,
+    ``targets`` ``[B, L, E, 5]``, ``mask`` ``[B, L]``."""
+    log_s = torch.log_softmax(logits.float(), -1)
+    p = targets.float().clamp(min=0)
+    kl = (p * (torch.log(p.clamp(min=1e-12)) - log_s)).sum(-1)  # [B, L, E]
+    m = mask.unsqueeze(-1).to(kl.dtype)
+    return (kl * m).sum() / (m.sum() * kl.shape[-1]).clamp(min=1)

@@ -1,5 +1,8 @@
 """Paper 003's recipe (issue 9): a CNN + LSTM/SRU/SRU++ student with one BILOU head per entity
-type, distilled from a ``bilou-per-type`` teacher layer of the cache.
+type, distilled from a ``bilou-per-type`` teacher layer of the cache, or from a ``span`` layer (a
+GLiNER, issue 82), whose per-type span marginals are each type's BILOU targets
+(``bilou.span_layer_marginals``: each type read alone, so that types may overlap), learnt in stage 1
+by the KL divergence to them (``losses.bilou_soft_loss``) in place of the MSE to logits.
 
     stage 1 (distillation): MSE between the student's and the teacher's BILOU logits on every
              training row, the unlabelled text included (§3.1)
@@ -30,7 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ...bilou import layers_from_spans, predicted_spans
+from ...bilou import layers_from_spans, predicted_spans, span_layer_marginals
 from ...cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ...metrics import span_set_scores
 from ...tokenization import words_to_subwords
@@ -47,7 +50,9 @@ from . import Recipe
 
 @dataclass
 class RNNConfig(RunConfig):
-    teacher: str | None = option(None, "bilou-per-type teacher layer to learn from (default: the cache's only one).")
+    teacher: str | None = option(
+        None, "bilou-per-type or span teacher layer to learn from (default: the cache's only one)."
+    )
     cell: str = option("sru++", "The recurrent layers.", choices=("lstm", "sru", "sru++"))
     rnn_layers: int = option(4, "Bidirectional recurrent layers (paper 003, §3.1).")
     distill: bool = option(True, "Stage 1: MSE to the teacher's BILOU logits (off: trained without distillation).")
@@ -79,13 +84,22 @@ def macro_split(scores: dict, few_shot: tuple[str, ...]) -> dict:
 
 
 class Collate:
-    def __init__(self, tokenizer, teacher: str):
-        self.tokenizer, self.teacher = tokenizer, teacher
+    """Rows -> the student's inputs and its stage-1 targets: a bilou-per-type teacher's logits, or
+    (``span``: the layer's bias and temperature) a span teacher's per-type BILOU marginals."""
+
+    def __init__(self, tokenizer, teacher: str, span: dict | None = None):
+        self.tokenizer, self.teacher, self.span = tokenizer, teacher, span
 
     def __call__(self, rows):
         words = [r[EXAMPLES_LAYER]["words"] for r in rows]
-        logits = pad_stack([r[self.teacher]["type_logits"] for r in rows], max(len(w) for w in words))
-        return Batch(words_to_subwords(self.tokenizer, words), logits)
+        L = max(len(w) for w in words)
+        if self.span is None:
+            target = pad_stack([r[self.teacher]["type_logits"] for r in rows], L)
+        else:
+            logits = pad_stack([r[self.teacher]["span_logits"] for r in rows], L, fill=float("-inf"))
+            phi = (logits.float() + self.span["bias"]) / self.span["temperature"]  # semicrf.py, S1
+            target = span_layer_marginals(phi, torch.tensor([len(w) for w in words]))
+        return Batch(words_to_subwords(self.tokenizer, words), target)
 
 
 @dataclass
@@ -98,12 +112,14 @@ class Batch:
 def plan(ctx: Context) -> Plan:
     cfg: RNNConfig = ctx.cfg
     reader, teacher = open_cache(ctx.reader, cfg.teacher, "teacher")
-    if reader.manifest.teachers[teacher].kind != "bilou-per-type":
+    info = reader.manifest.teachers[teacher]
+    if info.kind not in ("bilou-per-type", "span"):
         kinds = {n: t.kind for n, t in reader.manifest.teachers.items()}
         raise CacheError(
             f"the rnn recipe needs a bilou-per-type teacher layer (finetune-teacher --head "
-            f"bilou-per-type); the cache holds {kinds}"
+            f"bilou-per-type) or a span one (a GLiNER); the cache holds {kinds}"
         )
+    span = span_targets(reader, teacher) if info.kind == "span" and cfg.distill else None
     schema: LabelSchema = reader.manifest.label_schema
     types = list(schema.entity_types)
     unknown = set(cfg.few_shot_types) - set(types)
@@ -130,7 +146,8 @@ def plan(ctx: Context) -> Plan:
             "recipe": "rnn",
             "cache": reader.store.url,
             "distilled": cfg.distill,
-        },
+        }
+        | ({"targets": "span marginals"} if span else {}),
         teacher_vocab_size=exports.rows,
     )
     model = RNNTagger(scfg)
@@ -149,6 +166,8 @@ def plan(ctx: Context) -> Plan:
 
     def distill_loss(batch) -> dict[str, torch.Tensor]:  # MSE over real words, types and the 5 tags
         x = batch.inputs.to(device)
+        if span is not None:  # a span teacher's per-type BILOU marginals
+            return {"kl": L.bilou_soft_loss(model(x), batch.target.to(device), x.word_mask)}
         m = x.word_mask.unsqueeze(-1).unsqueeze(-1).float()
         sq = (model(x) - batch.target.to(device)).pow(2) * m
         return {"mse": sq.sum() / (m.sum() * sq.shape[2] * sq.shape[3]).clamp(min=1)}
@@ -191,9 +210,10 @@ def plan(ctx: Context) -> Plan:
             plateau=plateau,
         )
     ]
-    if cfg.distill:  # stage 1: MSE to the teacher's BILOU logits on every training row
+    if cfg.distill:  # stage 1: MSE to the teacher's BILOU logits (or KL to a span teacher's) on every training row
+        field = "span_logits" if span else "type_logits"
         stream = ctx.stream(
-            {EXAMPLES_LAYER: ["words"], teacher: ["type_logits"]}, train_names, Collate(tokenizer, teacher)
+            {EXAMPLES_LAYER: ["words"], teacher: [field]}, train_names, Collate(tokenizer, teacher, span)
         )
         stages.insert(
             0,
@@ -225,6 +245,30 @@ def plan(ctx: Context) -> Plan:
     )
 
 
+def span_targets(reader, teacher: str) -> dict:
+    """What turns a span layer's ``span_logits`` into per-type BILOU targets: its bias and
+    temperature (the potentials phi = (l + b) / T of its semi-CRF, semicrf.py S1), checked. Refused
+    by name: a layer without span logits, or one whose decoding is not the semi-CRF over the cache's
+    IOB2 spans this reading assumes (its scheme, bias or temperature missing or other)."""
+    decoding = reader.manifest.teachers[teacher].decoding
+    fields = reader.manifest.layers[teacher].field_names()
+    schema = reader.manifest.label_schema
+    if "span_logits" not in fields:
+        raise CacheError(f"span teacher {teacher!r} stores no span_logits, which its per-type BILOU targets read")
+    if decoding.get("scheme") != "IOB2" or schema.scheme != "IOB2":
+        raise CacheError(
+            f"span teacher {teacher!r}: per-type BILOU targets read a span layer over IOB2 tags (the span kind's "
+            f"scheme); this layer's scheme is {decoding.get('scheme')!r} and the cache's {schema.scheme!r}"
+        )
+    missing = [k for k in ("bias", "temperature") if not isinstance(decoding.get(k), (int, float))]
+    if missing or decoding["temperature"] <= 0:
+        raise CacheError(
+            f"span teacher {teacher!r}: its decoding gives no usable {', '.join(missing) or 'temperature > 0'}, "
+            "which turn its span logits into potentials; rebuild its layer with `distill-cache build`"
+        )
+    return {"bias": float(decoding["bias"]), "temperature": float(decoding["temperature"])}
+
+
 def _labelled_rows(reader, names: list[str]) -> tuple[list[list[str]], list[list[tuple[int, int, str]]]]:
     """Words and gold spans (nested ones included) of the labelled training rows."""
     words, spans = read_spans(reader, names, skip_unlabelled=True)
@@ -253,5 +297,6 @@ RECIPE = Recipe(
     RNNConfig,
     plan,
     "Paper 003: a CNN + LSTM/SRU/SRU++ student with one BILOU head per entity type; MSE to a "
-    "bilou-per-type teacher's logits, then CE + Dice on gold with the log-proportional sampler.",
+    "bilou-per-type teacher's logits (or KL to a span teacher's per-type BILOU marginals), then CE + Dice "
+    "on gold with the log-proportional sampler.",
 )
