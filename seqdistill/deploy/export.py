@@ -187,6 +187,7 @@ def export_model(
     feed = graph_feed(
         inputs, fields, backend.tokenizer, EXAMPLE, word_rows=table.row_of() if table is not None else None
     )[0]
+    check_bilou_tables(src, backend.decoder, graph, feed)
     axes = dict(AXES[inputs])
     if fields.get("chars"):
         axes["char_ids"] = ["batch", "words", "bytes"]
@@ -266,6 +267,32 @@ def export_model(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def check_bilou_tables(src: Path, decoder, graph, feed: dict) -> None:
+    """Refuse, before anything is written, a per-type (BILOU) model whose heads do not match its
+    entity types (issue 82): a type named twice, a type its label schema does not have (its spans
+    could not become tags), or a graph whose output is not 5 BILOU tags for each type (a
+    hand-edited config that renamed, added or dropped a type)."""
+    if decoder is None or decoder.kind != "bilou":
+        return
+    types, schema_types = list(decoder.entity_types), list(decoder.schema.entity_types)
+    twice = sorted({t for t in types if types.count(t) > 1})
+    if twice:
+        raise ExportError(f"{src}: entity type {', '.join(map(repr, twice))} has two BILOU heads; one head a type")
+    unknown = [t for t in types if t not in schema_types]
+    if unknown:
+        raise ExportError(
+            f"{src}: the BILOU heads' types {', '.join(map(repr, unknown))} are not types of the model's label "
+            f"schema ({', '.join(schema_types)}): its spans would have no tags"
+        )
+    with torch.no_grad():
+        scores = graph.eval()(*(torch.from_numpy(v) for v in feed.values()))
+    if scores.shape[-1] != 5 * len(types):
+        raise ExportError(
+            f"{src}: the graph gives {scores.shape[-1]} scores a word, where {len(types)} entity types "
+            f"({', '.join(types)}) need {5 * len(types)} (5 BILOU tags each): its heads and its types differ"
+        )
 
 
 def check_export(
