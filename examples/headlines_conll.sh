@@ -14,7 +14,12 @@
 #    §5.3, under a cap of EPOCHS=40 that a run must not reach; the log says when one did):
 #      bilstm   paper 000's own student: --arch bilstm-crf --chars (its defaults: lr 1e-3, dropout 0.5)
 #      default  the window CNN-CRF with chars, no flags
-#    one torch thread a run, JOBS=2 runs at a time.
+#      xd       XtremeDistil row X (item 3): `distill-train xtremedistil`, paper 001's stage-wise schedule with
+#               gradual unfreezing (d4.2), E = 50 (the SVD of the teacher's table), H = 2 x 200, from hidden
+#               layer 7; each unfreezing step until its metric stops rising (patience 2: validation loss for
+#               RL and LL, dev F1 for CE, --select dev-f1) under a cap of XD_EPOCHS=30 a step that no step
+#               may reach (the run's metrics.jsonl shows each step's epochs)
+#    one torch thread a run, JOBS=2 runs at a time. ROWS="xd" SEEDS="13 14 15" runs item 3 alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -30,10 +35,13 @@ mkdir -p "$OUT"
 [ -f "$TEACHER/training.json" ] || examples/mpnet_conll_teacher.sh > "$OUT/teacher.log" 2>&1
 TEACHER=$TEACHER CACHE=$CACHE WIKI=36385 LAYERS=3,6,7,9,12 HIDDEN_FLAGS="--hidden-project 128 --hidden-dtype int8" \
   PRECISION=bf16 examples/mpnet_conll_cache.sh > "$OUT/cache.log" 2>&1
-flags() {
+XD_EPOCHS=${XD_EPOCHS:-30}
+flags() {  # the recipe, then its flags
   case $1 in
-    bilstm) echo --arch bilstm-crf --chars ;;
-    default) echo ;;
+    bilstm) echo mgkd --arch bilstm-crf --chars --epochs "$EPOCHS" --patience 5 ;;
+    default) echo mgkd --epochs "$EPOCHS" --patience 5 ;;
+    xd) echo xtremedistil --schedule d4.2 --embedding svd --embedding-dim 50 --hidden-size 200 --teacher-layer 7 \
+      --epochs-per-step "$XD_EPOCHS" --patience 2 --select dev-f1 ;;
     *) echo "unknown row $1" >&2; exit 2 ;;
   esac
 }
@@ -41,8 +49,8 @@ run() {  # row seed
   local name=$1-s$2
   [ -f "$OUT/$name/training.json" ] && return 0
   # shellcheck disable=SC2046
-  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $BIN/distill-train mgkd --cache "$CACHE" --out "$OUT/$name" $(flags "$1") \
-    --epochs "$EPOCHS" --patience 5 --seed "$2" --device cpu > "$OUT/$name.log" 2>&1
+  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $BIN/distill-train $(flags "$1") --cache "$CACHE" --out "$OUT/$name" \
+    --seed "$2" --device cpu > "$OUT/$name.log" 2>&1
 }
 for row in $ROWS; do flags "$row" > /dev/null; done  # an unknown row stops here, before any run
 for seed in $SEEDS; do
