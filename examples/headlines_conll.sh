@@ -9,7 +9,8 @@
 #    examples/table1_conll.sh's, plus hidden layers 3, 6, 9, 12 (MT-BERT's layers T*j for a 4-layer
 #    student of a 12-layer teacher, recipes/mt.py) and 7 (XtremeDistil's layer, as issue 22's cache),
 #    stored in issue 23's compact form (PCA-128 + int8: 13.7x smaller than fp16, students within 0.15
-#    F1 of fp16's; docs/BENCHMARKS.md "Compact caches"). The MGKD students read none of them.
+#    F1 of fp16's; docs/BENCHMARKS.md "Compact caches"), and the teacher's first 4 encoder layers (EXPORT_LAYERS=4),
+#    which a 4-layer MT-BERT student starts from (item 4). The MGKD students read none of them.
 # 3. The students (item 2), `distill-train mgkd`, each until dev F1 stops rising (patience 5, paper 000
 #    §5.3, under a cap of EPOCHS=40 that a run must not reach; the log says when one did):
 #      bilstm   paper 000's own student: --arch bilstm-crf --chars (its defaults: lr 1e-3, dropout 0.5)
@@ -34,7 +35,7 @@ export TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
 [ -f "$TEACHER/training.json" ] || examples/mpnet_conll_teacher.sh > "$OUT/teacher.log" 2>&1
 TEACHER=$TEACHER CACHE=$CACHE WIKI=36385 LAYERS=3,6,7,9,12 HIDDEN_FLAGS="--hidden-project 128 --hidden-dtype int8" \
-  PRECISION=bf16 examples/mpnet_conll_cache.sh > "$OUT/cache.log" 2>&1
+  EXPORT_LAYERS=4 PRECISION=bf16 examples/mpnet_conll_cache.sh > "$OUT/cache.log" 2>&1
 XD_EPOCHS=${XD_EPOCHS:-30}
 flags() {  # the recipe, then its flags
   case $1 in

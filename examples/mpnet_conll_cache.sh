@@ -12,6 +12,8 @@
 # HIDDEN_FLAGS: how the hidden layers are stored, e.g. "--hidden-project 128 --hidden-dtype int8" (issue
 # 23's compact form, 13.7x smaller than fp16 for MPNet's 768 dimensions, and within 0.15 F1 for its
 # students: docs/BENCHMARKS.md "Compact caches"); default: fp16.
+# EXPORT_LAYERS: the teacher's first K encoder layers exported into the cache, from which an MT-BERT
+# student starts (`distill-train mt`, paper 002; default: none).
 # TEACHER_ID: the name of its layer (default mpnet; examples/embeddinggemma_conll_teacher.sh's is embeddinggemma).
 # WIKI: how many Wikipedia sentences (the package holds 36,385; WIKI=36385 takes them all, into
 # CACHE=.data/mpnet/cache-wikiall, say: the transfer-text lever of docs/RESULTS.md).
@@ -30,4 +32,4 @@ if [ ! -s "$W" ]; then
 fi
 exec .venv/bin/distill-cache build --out "$CACHE" --teacher "$TEACHER" --teacher-id "${TEACHER_ID:-mpnet}" \
   --labelled conll=$D/train.txt@train --labelled conll=$D/valid.txt@dev --labelled conll=$D/test.txt@test \
-  --unlabelled wiki=$W --kbest 10 ${LAYERS:+--hidden-layers "$LAYERS"} ${HIDDEN_FLAGS:-} --precision "$PRECISION" --device cpu
+  --unlabelled wiki=$W --kbest 10 ${LAYERS:+--hidden-layers "$LAYERS"} ${HIDDEN_FLAGS:-} ${EXPORT_LAYERS:+--export-layers "$EXPORT_LAYERS"} --precision "$PRECISION" --device cpu
