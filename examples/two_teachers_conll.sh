@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Issue 81, items 4-5: two converged teachers (MPNet-base + CRF and EmbeddingGemma-300M + CRF) over one
+# cache, MT-BERT's student of both against each teacher's own, and the default MGKD student of both
+# (`mgkd --teachers`) against each teacher's. Run after examples/headlines_conll.sh has built its cache.
+#   examples/two_teachers_conll.sh                         # teacher, layer, then every row x SEEDS
+#   ROWS="mgkd-two mgkd-gemma" SEEDS=13 examples/two_teachers_conll.sh
+# 1. The Gemma teacher: examples/embeddinggemma_conll_teacher.sh (3 epochs, bf16; about 87 min on a
+#    2-core AMD EPYC) when it has no training.json.
+# 2. Its layer in examples/headlines_conll.sh's cache (.data/headlines/cache): k-best 10, marginals and
+#    hidden layers 6, 12, 18, 24 (T*j of a 4-layer student of a 24-layer teacher), PCA-128 + int8.
+# 3. The rows, one torch thread each, JOBS=2 at a time (MPNet alone: headlines_conll.sh's default rows):
+#      mt-both     distill-train mt --teachers mpnet,embeddinggemma: MT-Hid and MT-Dis (eq. 1-3), a
+#                  4-layer transformer started from MPNet's first 4 layers (the paper's co-fine-tuning
+#                  is not run: the two converged teachers are used as they are)
+#      mt-mpnet    the same student from MPNet alone; mt-gemma the same from Gemma alone (MPNet's layers
+#                  and tokenizer to start from, so that only the teachers differ)
+#      mgkd-two    the default student of both teachers' paths (--teachers embeddinggemma,mpnet, eq. 2
+#                  shares), reading MPNet's table (--embeddings-teacher mpnet)
+#      mgkd-gemma  the default student of Gemma's paths over MPNet's table (issue 72's best teacher)
+#      mgkd-two-glove, mgkd-gemma-glove   the same two with every GloVe word (--projection 64)
+#    mgkd rows: at most EPOCHS=40 epochs, patience 5; mt rows: at most MT_EPOCHS=20, patience 3.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=.venv/bin
+OUT=${OUT:-.data/headlines}
+CACHE=$OUT/cache
+TEACHER=.data/teachers/embeddinggemma-crf-conll
+EPOCHS=${EPOCHS:-40}
+MT_EPOCHS=${MT_EPOCHS:-20}
+ROWS=${ROWS:-"mgkd-two mgkd-gemma mt-both mt-mpnet mt-gemma mgkd-two-glove mgkd-gemma-glove"}
+SEEDS=${SEEDS:-"13 14 15"}
+JOBS=${JOBS:-2}
+export TOKENIZERS_PARALLELISM=false
+[ -f "$CACHE/manifest.json" ] || { echo "no cache in $CACHE: run examples/headlines_conll.sh first" >&2; exit 1; }
+[ -f "$TEACHER/training.json" ] || examples/embeddinggemma_conll_teacher.sh > "$OUT/teacher-gemma.log" 2>&1
+TEACHER=$TEACHER TEACHER_ID=embeddinggemma CACHE=$CACHE WIKI=36385 LAYERS=6,12,18,24 \
+  HIDDEN_FLAGS="--hidden-project 128 --hidden-dtype int8" PRECISION=bf16 examples/mpnet_conll_cache.sh \
+  >> "$OUT/cache-gemma.log" 2>&1
+GLOVE=$(examples/get_glove.sh)
+MGKD="mgkd --epochs $EPOCHS --patience 5"
+MT="mt --student-layers 4 --init-from mpnet --epochs $MT_EPOCHS --patience 3"
+flags() {  # the recipe, then its flags
+  case $1 in
+    mgkd-two) echo "$MGKD" --teachers embeddinggemma,mpnet --embeddings-teacher mpnet ;;
+    mgkd-gemma) echo "$MGKD" --teacher embeddinggemma --embeddings-teacher mpnet ;;
+    mgkd-two-glove) echo "$MGKD" --teachers embeddinggemma,mpnet --embeddings-teacher mpnet \
+      --word-vectors "$GLOVE" --projection 64 ;;
+    mgkd-gemma-glove) echo "$MGKD" --teacher embeddinggemma --embeddings-teacher mpnet \
+      --word-vectors "$GLOVE" --projection 64 ;;
+    mt-both) echo "$MT" --teachers mpnet,embeddinggemma ;;
+    mt-mpnet) echo "$MT" --teachers mpnet ;;
+    mt-gemma) echo "$MT" --teachers embeddinggemma ;;
+    *) echo "unknown row $1" >&2; exit 2 ;;
+  esac
+}
+run() {  # row seed
+  local name=$1-s$2
+  [ -f "$OUT/$name/training.json" ] && return 0
+  # shellcheck disable=SC2046
+  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $BIN/distill-train $(flags "$1") --cache "$CACHE" --out "$OUT/$name" \
+    --seed "$2" --device cpu > "$OUT/$name.log" 2>&1
+}
+for row in $ROWS; do flags "$row" > /dev/null; done  # an unknown row stops here, before any run
+for seed in $SEEDS; do
+  for row in $ROWS; do
+    while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
+    run "$row" "$seed" &
+  done
+done
+wait
+for seed in $SEEDS; do for row in $ROWS; do echo "$OUT/$row-s$seed"; done; done
