@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import random
 import string
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -206,6 +208,17 @@ def toy_cache(encoder: str, d, **build) -> str:
     return str(d / "cache")
 
 
+def launched_env(tmp_path, **env: str) -> dict:
+    """The environment of a process a test launches (torchrun and its ranks, a CLI killed on
+    purpose): this one's with ``env``, and TMPDIR a folder of the test's own ``tmp_path``, so that
+    what the process leaves in the temporary directory goes with the test's folder: torchrun's
+    ``torchelastic_*`` log folders, which the launcher never removes, and the temporary folders of
+    a process killed by SIGKILL."""
+    scratch = Path(tmp_path) / "tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
+    return {**os.environ, "TMPDIR": str(scratch), **env}
+
+
 def _own_progress_bar_lock() -> None:
     """Give a forked child tqdm locks of its own. tqdm's default write lock is a multiprocessing
     semaphore created in the parent and shared across the fork: a child killed by SIGKILL while it
@@ -250,7 +263,6 @@ def resumes_and_runs_under_torchrun(recipe: str, cache: str, options: dict, tmp_
     under torchrun with 2 ranks the same run trains to the end, each rank on its part of the data
     (fewer optimiser steps than one process takes over the whole of it)."""
     import json
-    import os
     import socket
     import subprocess
     import sys
@@ -266,7 +278,7 @@ def resumes_and_runs_under_torchrun(recipe: str, cache: str, options: dict, tmp_
     cfg = make_config(r.config, {**options, "device": "cpu"}, "test")
     tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "run.toml").write_text(tomli_w.dumps({"recipe": recipe, **options, "device": "cpu"}))
-    child_env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    child_env = launched_env(tmp_path, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
     quiet = lambda *a: None  # noqa: E731
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the killed child runs on one thread: the same arithmetic everywhere

@@ -4,12 +4,14 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import CONLL, RAW
+from conftest import CONLL, RAW, launched_env
 
 from seqdistill.cache_schema import CacheReader, LabelSchema, verify_cache
 from seqdistill.cli.cache import main as cache_cli
@@ -276,6 +278,8 @@ def _free_port() -> int:
 
 
 def test_two_process_torchrun_build_equals_a_single_process_build(teachers, corpus_paths, tmp_path):
+    """Two ranks under torchrun write the cache one process writes (to 1e-3); the launcher's own
+    scratch, its torchelastic_* log folder, goes to the test's temporary directory (launched_env)."""
     crf_dir, _ = teachers
     single = str(tmp_path / "single")
     build_cache(single, crf_dir, corpus_paths, _cfg(), **QUIET)
@@ -293,10 +297,13 @@ def test_two_process_torchrun_build_equals_a_single_process_build(teachers, corp
         "-m",
         "seqdistill.cli.cache",
     ]
-    r = _cli_build(out, crf_dir, corpus_paths, {"OMP_NUM_THREADS": "1"}, runner=torchrun)
+    env = launched_env(tmp_path, OMP_NUM_THREADS="1")
+    r = _cli_build(out, crf_dir, corpus_paths, env, runner=torchrun)
     assert r.returncode == 0, r.stderr[-3000:]
     assert verify_cache(out) == []
     _assert_same(_contents(out), _contents(single), atol=1e-3)
+    # the launcher's log folder went to the test's own temporary directory, not the system's
+    assert [p.name.startswith("torchelastic_") for p in Path(env["TMPDIR"]).iterdir()] == [True]
 
 
 def test_build_to_an_fsspec_url(teachers, corpus_paths, request, tmp_path):
@@ -326,9 +333,14 @@ def test_bf16_on_the_cpu_is_asked_for_by_name_and_recorded(teachers, corpus_path
     ea, eb = (np.concatenate(r.read_shard(0, fields).get("crf", "emissions")) for r in (a, b))
     assert not np.array_equal(ea, eb)  # the forward pass did run in bf16
     np.testing.assert_allclose(ea, eb, atol=0.1)
-    for lp in b.read_shard(0, fields).get("crf", "kbest_log_probs"):
+    stored = b.read_shard(0, fields).get("crf", "kbest_log_probs")
+    assert b.manifest.layers["crf"].field("kbest_log_probs").dtype == "float32"
+    assert stored.type.value_type == pa.float32()  # as written, not only as declared
+    for lp in stored.to_pylist():
         lp = np.asarray(lp, dtype=np.float64)
         assert np.isfinite(lp[0]) and np.exp(lp).sum() <= 1 + 1e-5
+    values = torch.tensor(stored.flatten().to_numpy())
+    assert not torch.equal(values, values.bfloat16().float())  # computed in fp32: not bf16 values
     r = CliRunner().invoke(
         cache_cli,
         ["build", "--out", str(tmp_path / "fp16"), "--teacher", crf_dir, "--labelled", f"x={corpus_paths[0].path}"]

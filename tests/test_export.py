@@ -488,13 +488,27 @@ def test_sentscore_teachers_are_not_exported_and_say_why(tmp_path):
         SentScoreTeacher.export_graph(teacher)
 
 
-def test_span_teachers_are_not_exported_and_say_why(tmp_path):
-    """A GLiNER directory is read with the types a build names; export names what to do instead."""
-    from seqdistill.teachers import TeacherError, load_teacher
+def test_span_teachers_are_not_exported_and_say_why(tiny_encoder, tmp_path, monkeypatch):
+    """A GLiNER directory is read with the types a build names: loaded or exported without them, it
+    is refused with what to do instead; loaded with them (as a build loads it), the span teacher
+    itself refuses distill-export, naming its package's exporter, and nothing is written."""
+    from test_span_teacher import TYPES, _gliner
 
-    (tmp_path / "gliner_config.json").write_text('{"max_width": 4}')
-    (tmp_path / "model.safetensors").write_bytes(b"")
-    with pytest.raises(TeacherError, match="distil it into a student to tag, evaluate or export"):
-        load_teacher(tmp_path)
-    with pytest.raises(TeacherError, match="GLiNER.export_to_onnx"):
-        export_model(tmp_path, tmp_path / "onnx")
+    from seqdistill import teachers
+    from seqdistill.teachers import LayerOptions, SpanOptions, TeacherError, load_teacher, parse_entity_types
+
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "gliner_config.json").write_text('{"max_width": 4}')
+    (bare / "model.safetensors").write_bytes(b"")
+    for refused in (lambda: load_teacher(bare), lambda: export_model(bare, tmp_path / "onnx")):
+        with pytest.raises(TeacherError, match="distil it into a student to tag, evaluate or export"):
+            refused()
+    gliner = _gliner(tiny_encoder, tmp_path / "tiny-gliner")
+    options = LayerOptions(3, span=SpanOptions(parse_entity_types(TYPES)))
+    real = teachers.load_teacher
+    monkeypatch.setattr(teachers, "load_teacher", lambda d, **kw: real(d, **{**kw, "options": options}))
+    assert teachers.load_teacher(gliner).kind == "span"
+    with pytest.raises(TeacherError, match=r"exported by its own package \(GLiNER\.export_to_onnx\); distill-export"):
+        export_model(gliner, tmp_path / "onnx")
+    assert not (tmp_path / "onnx").exists()

@@ -4,6 +4,7 @@ code. The Hub ids they name are tiny random models placed in huggingface_hub's c
 read with HF_HUB_OFFLINE=1: a token classifier with the toy data's labels for the NER model, a
 plain encoder for the model fine-tuned here."""
 
+import json
 import os
 import random
 import re
@@ -123,7 +124,8 @@ def test_the_readmes_your_data_commands_run_as_written(tiny_encoder, tmp_path):
 def test_the_readmes_no_labels_commands_run_as_written(tiny_encoder, tmp_path):
     """Issue 71: the "No labels?" path, as written: the GLiNER it names by Hub id is a tiny random
     GLiNER over the tiny BERT, saved with pickled weights (pytorch_model.bin) as that repository
-    holds them, in huggingface_hub's cache layout; the types are named as written."""
+    holds them, in huggingface_hub's cache layout; the types are named as written, and the cache's
+    manifest records those names and tags and the export tags with IOB2 over those tags."""
     import torch
     from gliner import GLiNER
 
@@ -135,4 +137,15 @@ def test_the_readmes_no_labels_commands_run_as_written(tiny_encoder, tmp_path):
     model = GLiNER.from_config({"model_name": tiny_encoder, "hidden_size": 32, "max_width": 4, "max_len": 32})
     model.save_pretrained(_hub_snapshot(hub, repo_id), safe_serialization=False)
     _run_as_written(commands, work, hub)
-    assert (work / "student-onnx" / "export.json").exists()
+    (types,) = {m for c in commands for m in re.findall(r"--entity-types (\S+)", c)}
+    named = dict(pair.split("=") for pair in types.split(","))  # the names the model reads -> the tags
+    assert len(named) >= 2, types
+    cache = re.search(r"--out (\S+)", commands[0]).group(1)  # distill-cache build's
+    manifest = json.loads((work / cache / "manifest.json").read_text())
+    (teacher,) = manifest["teachers"]
+    assert teacher["kind"] == "span" and teacher["decoding"]["entity_types"] == named
+    meta = json.loads((work / "student-onnx" / "export.json").read_text())
+    tags = sorted(named.values())
+    schema = meta["label_schema"]
+    assert schema["scheme"] == "IOB2" and schema["entity_types"] == tags
+    assert schema["tags"] == ["O", *(f"{p}-{t}" for t in tags for p in "BI")]

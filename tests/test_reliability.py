@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import in_child, toy_cache
+from conftest import in_child, launched_env, toy_cache
 from safetensors.torch import load_file
 from test_build import QUIET, _assert_same, _cfg, _cli_build, _contents, corpus_paths, teachers  # noqa: F401
 
@@ -493,7 +493,7 @@ def test_torchrun_ddp_training_reads_each_example_once_and_matches_one_process(c
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"},
+        env=launched_env(tmp_path, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false"),  # scratch in tmp_path
     )
     assert r.returncode == 0, r.stderr[-3000:]
     ddp = json.loads((tmp_path / "ddp" / "training.json").read_text())

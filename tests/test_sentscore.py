@@ -134,6 +134,39 @@ def test_sentscore_teacher_precision(tokenizer):
         teacher.outputs(words, precision="fp8")
 
 
+@pytest.mark.parametrize("make", [_t5, _bert2bert], ids=["t5", "bert2bert"])
+def test_sentscore_teacher_in_bf16_on_the_cpu(tokenizer, make):
+    """``--precision bf16`` asked for by name on the CPU: the model runs under bf16 autocast (its tag
+    scores move from fp32's, by less than bf16's rounding allows, and give the same best paths); what
+    it returns is fp32: each best beam's score is the fp32 sum of its words' tag scores, not a bf16
+    value, and the gold NLL is finite and near fp32's."""
+    from seqdistill.cache_schema import LabelSchema
+    from seqdistill.teachers.kinds.sentscore import SentScoreTeacher
+
+    schema = LabelSchema("sBIO", ("LOC", "PER"))
+    teacher = SentScoreTeacher(make(len(tokenizer)), tokenizer, schema)
+    words = _sentences(5, seed=3)
+    gold = torch.full((5, max(map(len, words))), -1)
+    for b, w in enumerate(words):
+        gold[b, : len(w)] = torch.tensor(schema.encode(["PER"] + ["O"] * (len(w) - 1)))
+    fp32, bf16 = (teacher.outputs(words, gold, k=3, precision=p) for p in ("fp32", "bf16"))
+    for field in ("logits", "kbest_log_probs", "gold_nll"):
+        assert getattr(bf16, field).dtype == torch.float32, field
+    finite = torch.isfinite(fp32.logits)
+    assert torch.equal(finite, torch.isfinite(bf16.logits))
+    assert not torch.equal(bf16.logits, fp32.logits)  # the forward pass did run in bf16
+    torch.testing.assert_close(bf16.logits[finite], fp32.logits[finite], atol=0.1, rtol=0)
+    assert torch.equal(bf16.kbest_paths[:, 0], fp32.kbest_paths[:, 0])
+    best = bf16.kbest_paths[:, 0]
+    scores = bf16.logits.gather(2, best.clamp(min=0)[..., None])[..., 0]
+    summed = torch.where(best >= 0, scores, torch.zeros_like(scores)).sum(1)
+    torch.testing.assert_close(bf16.kbest_log_probs[:, 0], summed, atol=1e-5, rtol=0)
+    values = bf16.kbest_log_probs[torch.isfinite(bf16.kbest_log_probs)]
+    assert not torch.equal(values, values.bfloat16().float())  # summed in fp32, not bf16 values
+    assert torch.isfinite(bf16.gold_nll).all()
+    torch.testing.assert_close(bf16.gold_nll, fp32.gold_nll, atol=0.1, rtol=0)
+
+
 def _sequence_log_likelihood(model, fmt, words, tags):
     """log L(s_0 t_1 s_1 ... t_L s_L ; S_in) by one teacher-forced decoder pass."""
     from seqdistill.teachers.sentscore_search import _decoder_start, encode_batch

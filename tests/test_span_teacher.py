@@ -113,6 +113,9 @@ def test_type_groups_and_windows_join_single_passes(gliner_dir, tiny_encoder, tm
 
 
 def test_a_span_cache_holds_the_semicrf_of_its_own_scores_and_teaches_a_student(gliner_dir, tmp_path):
+    """Each row's log Z, marginals, k-best log-probabilities, k-best paths (tag by tag) and gold NLL
+    are the semi-CRF's over its own stored span logits; a student trained on the layer's losses ends
+    nearer the teacher's marginals than a student of the gold tags alone; token-em is refused."""
     from seqdistill.students.recipes import train as train_student
     from seqdistill.students.recipes.mgkd import MGKDConfig
 
@@ -152,30 +155,96 @@ def test_a_span_cache_holds_the_semicrf_of_its_own_scores_and_teaches_a_student(
         assert abs(float(m.log_z[0]) - t["log_z"]) < 2e-2  # the cache's log Z from fp32 scores, these from fp16
         np.testing.assert_allclose(np.asarray(t["marginals"], np.float64), m.tags[0].numpy(), atol=5e-3)
         np.testing.assert_allclose(t["kbest_log_probs"], best.log_probs[0, : len(t["kbest_log_probs"])], atol=2e-2)
-        assert np.asarray(t["kbest_paths"]).shape[1] == n
+        # the cached paths are the semi-CRF's own best paths, tag by tag (tag ids in the schema's order:
+        # a type axis out of that order gives other ids)
+        valid = int(best.valid[0].sum())
+        assert len(t["kbest_paths"]) == valid and {len(p) for p in t["kbest_paths"]} == {n}
+        _assert_same_paths(t["kbest_paths"], best.paths[0, :valid, :n].tolist(), best.log_probs[0, :valid].tolist())
         if row["examples"]["tags"] is None:
             assert t["gold_nll"] is None
         else:
             ids = torch.tensor([reader.manifest.label_schema.encode(row["examples"]["tags"])])
             assert abs(t["gold_nll"] - float(m.log_z[0] - semicrf.path_scores(phi, lengths, ids)[0])) < 2e-2
-    summary = train_student(
-        str(out),
-        tmp_path / "student",
-        MGKDConfig(
-            losses=("hard", "seq-ce", "fuzzy", "token-pos"),
-            k=4,
-            epochs=2,
-            embedding="random",
-            embedding_dim=8,
-            hidden_size=8,
-            device="cpu",
-        ),
-        log=lambda *a: None,
-    )
-    assert summary["steps"] > 0 and (tmp_path / "student" / "model.safetensors").exists()
+    # the student learns what the teacher says: its tag marginals over the cache's sentences are nearer
+    # the teacher's (KL) than those of a student of the same run from the gold tags alone
+    words = [row["examples"]["words"] for row in rows]
+    teacher = [np.asarray(row["tiny-gliner"]["marginals"], np.float64) for row in rows]
+    kl = {}
+    for name, losses in (("taught", ("hard", "seq-ce", "fuzzy", "token-pos")), ("gold", ("hard",))):
+        cfg = MGKDConfig(losses=losses, k=4, epochs=6, embedding="random", embedding_dim=8, hidden_size=8, device="cpu")
+        summary = train_student(str(out), tmp_path / name, cfg, log=lambda *a: None)
+        assert summary["steps"] > 0 and (tmp_path / name / "model.safetensors").exists()
+        student = _student_marginals(tmp_path / name, words)
+        kl[name] = np.mean(
+            [(p * (np.log(p + 1e-9) - np.log(q + 1e-9))).sum(-1).mean() for p, q in zip(teacher, student)]
+        )
+    assert kl["taught"] < 0.5 * kl["gold"], kl
     with pytest.raises(Exception, match="token-em reads logits"):
         train_student(str(out), tmp_path / "x", MGKDConfig(losses=("hard", "token-em"), device="cpu"), log=print)
     assert not (tmp_path / "x" / "model.safetensors").exists()
+
+
+def _assert_same_paths(cached: list, paths: list, log_probs: list, tie: float = 1e-3) -> None:
+    """The cached k-best paths are ``paths`` (the semi-CRF's own, best first), tag by tag and rank by
+    rank, except that ranks whose log-probabilities lie within ``tie`` of the next are compared as a
+    set: near ties, which the fp16 rounding of the stored logits may order either way."""
+    assert len(cached) == len(paths), (cached, paths)
+    start = 0
+    for r in range(1, len(paths) + 1):
+        if r == len(paths) or log_probs[r - 1] - log_probs[r] > tie:
+            assert sorted(cached[start:r]) == sorted(paths[start:r]), (start, r, cached, paths)
+            start = r
+
+
+def _student_marginals(d, words: list[list[str]]) -> list[np.ndarray]:
+    """A saved student's CRF tag marginals ``[n, T]`` of each sentence (eval mode: no dropout)."""
+    from seqdistill import crf
+    from seqdistill.students.archs import load_student
+
+    model, tokenizer = load_student(d)
+    with torch.no_grad():
+        batch = model.inputs(tokenizer, words)
+        m = crf.marginals(model(batch), batch.mask, *model.crf.scores()).double().numpy()
+    return [m[i, : len(w)] for i, w in enumerate(words)]
+
+
+def test_a_span_temperature_divides_the_potentials_and_none_at_or_below_zero_is_taken(gliner_dir, tmp_path):
+    """--span-temperature T: the manifest records T, and each row's log Z, marginals, k-best paths
+    and log-probabilities and gold NLL are the semi-CRF's over phi = (l + b) / T of its stored
+    logits, not those at T = 1; T = 0 and T < 0 are refused by name and nothing is written."""
+    train = toy_corpus(tmp_path / "train.txt", 4, 0)
+    base = ["build", "--teacher", gliner_dir, "--entity-types", TYPES, "--labelled", f"toy={train}@train"]
+    base += ["--kbest", "3", "--span-threshold", "0.8", "--device", "cpu"]  # b = log(1/4): T moves phi
+    out = tmp_path / "cache"
+    r = CliRunner().invoke(cache_cli, [*base, "--out", str(out), "--span-temperature", "2.5"])
+    assert r.exit_code == 0, r.output
+    reader = CacheReader(str(out))
+    dec = reader.manifest.teachers["tiny-gliner"].decoding
+    assert dec["temperature"] == 2.5 and dec["threshold"] == 0.8 and abs(dec["bias"] - np.log(0.25)) < 1e-12
+    fields = ["span_logits", "kbest_paths", "kbest_log_probs", "log_z", "marginals", "gold_nll"]
+    rows = list(reader.iter_examples({"examples": ["words", "tags"], "tiny-gliner": fields}))
+    assert len(rows) == 4
+    for row in rows:
+        t = row["tiny-gliner"]
+        n = len(row["examples"]["words"])
+        logits = torch.as_tensor(np.asarray(t["span_logits"], dtype=np.float64))[None]
+        lengths = torch.tensor([n])
+        phi = (logits + dec["bias"]) / 2.5
+        m, best = semicrf.marginals(phi, lengths), semicrf.kbest(phi, lengths, 3)
+        assert abs(float(m.log_z[0]) - t["log_z"]) < 2e-2
+        assert abs(float(semicrf.log_partition(logits + dec["bias"], lengths)[0]) - t["log_z"]) > 0.5  # not T = 1's
+        np.testing.assert_allclose(np.asarray(t["marginals"], np.float64), m.tags[0].numpy(), atol=5e-3)
+        np.testing.assert_allclose(t["kbest_log_probs"], best.log_probs[0], atol=2e-2)
+        valid = int(best.valid[0].sum())
+        _assert_same_paths(t["kbest_paths"], best.paths[0, :valid, :n].tolist(), best.log_probs[0, :valid].tolist())
+        ids = torch.tensor([reader.manifest.label_schema.encode(row["examples"]["tags"])])
+        assert abs(t["gold_nll"] - float(m.log_z[0] - semicrf.path_scores(phi, lengths, ids)[0])) < 2e-2
+    for temperature in ("0", "-1"):
+        bad = tmp_path / f"cache{temperature}"
+        r = CliRunner().invoke(cache_cli, [*base, "--out", str(bad), "--span-temperature", temperature])
+        assert r.exit_code == 1, r.output
+        assert f"--span-temperature {float(temperature)}: a temperature must be above 0" in r.output
+        assert not bad.exists()
 
 
 @pytest.mark.parametrize(
@@ -249,6 +318,7 @@ def test_a_gliner_on_the_hub_with_pickle_weights_builds_offline_by_its_id(gliner
     assert r.returncode == 0, r.stderr
     a = list(CacheReader(str(tmp_path / "c")).iter_examples({"tiny-gliner": ["span_logits"]}))
     b = list(CacheReader(str(tmp_path / "d")).iter_examples({"tiny-gliner": ["span_logits"]}))
+    assert len(a) == len(b) == 4  # every sentence of the corpus, in both caches
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x["tiny-gliner"]["span_logits"], y["tiny-gliner"]["span_logits"])
     r = run("--out", str(tmp_path / "e"), "--teacher", "acme/absent-gliner")
@@ -257,19 +327,59 @@ def test_a_gliner_on_the_hub_with_pickle_weights_builds_offline_by_its_id(gliner
 
 
 def test_a_token_level_gliner_writes_a_layer(tiny_encoder, tmp_path):
+    """A token-level GLiNER (start, end and inside logits of each word) builds a span layer: each
+    stored span logit is the minimum of its first word's start logit, its last word's end logit and
+    the inside logits of its words, taken here by hand from the package's own token scores (types
+    in the schema's order, -inf past a sentence's end, to fp16's rounding); its marginals sum to 1
+    a word; the teacher's fp32 outputs of a one-word sentence are the same minima."""
     d = _gliner(tiny_encoder, tmp_path / "token-gliner", span_mode="token_level")
     teacher = _teacher(d)
     assert teacher.scorer.token_level
+    corpus = toy_corpus(tmp_path / "train.txt", 6, 0)
+    out = tmp_path / "cache"
+    args = ["build", "--out", str(out), "--teacher", d, "--entity-types", TYPES, "--labelled", f"toy={corpus}@train"]
+    r = CliRunner().invoke(cache_cli, [*args, "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    assert verify_cache(str(out)) == []
+    fields = {"examples": ["words"], "token-gliner": ["span_logits", "marginals"]}
+    rows = list(CacheReader(str(out)).iter_examples(fields))
+    assert len(rows) == 6
+    words = [row["examples"]["words"] for row in rows]
+    for row, want in zip(rows, _min_rule(teacher, words)):
+        got = np.asarray(row["token-gliner"]["span_logits"], np.float32)
+        assert got.shape == want.shape == (len(row["examples"]["words"]), 4, 2)
+        np.testing.assert_allclose(got, want, rtol=2e-3, atol=1e-3)  # -inf where the hand-made value is -inf
+        np.testing.assert_allclose(np.asarray(row["token-gliner"]["marginals"], np.float64).sum(-1), 1.0, atol=1e-2)
     words = [["anna", "visits", "rome"], ["peter"]]
     out = teacher.outputs(words, k=3, precision="fp32")
     assert out.logits.shape == (2, 3, 4, 2)
-    raw = teacher.gliner.run_batch(
-        teacher.gliner.collate_batch(teacher.gliner.prepare_base_input(words), teacher.names)
-    )
-    want = token_span_logits(raw.logits.float(), 4)[..., teacher.order]
-    want[1, :, 1:], want[1, 1:] = float("-inf"), float("-inf")  # spans past the one-word sentence's end: none
-    torch.testing.assert_close(out.logits, want)
+    want = _min_rule(teacher, words)
+    torch.testing.assert_close(out.logits[0], torch.from_numpy(want[0]))
+    torch.testing.assert_close(out.logits[1, :1], torch.from_numpy(want[1]))
+    assert torch.isinf(out.logits[1, 1:]).all()  # past the one-word sentence's end: no span
     torch.testing.assert_close(out.marginals.sum(-1)[0], torch.ones(3))
+
+
+def _min_rule(teacher, words: list[list[str]]) -> list[np.ndarray]:
+    """Each sentence's ``[n, W, C]`` span logits by hand from the package's token-level ``[B, L, C, 3]``
+    (start, end, inside) logits of one pass over ``words``: the smallest of the first word's start,
+    the last word's end and each word's inside logit; -inf for a span past the end; the schema's
+    type order."""
+    model = teacher.gliner
+    raw = model.run_batch(model.collate_batch(model.prepare_base_input(words), teacher.names)).logits.float()
+    names = dict((tag, name) for name, tag in teacher.span.entity_types)
+    out = []
+    for b, sentence in enumerate(words):
+        n = len(sentence)
+        want = np.full((n, teacher.span.max_width, len(teacher.schema.entity_types)), -np.inf, np.float32)
+        for c, tag in enumerate(teacher.schema.entity_types):
+            k = teacher.names.index(names[tag])
+            for i in range(n):
+                for w in range(min(teacher.span.max_width, n - i)):
+                    parts = [raw[b, i, k, 0], raw[b, i + w, k, 1], *raw[b, i : i + w + 1, k, 2]]
+                    want[i, w, c] = min(float(x) for x in parts)
+        out.append(want)
+    return out
 
 
 def test_the_models_own_greedy_decode_is_the_packages(gliner_dir):

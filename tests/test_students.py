@@ -390,20 +390,29 @@ def test_each_architecture_saves_its_own_settings_and_old_configs_still_load(tmp
         load_student(d)
 
 
-def test_mgkd_reads_one_teachers_table_under_another_teachers_paths(tiny_encoder, tmp_path):
+def test_mgkd_reads_one_teachers_table_under_another_teachers_paths(tiny_encoder, tmp_path, monkeypatch):
     """--embeddings-teacher: the paths of one teacher layer, the input table and tokenizer of another
-    (issue 72: a cased teacher whose tokenizer is too big to ship, over a small teacher's table)."""
+    (issue 72: a cased teacher whose tokenizer is too big to ship, over a small teacher's table). The
+    two teachers have other tokenizers (the same words, other ids) and other best paths; every
+    batch's targets (k-best paths and log-probabilities, and the best path as the hard tags of an
+    unlabelled row) are the named teacher's, and the student keeps the table and tokenizer of the
+    one --embeddings-teacher names (without it: of the paths' teacher)."""
     import shutil
 
     from safetensors.numpy import load
-    from transformers import BertModel
+    from transformers import AutoTokenizer, BertModel, BertTokenizer
 
     from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
+    from seqdistill.students.recipes import mgkd
     from seqdistill.teachers import build_teacher
 
     cache = toy_cache(tiny_encoder, tmp_path, k=4, shard_size=16)
-    other = tmp_path / "other-encoder"  # the same vocabulary, other weights: another input table
+    other = tmp_path / "other-encoder"  # another tokenizer (the words' ids in reverse order) and other weights
     shutil.copytree(tiny_encoder, other)
+    ids = AutoTokenizer.from_pretrained(tiny_encoder).get_vocab()
+    order = sorted(ids, key=ids.get)
+    order = order[:5] + order[5:][::-1]  # [PAD] [UNK] [CLS] [SEP] [MASK] first, as in the tiny vocabulary
+    BertTokenizer(vocab={w: i for i, w in enumerate(order)}, do_lower_case=True).save_pretrained(other)
     torch.manual_seed(1)
     BertModel(BertModel.from_pretrained(tiny_encoder).config).save_pretrained(other)
     build_teacher(str(other), SCHEMA, "crf").save(tmp_path / "other-teacher")
@@ -419,17 +428,48 @@ def test_mgkd_reads_one_teachers_table_under_another_teachers_paths(tiny_encoder
         t: torch.from_numpy(load(reader.read_export(t, "embeddings.safetensors"))["weight"]) for t in ("tiny", "other")
     }
     assert not torch.equal(tables["tiny"], tables["other"])
+    vocabs = {t: AutoTokenizer.from_pretrained(Path(reader.export_dir(t)) / "tokenizer").get_vocab() for t in tables}
+    assert vocabs["tiny"] != vocabs["other"] and set(vocabs["tiny"]) == set(vocabs["other"])
+    layers = {t: {} for t in tables}  # (words, labelled) -> the layer's first 3 paths and their log-probabilities
+    fields = {"examples": ["words", "tags"], **{t: ["kbest_paths", "kbest_log_probs"] for t in tables}}
+    for row in reader.iter_examples(fields):
+        key = (tuple(row["examples"]["words"]), row["examples"]["tags"] is not None)
+        for t in tables:
+            paths, log_probs = row[t]["kbest_paths"][:3], row[t]["kbest_log_probs"][:3]
+            assert layers[t].setdefault(key, (paths, log_probs))[0] == paths  # a sentence met twice: the same paths
+    differ = [key for key in layers["tiny"] if layers["tiny"][key][0][0] != layers["other"][key][0][0]]
+    assert len(differ) > len(layers["tiny"]) // 4, (len(differ), len(layers["tiny"]))  # other best paths
+
+    batches = []
+    real = mgkd.loss_parts
+
+    def spy(model, batch, cfg, device):  # every batch the losses read
+        batches.append(batch)
+        return real(model, batch, cfg, device)
+
+    monkeypatch.setattr(mgkd, "loss_parts", spy)
 
     def student(name, **kw):
+        batches.clear()
         run = TrainConfig(teacher="other", k=3, epochs=1, max_steps=2, device="cpu", **kw)
         train_student(cache, tmp_path / name, run, log=lambda *a: None)
-        model, _ = load_student(tmp_path / name)
-        return model, json.loads((tmp_path / name / "config.json").read_text())["extra"]
+        assert len(batches) == 2
+        for batch in batches:  # the targets are the named teacher's, row by row
+            target = batch.teachers[0]
+            for b, (words, gold) in enumerate(zip(batch.texts, batch.gold)):
+                paths, log_probs = layers["other"][(tuple(words), gold is not None)]
+                n, k = len(words), len(paths)
+                assert target.kbest_paths[b, :k, :n].tolist() == paths and (target.kbest_paths[b, k:] == -1).all()
+                torch.testing.assert_close(target.kbest_log_probs[b, :k], torch.tensor(log_probs), atol=1e-4, rtol=0)
+                assert target.tags[b, :n].tolist() == (paths[0] if gold is None else SCHEMA.encode(gold))
+        model, tokenizer = load_student(tmp_path / name)
+        return model, tokenizer.get_vocab(), json.loads((tmp_path / name / "config.json").read_text())["extra"]
 
-    mixed, extra = student("mixed", embeddings_teacher="tiny")
-    assert torch.equal(mixed.embed.weight, tables["tiny"])
+    mixed, vocab, extra = student("mixed", embeddings_teacher="tiny")
+    assert torch.equal(mixed.embed.weight, tables["tiny"]) and vocab == vocabs["tiny"]
     assert extra["teacher"] == "other" and extra["embeddings_teacher"] == "tiny"
-    own, extra = student("own")
-    assert torch.equal(own.embed.weight, tables["other"]) and "embeddings_teacher" not in extra
+    own, vocab, extra = student("own")
+    assert torch.equal(own.embed.weight, tables["other"]) and vocab == vocabs["other"]
+    assert "embeddings_teacher" not in extra
     with pytest.raises(Exception, match=r"no teacher 'big'; it holds: tiny, other"):
         student("bad", embeddings_teacher="big")

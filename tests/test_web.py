@@ -10,7 +10,9 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -146,7 +148,9 @@ def test_the_javascript_runtime_gives_the_taggers_answers(tiny_encoder, tmp_path
     """Every student architecture (trimmed vocabularies and the char feature included) and teacher
     kind, as a web folder, with golden.json: Python's Tagger on that very folder. js/test/ then tags
     the golden inputs in Node (golden.test.js) and in Chromium (browser.test.js) and finds 0
-    differences; the browser test says why it skips when there is no Chromium."""
+    differences; the browser test says why it skips when there is no Chromium. The run leaves no
+    folder in its temporary directory (TMPDIR, a folder of this test's): each JavaScript test
+    removes the copies it made there (support.js's brokenCopy), and Chromium its profile."""
     from seqdistill.inference.tagger import CALIBRATION_FILE
 
     root = tmp_path / "fixtures"
@@ -171,16 +175,24 @@ def test_the_javascript_runtime_gives_the_taggers_answers(tiny_encoder, tmp_path
         (out / "golden.json").write_text(json.dumps(golden, ensure_ascii=False))
     write_classes(root / "classes.json")
     write_numpy_cases(root / "numpy.json")
-    run = subprocess.run(
-        ["npm", "test", "--silent"],
-        cwd=RUNTIME,
-        env={**os.environ, "SEQDISTILL_WEB_FIXTURES": str(root)},
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    print(run.stdout[-6000:], run.stderr[-3000:])
-    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
+    # the run's temporary directory (os.tmpdir() of the JavaScript, Chromium's): a folder of its own in the
+    # system's, short, as Chromium's socket paths under it must be (108 bytes); removed afterwards
+    scratch = Path(tempfile.mkdtemp(prefix="seqdistill-web-"))
+    try:
+        run = subprocess.run(
+            ["npm", "test", "--silent"],
+            cwd=RUNTIME,
+            env={**os.environ, "SEQDISTILL_WEB_FIXTURES": str(root), "TMPDIR": str(scratch)},
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        print(run.stdout[-6000:], run.stderr[-3000:])
+        assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
+        # no folder left there (only onnxruntime's own files: its telemetry's .ses and mat-debug-PID.log)
+        assert [p.name for p in scratch.iterdir() if p.is_dir()] == []
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def write_numpy_cases(path: Path) -> None:

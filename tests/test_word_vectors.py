@@ -145,15 +145,19 @@ def _graph_inputs(d) -> set[str]:
 
 
 def test_an_export_whose_word_list_is_not_its_table_is_refused(tiny_encoder, tmp_path):
-    """A word list with another number of words than the table's rows (checksum updated, as a
-    hand edit would) is refused by name; a runtime of format 2 would refuse the export by its
-    version; an export without word vectors keeps format 2."""
-    from test_export import VECTOR_WORDS, make_student
+    """The export, untouched, tags as the torch student does, a word of each table row included; a
+    word list with another number of words than the table's rows (checksum updated, as a hand edit
+    would) is refused by name; a runtime of format 2 would refuse the export by its version; an
+    export without word vectors keeps format 2."""
+    from test_export import VECTOR_WORDS, make_student, sentences
 
     from seqdistill.inference.onnx_runtime import sha256_file
 
-    out = export_model(make_student(tiny_encoder, tmp_path / "s", "cnn-crf", word_vectors=VECTOR_WORDS), tmp_path / "e")
-    assert Tagger.load(out).predict([["Paris", "é"]])
+    src = make_student(tiny_encoder, tmp_path / "s", "cnn-crf", word_vectors=VECTOR_WORDS)
+    out = export_model(src, tmp_path / "e")
+    sents = sentences(16, seed=3) + [["Paris", "é"], VECTOR_WORDS, [w.upper() for w in VECTOR_WORDS]]
+    tags = Tagger.load(out).predict(sents)
+    assert [len(t) for t in tags] == [len(s) for s in sents] and tags == Tagger.load(src).predict(sents)
     words = out / "word_vectors.txt"
     words.write_text(words.read_text(encoding="utf-8") + "\nextra", encoding="utf-8")
     meta = json.loads((out / "export.json").read_text())

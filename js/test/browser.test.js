@@ -62,7 +62,7 @@ test("every fixture model gives Tagger's answers in Chromium", { skip }, async (
   }
 });
 
-test("the page shows what is wrong with a folder or a text", { skip }, async () => {
+test("the page shows what is wrong with a folder or a text", { skip }, async (t) => {
   const [dir] = await fixtures(root);
   const meta = JSON.parse(await readFile(path.join(dir, "export.json"), "utf-8"));
   for (const [file, body, message] of [
@@ -70,7 +70,7 @@ test("the page shows what is wrong with a folder or a text", { skip }, async () 
     ["export.json", JSON.stringify({ ...meta, format_version: 99 }), /format version 99 is newer than this runtime reads/],
     ["model.onnx", "not a graph", /model\.onnx: damaged/],
   ]) {
-    const copy = await brokenCopy(dir, (d) => writeFile(path.join(d, file), body));
+    const copy = await brokenCopy(t, dir, (d) => writeFile(path.join(d, file), body));
     const { page, server } = await openPage(browser, copy);
     assert.match(await page.textContent("#error"), message);
     await page.close();

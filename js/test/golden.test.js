@@ -53,7 +53,7 @@ test("the words rules' classes are Python's, code point by code point", { skip }
   }
 });
 
-test("bad folders are refused by name", { skip }, async () => {
+test("bad folders are refused by name", { skip }, async (t) => {
   const [dir] = await fixtures(root);
   const meta = JSON.parse(await readFile(path.join(dir, "export.json"), "utf-8"));
   const web = JSON.parse(await readFile(path.join(dir, "web.json"), "utf-8"));
@@ -70,10 +70,10 @@ test("bad folders are refused by name", { skip }, async () => {
     [async (d) => writeFile(path.join(d, "web.json"), "{}"), /web\.json: damaged/],
     [async (d) => rm(path.join(d, "decode.safetensors")).then(() => symlink("/etc/hostname", path.join(d, "decode.safetensors"))), /a link to a file outside/],
   ];
-  for (const [edit, message] of cases) await assert.rejects(loadTagger(await brokenCopy(dir, edit)), message);
+  for (const [edit, message] of cases) await assert.rejects(loadTagger(await brokenCopy(t, dir, edit)), message);
 });
 
-test("a word list that is not its table, or outside the folder, is refused by name", { skip }, async () => {
+test("a word list that is not its table, or outside the folder, is refused by name", { skip }, async (t) => {
   let dir = null;
   for (const d of await fixtures(root)) {
     if (JSON.parse(await readFile(path.join(d, "export.json"), "utf-8")).word_vectors) dir ??= d;
@@ -87,10 +87,10 @@ test("a word list that is not its table, or outside the folder, is refused by na
     const files = { ...meta.files, [file]: await sha256(new TextEncoder().encode(text)) };
     await writeFile(path.join(d, "export.json"), JSON.stringify({ ...meta, files }));
   };
-  await assert.rejects(loadTagger(await brokenCopy(dir, longer)), /word_vectors\.txt: 13 lines \(13 distinct words\) for a table of 12 rows/);
+  await assert.rejects(loadTagger(await brokenCopy(t, dir, longer)), /word_vectors\.txt: 13 lines \(13 distinct words\) for a table of 12 rows/);
   const outside = async (d) =>
     writeFile(path.join(d, "export.json"), JSON.stringify({ ...meta, word_vectors: { ...meta.word_vectors, file: "../x" } }));
-  await assert.rejects(loadTagger(await brokenCopy(dir, outside)), /word_vectors\.file "\.\.\/x" names a file outside/);
+  await assert.rejects(loadTagger(await brokenCopy(t, dir, outside)), /word_vectors\.file "\.\.\/x" names a file outside/);
 });
 
 /** web.json replaced by `body`, with its sha256 in export.json, so that only its content is wrong. */

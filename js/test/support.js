@@ -1,7 +1,7 @@
 // Compare a runtime's answers with the golden answers of Python's Tagger (golden.json: inputs and
 // answers, offsets in Python's code points): every word, tag, span and UTF-16 offset equal, every
 // score within 1e-4. Returns a list of differences (empty: the same answers).
-import { cp, mkdtemp, readdir } from "node:fs/promises";
+import { cp, mkdtemp, readdir, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { codePointToUtf16 } from "../src/words.js";
@@ -51,9 +51,12 @@ export async function fixtures(dir) {
   return names.sort().map((name) => path.join(dir, name));
 }
 
-/** A copy of the folder `dir` in a new temporary directory, changed by `edit(copy)`. */
-export async function brokenCopy(dir, edit) {
-  const copy = path.join(await mkdtemp(path.join(os.tmpdir(), "web-")), "m");
+/** A copy of the folder `dir` in a new temporary directory, changed by `edit(copy)`; the directory
+ * is removed when the test `t` (node:test's context) ends, whether it passed or not. */
+export async function brokenCopy(t, dir, edit) {
+  const scratch = await mkdtemp(path.join(os.tmpdir(), "web-"));
+  t.after(() => rm(scratch, { recursive: true, force: true }));
+  const copy = path.join(scratch, "m");
   await cp(dir, copy, { recursive: true });
   await edit(copy);
   return copy;
