@@ -476,3 +476,86 @@ def words_to_subwords(tokenizer, batch_words: list[list[str]]) -> SubwordBatch:
         first[b, : len(starts)] = torch.tensor(starts)
     word_mask = torch.arange(L)[None] < torch.tensor([len(w) for w in batch_words])[:, None]
     return SubwordBatch(ids, word_ids >= 0, word_ids, first, word_mask)
+
+
+# Hashed word tables (issue 83): a word's vector is the mean of the rows its keys hash to, so the
+# table holds no word list and a word no source had still gets the vector of its character n-grams
+# (Bloom embeddings: spaCy's floret, after fastText's subword vectors; Svenstrup et al., 2017). The
+# one specification, which every runtime implements alike (Python here; a runtime that cannot read
+# it refuses the export by its format version):
+#   keys(word) = "<" + lowercase(word) + ">" itself, then its n-grams of minn..maxn code points in
+#                order of n, then of position (the whole key once); lowercase: Python's str.lower,
+#                Unicode's full mapping, as JavaScript's toLowerCase
+#   rows(word) = 1 + FNV-1a-32(bytes([k]) + utf8(key)) mod rows, for each key and k = 0..hashes-1
+# (row 0 is the zero vector of padding). FNV-1a, not MurmurHash as floret: a few lines in any
+# language with 32-bit integer arithmetic, and the keys are short.
+FNV_OFFSET, FNV_PRIME = 2166136261, 16777619
+
+
+def fnv1a32(data: bytes) -> int:
+    """The 32-bit FNV-1a hash of ``data``."""
+    h = FNV_OFFSET
+    for byte in data:
+        h = ((h ^ byte) * FNV_PRIME) & 0xFFFFFFFF
+    return h
+
+
+@dataclass(frozen=True)
+class WordHashing:
+    """How a hashed word table finds a word's rows (the specification above)."""
+
+    rows: int
+    minn: int = 3
+    maxn: int = 5
+    hashes: int = 2
+
+    def __post_init__(self) -> None:
+        if self.rows < 1 or self.hashes < 1 or not 1 <= self.minn <= self.maxn:
+            raise ValueError(f"word hashing {self}: rows and hashes at least 1, 1 <= minn <= maxn")
+
+    def keys(self, word: str) -> list[str]:
+        whole = "<" + word.lower() + ">"
+        grams = [whole[i : i + n] for n in range(self.minn, self.maxn + 1) for i in range(len(whole) - n + 1)]
+        return [whole] + [g for g in grams if g != whole]
+
+    def word_rows(self, word: str) -> list[int]:
+        return [
+            1 + fnv1a32(bytes([k]) + key.encode("utf-8")) % self.rows
+            for key in self.keys(word)
+            for k in range(self.hashes)
+        ]
+
+    def batch_rows(self, batch_words: list[list[str]]) -> np.ndarray:
+        """``[B, L, K]`` int64: each word's rows, 0 past them and for padding words."""
+        rows = [[self.word_rows(w) for w in sent] for sent in batch_words]
+        K = max((len(r) for sent in rows for r in sent), default=1)
+        out = np.zeros((len(batch_words), max(len(w) for w in batch_words), K), dtype=np.int64)
+        for b, sent in enumerate(rows):
+            for j, r in enumerate(sent):
+                out[b, j, : len(r)] = r
+        return out
+
+    def to_json(self) -> dict:
+        return {
+            "hash": "fnv1a-32",
+            "keys": "<lowercased word> and its character n-grams",
+            "rows": self.rows,
+            "minn": self.minn,
+            "maxn": self.maxn,
+            "hashes": self.hashes,
+            "fingerprint": self.fingerprint(),
+        }
+
+    def fingerprint(self) -> str:
+        """sha256 of the rows of ``HASH_PROBE``: an export records it, and a runtime whose hashing gives
+        other rows for these words is refused at load."""
+        import hashlib
+
+        return hashlib.sha256(json_rows([self.word_rows(w) for w in HASH_PROBE])).hexdigest()
+
+
+HASH_PROBE = ("Paris", "tsvangirai", "É", "Straße", "İstanbul", "日本語", "x", "don't", "2026")
+
+
+def json_rows(rows: list[list[int]]) -> bytes:
+    return ";".join(",".join(map(str, r)) for r in rows).encode()

@@ -22,10 +22,11 @@ def parameter_counts(model: torch.nn.Module) -> tuple[int, int]:
     """All parameters, and those outside the word embedding matrices (the largest nn.Embedding or
     nn.EmbeddingBag, and a student's pretrained word vector table, ``--word-vectors``): paper 003's
     Table 1 counts both."""
-    from ..students.word_vectors import WordVectors
+    from ..students.word_vectors import HashedWordVectors, WordVectors
 
     total = sum(p.numel() for p in model.parameters())
-    tables = {id(m.embed): m.embed.weight.numel() for m in model.modules() if isinstance(m, WordVectors)}
+    word_tables = (WordVectors, HashedWordVectors)
+    tables = {id(m.embed): m.embed.weight.numel() for m in model.modules() if isinstance(m, word_tables)}
     embeddings = [
         m.weight.numel()
         for m in model.modules()

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..tokenization import word_list_rows, word_vector_rows
+from ..tokenization import WordHashing, word_list_rows, word_vector_rows
 
 
 class WordVectorsError(ValueError):
@@ -178,3 +178,66 @@ class WordVectors(nn.Module):
 
 def _joined(words: list[str]) -> bytes:
     return "\n".join(words).encode("utf-8")
+
+
+class HashedWordVectors(nn.Module):
+    """A frozen table ``[rows + 1, D]`` with no word list (issue 83, ``--hash-rows``): a word's vector
+    is the mean of the rows its keys hash to (``tokenization.WordHashing``), row 0 the zero vector of
+    padding. The rows are fitted to a source's word vectors (:meth:`fit`), and a word the source never
+    had gets the mean of its character n-grams' rows."""
+
+    def __init__(self, hashing: WordHashing, dim: int):
+        super().__init__()
+        self.hashing = hashing
+        self.embed = nn.Embedding(hashing.rows + 1, dim)
+        self.embed.weight.requires_grad_(False)
+
+    def rows(self, batch_words: list[list[str]]) -> Tensor:
+        """``[B, L, K]``: each word's rows (0 past them and for padding words)."""
+        return torch.from_numpy(self.hashing.batch_rows(batch_words))
+
+    def forward(self, rows: Tensor) -> Tensor:
+        """``[B, L, D]``: the mean of each word's rows (0 for a padding word)."""
+        count = (rows > 0).sum(-1, keepdim=True).clamp(min=1).to(self.embed.weight.dtype)
+        return self.embed(rows).sum(-2) / count
+
+    def fit(self, words: list[str], vectors: np.ndarray, iterations: int = 200, ridge: float = 1e-3) -> float:
+        """Fill the table by weighted least squares: min_T sum_w f_w ||mean_{r in rows(w)} T_r - v_w||^2
+        + ridge ||T||^2, by conjugate gradients on the normal equations. ``words`` in the source's
+        order, which is by frequency for GloVe and word2vec files: f_w = 1 / sqrt(rank), so that the
+        commonest words are fitted best where rows collide, and rare names still count. A word listed
+        twice in different case (after lowercasing, the keys are one) is fitted to the mean of its
+        vectors. Returns the weighted relative error ``sum f ||A T - V||^2 / sum f ||V||^2``."""
+        ids = [self.hashing.word_rows(w) for w in words]
+        nnz = [len(r) for r in ids]
+        rows = torch.repeat_interleave(torch.arange(len(words)), torch.tensor(nnz))
+        cols = torch.tensor([c for r in ids for c in r])
+        vals = torch.repeat_interleave(1.0 / torch.tensor(nnz, dtype=torch.float64), torch.tensor(nnz))
+        A = torch.sparse_coo_tensor(
+            torch.stack([rows, cols]), vals, (len(words), self.hashing.rows + 1), check_invariants=False
+        ).coalesce()
+        At = A.t().coalesce()
+        f = (1.0 / torch.arange(1, len(words) + 1, dtype=torch.float64).sqrt()).unsqueeze(1)
+        V = torch.from_numpy(np.asarray(vectors, dtype=np.float64))
+
+        def normal(X: Tensor) -> Tensor:  # (A^T F A + ridge I) X
+            return torch.sparse.mm(At, f * torch.sparse.mm(A, X)) + ridge * X
+
+        b = torch.sparse.mm(At, f * V)
+        X = torch.zeros_like(b)
+        r = b - normal(X)
+        p, rs = r.clone(), (r * r).sum(0)
+        for _ in range(iterations):  # one CG per dimension, all at once
+            Ap = normal(p)
+            alpha = rs / (p * Ap).sum(0).clamp(min=1e-300)
+            X += alpha * p
+            r -= alpha * Ap
+            new = (r * r).sum(0)
+            if bool((new.sqrt() <= 1e-6 * b.norm(dim=0).clamp(min=1e-300)).all()):
+                break
+            p, rs = r + (new / rs.clamp(min=1e-300)) * p, new
+        X[0] = 0.0  # padding
+        with torch.no_grad():
+            self.embed.weight.copy_(X.to(self.embed.weight.dtype))
+        err = (f * (torch.sparse.mm(A, X) - V).pow(2)).sum() / (f * V.pow(2)).sum()
+        return float(err)

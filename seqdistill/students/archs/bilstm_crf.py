@@ -18,10 +18,10 @@ from torch import Tensor, nn
 from ...crf import CRF
 from ...decode import Decoder, crf_decoder
 from ...onnx_graphs import PaddedBiLSTM
-from ...tokenization import WORD_VECTORS_FILE, WordBatch, words_to_bags
+from ...tokenization import WORD_VECTORS_FILE, WordBatch, WordHashing, words_to_bags
 from ...vocabulary import RowIndex
 from ..base import StudentConfig
-from ..word_vectors import WordVectors
+from ..word_vectors import HashedWordVectors, WordVectors
 
 
 @dataclass
@@ -38,6 +38,12 @@ class BiLSTMCRFConfig(StudentConfig):
     word_vectors_rows: int = 0
     word_vectors_dim: int = 0
     word_vectors_bytes: int = 0
+    # a hashed word table instead (issue 83; --hash-rows): its rows, n-gram lengths and hashes a key
+    # (tokenization.WordHashing; 0 rows: none), its width word_vectors_dim
+    word_hash_rows: int = 0
+    word_hash_minn: int = 3
+    word_hash_maxn: int = 5
+    word_hash_count: int = 2
 
 
 class BagsCRFStudent(nn.Module):
@@ -59,6 +65,12 @@ class BagsCRFStudent(nn.Module):
             )
 
     def _word_vector_layer(self, config: BiLSTMCRFConfig) -> None:
+        if config.word_hash_rows:
+            hashing = WordHashing(
+                config.word_hash_rows, config.word_hash_minn, config.word_hash_maxn, config.word_hash_count
+            )
+            self.word_vectors = HashedWordVectors(hashing, config.word_vectors_dim)
+            return
         self.word_vectors = (
             WordVectors(config.word_vectors_rows, config.word_vectors_dim, config.word_vectors_bytes)
             if config.word_vectors_rows
@@ -78,6 +90,8 @@ class BagsCRFStudent(nn.Module):
         --word-vectors-rows``); the words past them then read as unknown words, row 0, as they do
         in a student trained with ``--word-vectors-rows``. Returns the rows it had."""
         had = self.config.word_vectors_rows
+        if isinstance(self.word_vectors, HashedWordVectors):
+            raise ValueError("--word-vectors-rows: a hashed word table holds no word list; its size is --hash-rows")
         if self.word_vectors is None:
             raise ValueError(
                 "--word-vectors-rows: the student has no word vectors (it was trained without --word-vectors)"
@@ -93,6 +107,11 @@ class BagsCRFStudent(nn.Module):
         """export.json's fields of the ``bags`` graph's optional inputs: ``chars`` (``char_ids``) and
         ``word_vectors`` (``word_ids``, looked up in the word list the export writes beside the graph)."""
         fields: dict = {"chars": True} if self.config.char_filters else {}
+        if isinstance(self.word_vectors, HashedWordVectors):
+            raise ValueError(
+                "a student with a hashed word table (--hash-rows) has no export yet: its runtimes do not hash words; "
+                "the torch student tags (Tagger.load on its directory)"
+            )
         if self.word_vectors is not None:
             fields["word_vectors"] = {
                 "file": WORD_VECTORS_FILE,

@@ -28,7 +28,7 @@ import torch
 
 from ...cache_schema import EXAMPLES_LAYER, CacheError, LabelSchema
 from ...crf import log_partition
-from ...tokenization import PieceMemo, WordBatch, words_to_bags
+from ...tokenization import PieceMemo, WordBatch, WordHashing, words_to_bags
 from .. import losses as L
 from ..archs import architectures
 from ..archs.bilstm_crf import BiLSTMCRF, BiLSTMCRFConfig
@@ -241,6 +241,17 @@ class MGKDConfig(RunConfig):
     word_vectors_rows: int = option(
         0, "With --word-vectors: keep the file's first N words (its commonest; 0: all).", metavar="N"
     )
+    # Issue 83: under spaCy's size a word list leaves no room for its vectors (400k GloVe words are 3.4 MB)
+    hash_rows: int | None = option(
+        None,
+        "With --word-vectors: the source's vectors as a table of N hashed rows with no word list (Bloom "
+        "embeddings, as spaCy's floret): a word is the mean of the rows its lowercased form and its character "
+        "n-grams hash to (tokenization.WordHashing), the rows fitted to the source's vectors before training "
+        "and frozen; a word the source never had gets its n-grams' vector.",
+        metavar="N",
+    )
+    hash_ngrams: tuple[int, ...] = option((3, 5), "With --hash-rows: the n-grams' shortest and longest, in characters.")
+    hash_count: int = option(2, "With --hash-rows: rows a key hashes to (Bloom embeddings' hash functions).")
     hidden_size: int = option(300, "bilstm-crf: LSTM units per direction (paper 000, Table 6).")
     projection: int | None = option(
         None,
@@ -286,6 +297,16 @@ class MGKDConfig(RunConfig):
             )
         if self.char_filters < 1:
             raise ValueError(f"char_filters (--char-filters) is {self.char_filters}: give at least 1, or --no-chars")
+        if self.hash_rows is not None:
+            if self.hash_rows < 1:
+                raise ValueError(f"--hash-rows {self.hash_rows}: give 1 or more rows, or leave --hash-rows out")
+            if not self.word_vectors:
+                raise ValueError("--hash-rows hashes a source's word vectors: give --word-vectors too")
+            if self.word_vectors_rows:
+                raise ValueError("--hash-rows and --word-vectors-rows: a hashed table keeps no word list; give one")
+            if len(self.hash_ngrams) != 2 or not 1 <= self.hash_ngrams[0] <= self.hash_ngrams[1] or self.hash_count < 1:
+                raise ValueError(f"--hash-ngrams {self.hash_ngrams} --hash-count {self.hash_count}: MIN,MAX with "
+                                 "1 <= MIN <= MAX, and 1 or more rows a key")  # fmt: skip
         if self.teacher and self.teachers:
             raise ValueError(f"--teacher {self.teacher} and --teachers {','.join(self.teachers)}: give one of them")
         twice = sorted({t for t in self.teachers if self.teachers.count(t) > 1})
@@ -398,6 +419,38 @@ def loss_parts(model: BiLSTMCRF, batch: Batch, cfg: MGKDConfig, device) -> dict[
         if value is not None:
             parts[part.name] = value
     return parts
+
+
+@dataclass
+class HashedTable:
+    """A hashed word table's settings (--hash-rows), as the student config records them."""
+
+    hashing: object  # tokenization.WordHashing
+    dim: int
+
+    def sizes(self) -> dict:
+        h = self.hashing
+        return {
+            "word_vectors_dim": self.dim,
+            "word_hash_rows": h.rows,
+            "word_hash_minn": h.minn,
+            "word_hash_maxn": h.maxn,
+            "word_hash_count": h.hashes,
+        }
+
+
+def hashed_table(cfg: MGKDConfig, vectors) -> HashedTable | None:
+    """--hash-rows' table for the source ``vectors`` (words, matrix), refused where hashing gains
+    nothing: as many rows as the source has words, or more."""
+    if cfg.hash_rows is None:
+        return None
+    words, matrix = vectors
+    if cfg.hash_rows >= len(words):
+        raise ValueError(
+            f"--hash-rows {cfg.hash_rows:,}: {cfg.word_vectors} has {len(words):,} words, so a table of their own "
+            "is as small; hashing gains nothing there (give fewer rows, or leave --hash-rows out)"
+        )
+    return HashedTable(WordHashing(cfg.hash_rows, *cfg.hash_ngrams, cfg.hash_count), int(matrix.shape[1]))
 
 
 class SharesSeen:
@@ -529,6 +582,7 @@ def plan(ctx: Context) -> Plan:
     dim = weight.shape[1] if cfg.embedding == "teacher" else (cfg.embedding_dim or 100)
     check_embedding_dim(cfg.embedding, dim, weight)
     vectors = read_word_vectors(cfg.word_vectors, cfg.word_vectors_rows) if cfg.word_vectors else None
+    hashing = hashed_table(cfg, vectors)
     scfg = student_config(
         label_schema=schema.to_json(),
         vocab_size=weight.shape[0],
@@ -544,11 +598,14 @@ def plan(ctx: Context) -> Plan:
         char_dim=30 if cfg.chars else 0,
         char_filters=cfg.char_filters if cfg.chars else 0,
         teacher_vocab_size=exports.rows,
-        **(WordVectors.sizes(*vectors) if vectors else {}),
+        **(hashing.sizes() if hashing else WordVectors.sizes(*vectors) if vectors else {}),
     )
     model = architectures()[cfg.arch](scfg)
     init_embeddings(model, exports)
-    if vectors:
+    if hashing:
+        err = model.word_vectors.fit(*vectors)
+        ctx.log(f"word vectors of {len(vectors[0]):,} words fitted into {cfg.hash_rows:,} hashed rows: error {err:.3f}")
+    elif vectors:
         model.word_vectors.fill(*vectors)
     model.to(ctx.device)
 

@@ -1,0 +1,125 @@
+"""A hashed word table (issue 83, `distill-train mgkd --word-vectors SOURCE --hash-rows N`): no word
+list, a word the mean of the rows its keys hash to, fitted to the source's vectors."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from seqdistill.students.word_vectors import HashedWordVectors
+from seqdistill.tokenization import HASH_PROBE, WordHashing, fnv1a32
+
+
+def test_fnv1a_and_the_keys_of_a_word_by_hand():
+    # FNV-1a 32's published test vectors
+    assert (fnv1a32(b""), fnv1a32(b"a"), fnv1a32(b"foobar")) == (0x811C9DC5, 0xE40C292C, 0xBF9CF968)
+    h = WordHashing(rows=1000, minn=3, maxn=4, hashes=2)
+    assert h.keys("Paris") == ["<paris>", "<pa", "par", "ari", "ris", "is>", "<par", "pari", "aris", "ris>"]
+    assert h.keys("É") == ["<é>"]  # its one 3-gram is the whole key, kept once
+    rows = h.word_rows("Paris")
+    assert rows[:2] == [1 + fnv1a32(bytes([k]) + b"<paris>") % 1000 for k in range(2)]
+    assert len(rows) == 2 * 10 and all(1 <= r <= 1000 for r in rows)
+    assert h.word_rows("PARIS") == rows  # lowercased
+    batch = h.batch_rows([["Paris", "x"], ["y"]])
+    assert batch.shape == (2, 2, 20) and (batch[0, 1, 2:] == 0).all() and (batch[1, 1] == 0).all()
+    assert WordHashing(1000, 3, 4, 2).fingerprint() == h.fingerprint() != WordHashing(999, 3, 4, 2).fingerprint()
+    assert len(HASH_PROBE) > 5
+
+
+def test_the_fit_reproduces_the_source_and_a_new_word_gets_its_ngrams_vector():
+    rng = np.random.default_rng(0)
+    stems = ["paris", "london", "berlin", "madrid", "vienna", "prague", "dublin", "lisbon"]
+    pairs = [(s, s + suffix) for s in stems for suffix in ("", "ian", "er", "s")]
+    words = [w for _, w in pairs]
+    # a source whose vectors share a direction per stem, as real vectors of related words do
+    base = {s: rng.normal(size=16) for s in stems}
+    vectors = np.stack([base[s] for s, _ in pairs]).astype(np.float32)
+    vectors += 0.1 * rng.normal(size=vectors.shape).astype(np.float32)
+    table = HashedWordVectors(WordHashing(rows=4000), 16)
+    err = table.fit(words, vectors)
+    assert err < 0.05  # few collisions among 4,000 rows: nearly exact
+    got = table(table.rows([words])).squeeze(0).numpy()
+    cos = (got * vectors).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(vectors, axis=1)
+    assert cos.min() > 0.9  # every source word near its own vector (the rarer, less weighted, less so)
+    # a word no source had: the mean of its rows, by hand, and nearest to its stem's words
+    (ids,) = table.rows([["Parisians"]])[0]
+    by_hand = table.embed.weight[ids[ids > 0]].mean(0)
+    new = table(table.rows([["Parisians"]]))[0, 0]
+    torch.testing.assert_close(new, by_hand)
+    assert float(new.norm()) > 0
+    cos = {s: float(torch.cosine_similarity(new, torch.from_numpy(base[s]).float(), 0)) for s in stems}
+    assert max(cos, key=cos.get) == "paris"
+
+
+def test_fewer_rows_fit_worse():
+    rng = np.random.default_rng(1)
+    words = [f"w{i}x{i * 7 % 13}" for i in range(300)]
+    vectors = rng.normal(size=(300, 4)).astype(np.float32)
+    errors = [HashedWordVectors(WordHashing(rows=r), 4).fit(words, vectors) for r in (50, 400, 4000)]
+    assert errors[0] > errors[1] > errors[2]
+
+
+@pytest.fixture(scope="module")
+def glove_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("vectors")
+    words = ["the", "peter", "paris", "rome", "anna", "visits", "berlin", "madrid", "london", "oslo"]
+    np.save(d / "v.npy", np.random.default_rng(0).normal(size=(len(words), 6)).astype(np.float32))
+    (d / "w.txt").write_text("\n".join(words) + "\n")
+    return d
+
+
+def test_a_student_with_a_hashed_table_trains_tags_and_is_refused_export(tiny_encoder, tmp_path, glove_dir):
+    from conftest import toy_cache
+
+    from seqdistill.deploy.export import export_model
+    from seqdistill.inference import Tagger
+    from seqdistill.students.archs import load_student
+    from seqdistill.students.recipes import train as train_student
+    from seqdistill.students.recipes.mgkd import MGKDConfig
+
+    cache = toy_cache(tiny_encoder, tmp_path, k=4, shard_size=16)
+    run = MGKDConfig(k=3, epochs=1, max_steps=3, device="cpu", word_vectors=str(glove_dir), hash_rows=8)
+    train_student(cache, tmp_path / "s", run, log=lambda *a: None)
+    config = json.loads((tmp_path / "s" / "config.json").read_text())
+    assert (config["word_hash_rows"], config["word_vectors_dim"], config["word_vectors_rows"]) == (8, 6, 0)
+    model, _ = load_student(tmp_path / "s")
+    assert (
+        model.word_vectors.embed.weight.shape == (9, 6) and float(model.word_vectors.embed.weight[1:].abs().sum()) > 0
+    )
+    sentence = [["peter", "visits", "Reykjavik"]]  # a word no source had still gets a vector
+    rows = model.word_vectors.rows(sentence)
+    assert (rows[0, 2] > 0).any() and float(model.word_vectors(rows)[0, 2].abs().sum()) > 0
+    assert len(Tagger.load(tmp_path / "s").predict(sentence)[0]) == 3
+    with pytest.raises(ValueError, match="hashed word table .* has no export yet"):
+        export_model(tmp_path / "s", tmp_path / "e")
+    assert not (tmp_path / "e").exists()
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"hash_rows": 0}, r"--hash-rows 0: give 1 or more rows"),
+        ({"hash_rows": 4, "word_vectors": None}, r"--hash-rows hashes a source's word vectors: give --word-vectors"),
+        ({"hash_rows": 4, "word_vectors_rows": 3}, r"a hashed table keeps no word list"),
+        ({"hash_rows": 4, "hash_ngrams": (5, 3)}, r"--hash-ngrams \(5, 3\)"),
+    ],
+)
+def test_bad_hash_settings_are_refused_by_name(glove_dir, kw, message):
+    from seqdistill.students.recipes.mgkd import MGKDConfig
+
+    with pytest.raises(ValueError, match=message):
+        MGKDConfig(**{"word_vectors": str(glove_dir), **kw})
+
+
+def test_as_many_rows_as_the_source_has_words_is_refused_with_nothing_written(tiny_encoder, tmp_path, glove_dir):
+    from conftest import toy_cache
+
+    from seqdistill.students.recipes import train as train_student
+    from seqdistill.students.recipes.mgkd import MGKDConfig
+
+    cache = toy_cache(tiny_encoder, tmp_path, k=4, shard_size=16)
+    run = MGKDConfig(k=3, epochs=1, device="cpu", word_vectors=str(glove_dir), hash_rows=10)
+    with pytest.raises(ValueError, match=r"--hash-rows 10: .* has 10 words, .* hashing gains nothing"):
+        train_student(cache, tmp_path / "s", run, log=lambda *a: None)
+    assert not (tmp_path / "s").exists()
