@@ -69,11 +69,12 @@ def glove_dir(tmp_path_factory):
     return d
 
 
-def test_a_student_with_a_hashed_table_trains_tags_and_is_refused_export(tiny_encoder, tmp_path, glove_dir):
+def test_a_student_with_a_hashed_table_trains_exports_and_tags_alike(tiny_encoder, tmp_path, glove_dir):
     from conftest import toy_cache
 
     from seqdistill.deploy.export import export_model
-    from seqdistill.inference import Tagger
+    from seqdistill.deploy.web import export_web
+    from seqdistill.inference import ExportError, Tagger
     from seqdistill.students.archs import load_student
     from seqdistill.students.recipes import train as train_student
     from seqdistill.students.recipes.mgkd import MGKDConfig
@@ -90,10 +91,24 @@ def test_a_student_with_a_hashed_table_trains_tags_and_is_refused_export(tiny_en
     sentence = [["peter", "visits", "Reykjavik"]]  # a word no source had still gets a vector
     rows = model.word_vectors.rows(sentence)
     assert (rows[0, 2] > 0).any() and float(model.word_vectors(rows)[0, 2].abs().sum()) > 0
-    assert len(Tagger.load(tmp_path / "s").predict(sentence)[0]) == 3
-    with pytest.raises(ValueError, match="hashed word table .* has no export yet"):
-        export_model(tmp_path / "s", tmp_path / "e")
-    assert not (tmp_path / "e").exists()
+    torch_tags = Tagger.load(tmp_path / "s").predict(sentence)
+    assert len(torch_tags[0]) == 3
+    # the export: the table in the graph, int8, no word list; the same tags as torch's
+    out = export_model(tmp_path / "s", tmp_path / "e", quantize="int8")
+    meta = json.loads((out / "export.json").read_text())
+    assert meta["format_version"] == 4 and meta["word_hashing"]["rows"] == 8 and "word_vectors" not in meta
+    assert not (out / "word_vectors.txt").exists()
+    sentences = [["peter", "visits", "Reykjavik"], ["anna", "visits", "Rome", "and", "OSLO"], ["x"]]
+    assert Tagger.load(out).predict(sentences) == Tagger.load(tmp_path / "s").predict(sentences)
+    # an export whose hashing differs from this runtime's is refused at load
+    meta["word_hashing"]["fingerprint"] = "0" * 64
+    (out / "export.json").write_text(json.dumps(meta))
+    with pytest.raises(ExportError, match="word_hashing's fingerprint is not this runtime's"):
+        Tagger.load(out)
+    # the web page's runtime does not hash words yet: refused by name, nothing written
+    with pytest.raises(ExportError, match="hashed word table .* has no web runtime yet"):
+        export_web(tmp_path / "s", tmp_path / "web")
+    assert not (tmp_path / "web").exists()
 
 
 @pytest.mark.parametrize(

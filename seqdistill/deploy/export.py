@@ -184,15 +184,16 @@ def export_model(
     if trained_rows is not None:
         fields["word_vectors"]["trained_rows"] = trained_rows  # the export keeps the first "rows" of them
     table = getattr(backend.module, "word_vectors", None)  # a student's word vectors (students/word_vectors.py)
-    feed = graph_feed(
-        inputs, fields, backend.tokenizer, EXAMPLE, word_rows=table.row_of() if table is not None else None
-    )[0]
+    rows = getattr(table, "hashing", None) or (table.row_of() if table is not None else None)
+    feed = graph_feed(inputs, fields, backend.tokenizer, EXAMPLE, word_rows=rows)[0]
     check_bilou_tables(src, backend.decoder, graph, feed)
     axes = dict(AXES[inputs])
     if fields.get("chars"):
         axes["char_ids"] = ["batch", "words", "bytes"]
     if fields.get("word_vectors"):
         axes["word_ids"] = ["batch", "words"]
+    if fields.get("word_hashing"):
+        axes["word_ids"] = ["batch", "words", "keys"]
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:

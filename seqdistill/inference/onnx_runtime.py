@@ -46,7 +46,8 @@ from .torch_models import Backend
 
 EXPORT_JSON = "export.json"
 EXPORT_FORMAT = "seqdistill-export"
-EXPORT_VERSION = 3  # 2: the sha256 of every file (``files``) and the tokenizer size; 3: ``word_vectors``
+EXPORT_VERSION = 4  # 2: the sha256 of every file (``files``) and the tokenizer size; 3: ``word_vectors``;
+# 4: ``word_hashing`` (a hashed word table, issue 83: ``word_ids [B, L, K]``)
 # decision: an export is written with the oldest format version that describes it (``export_version``),
 # so that a runtime of format 2 still opens every export without word vectors, and refuses one with
 # them by its version rather than failing on the graph's missing ``word_ids`` input
@@ -138,7 +139,28 @@ def check_files(d: Path, meta: dict) -> None:
 def export_version(fields: dict) -> int:
     """The format version an export with these export.json ``fields`` is written with: the oldest
     that describes it (``EXPORT_VERSION``'s decision)."""
-    return 3 if fields.get("word_vectors") else 2
+    return 4 if fields.get("word_hashing") else 3 if fields.get("word_vectors") else 2
+
+
+def read_word_hashing(d: Path, meta: dict):
+    """The hashing of an export's hashed word table (``word_hashing``, format 4), as
+    ``tokenization.WordHashing``; refused, by name, when this runtime's hashing gives other rows for
+    the probe words than the exporter's did (its fingerprint)."""
+    from ..tokenization import WordHashing
+
+    spec = meta["word_hashing"]
+    try:
+        hashing = WordHashing(int(spec["rows"]), int(spec["minn"]), int(spec["maxn"]), int(spec["hashes"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ExportError(
+            f"{d / EXPORT_JSON}: word_hashing {spec!r} is not a hashing this runtime reads ({e})"
+        ) from None
+    if spec.get("hash") != "fnv1a-32" or hashing.fingerprint() != spec.get("fingerprint"):
+        raise ExportError(
+            f"{d / EXPORT_JSON}: word_hashing's fingerprint is not this runtime's: the export's words would find "
+            "other rows than in training; export the model again with this version"
+        )
+    return hashing
 
 
 def read_word_list(d: Path, meta: dict) -> dict[str, int]:
@@ -232,8 +254,9 @@ def bag_inputs(tokenizer, words: list[list[str]], chars: bool = False, word_rows
     feed = {"piece_ids": ids, "piece_mask": mask, "lengths": np.array([len(w) for w in words], dtype=np.int64)}
     if chars:
         feed["char_ids"] = word_bytes(words).numpy()
-    if word_rows is not None:
-        feed["word_ids"] = word_vector_rows(word_rows, words)
+    if word_rows is not None:  # a word list's lookup, or a hashed table's hashing (WordHashing)
+        rows = getattr(word_rows, "batch_rows", None)
+        feed["word_ids"] = rows(words) if rows else word_vector_rows(word_rows, words)
     return feed
 
 
@@ -294,8 +317,8 @@ def graph_feed(inputs: str, fields: dict, tokenizer, words: list[list[str]], seg
     teacher's ``WordTokenizer``, built from ``fields`` when not given; ``word_rows``: the lookup of
     a graph with word vectors (``fields["word_vectors"]``)."""
     if inputs == "bags":
-        if fields.get("word_vectors") and word_rows is None:
-            raise ValueError("a graph with word vectors needs their lookup (word_rows)")
+        if (fields.get("word_vectors") or fields.get("word_hashing")) and word_rows is None:
+            raise ValueError("a graph with word vectors needs their lookup or hashing (word_rows)")
         return bag_inputs(tokenizer, words, bool(fields.get("chars")), word_rows), None, None
     if inputs == "subwords":
         return subword_inputs(tokenizer, words, fields.get("pooling", "first")), None, None
@@ -359,7 +382,13 @@ class OnnxModel(Backend):
                 f"{d / 'tokenizer'}: loads as a tokenizer of {len(self.tokenizer):,} entries, the exported one had "
                 f"{meta.get('tokenizer_size')}; export the model again"
             )
-        self.word_rows = read_word_list(d, meta) if meta.get("word_vectors") else None
+        self.word_rows = (
+            read_word_list(d, meta)
+            if meta.get("word_vectors")
+            else read_word_hashing(d, meta)
+            if meta.get("word_hashing")
+            else None
+        )
         if self.inputs == "segments" and meta.get("framing") == "teacher":
             from ..tokenization import WordTokenizer
 

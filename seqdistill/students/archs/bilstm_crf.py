@@ -107,12 +107,9 @@ class BagsCRFStudent(nn.Module):
         """export.json's fields of the ``bags`` graph's optional inputs: ``chars`` (``char_ids``) and
         ``word_vectors`` (``word_ids``, looked up in the word list the export writes beside the graph)."""
         fields: dict = {"chars": True} if self.config.char_filters else {}
-        if isinstance(self.word_vectors, HashedWordVectors):
-            raise ValueError(
-                "a student with a hashed word table (--hash-rows) has no export yet: its runtimes do not hash words; "
-                "the torch student tags (Tagger.load on its directory)"
-            )
-        if self.word_vectors is not None:
+        if isinstance(self.word_vectors, HashedWordVectors):  # the graph's table, no word list (format 4)
+            fields["word_hashing"] = {**self.word_vectors.hashing.to_json(), "dim": self.config.word_vectors_dim}
+        elif self.word_vectors is not None:
             fields["word_vectors"] = {
                 "file": WORD_VECTORS_FILE,
                 "rows": self.config.word_vectors_rows,
@@ -214,7 +211,10 @@ class BagsGraph(nn.Module):
         if self.chars:
             self.char_embed, self.char_conv = model.char_embed, model.char_conv
         self.dropout = model.dropout  # the char CNN's; off in an exported (eval) graph
-        self.word_table = model.word_vectors.embed if model.word_vectors is not None else None
+        hashed = isinstance(model.word_vectors, HashedWordVectors)  # its own mean over a word's rows
+        self.word_table = (
+            model.word_vectors if hashed else model.word_vectors.embed if model.word_vectors is not None else None
+        )
 
     def words(self, piece_ids: Tensor, piece_mask: Tensor) -> Tensor:
         weights = piece_mask / piece_mask.sum(2, keepdim=True).clamp(min=1.0)  # [B, L, P]: 1/n on a word's n pieces
