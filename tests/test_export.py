@@ -145,6 +145,11 @@ STUDENTS = [
     ("cnn-crf", {"word_vectors": VECTOR_WORDS, "projection": 5, "width": 8, "char_dim": 6, "char_filters": 5}),
     ("cnn-crf", {"word_vectors": VECTOR_WORDS, "projection": 0, "width": 8, "dilations": (1,)}),  # no char feature
     ("bilstm-crf", {"word_vectors": VECTOR_WORDS, "char_dim": 6, "char_filters": 5}),
+    # a hashed word table (issue 83): no word list, each word its key's and n-grams' rows
+    (
+        "cnn-crf",
+        {"word_hash_rows": 50, "word_vectors_dim": 4, "projection": 5, "width": 8, "char_dim": 6, "char_filters": 5},
+    ),
 ]
 
 

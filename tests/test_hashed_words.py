@@ -73,7 +73,6 @@ def test_a_student_with_a_hashed_table_trains_exports_and_tags_alike(tiny_encode
     from conftest import toy_cache
 
     from seqdistill.deploy.export import export_model
-    from seqdistill.deploy.web import export_web
     from seqdistill.inference import ExportError, Tagger
     from seqdistill.students.archs import load_student
     from seqdistill.students.recipes import train as train_student
@@ -105,10 +104,6 @@ def test_a_student_with_a_hashed_table_trains_exports_and_tags_alike(tiny_encode
     (out / "export.json").write_text(json.dumps(meta))
     with pytest.raises(ExportError, match="word_hashing's fingerprint is not this runtime's"):
         Tagger.load(out)
-    # the web page's runtime does not hash words yet: refused by name, nothing written
-    with pytest.raises(ExportError, match="hashed word table .* has no web runtime yet"):
-        export_web(tmp_path / "s", tmp_path / "web")
-    assert not (tmp_path / "web").exists()
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,10 @@
 // seqdistill/inference/onnx_runtime.py reads it: export.json, the sha256 of every file it reads, the
 // decoding tables. `source.read(path)` gives a file's bytes (from disk in Node, by fetch in a page).
 
+import { WordHashing } from "./inputs.js";
+
 export const EXPORT_FORMAT = "seqdistill-export";
-export const EXPORT_VERSION = 3; // 3: a student's word vectors (`word_vectors`: their word list)
+export const EXPORT_VERSION = 4; // 3: a student's word vectors (`word_vectors`: their word list); 4: a hashed word table (`word_hashing`)
 export const WEB_FORMAT = "seqdistill-web";
 export const WEB_VERSION = 1;
 
@@ -113,6 +115,24 @@ export async function wordList(source, meta) {
   }
   return rows;
 }
+
+/** The hashing of a student's hashed word table (onnx_runtime.read_word_hashing): refused unless this
+ * runtime gives the probe words (tokenization.HASH_PROBE) the rows the exporter gave them. */
+export async function wordHashing(source, meta) {
+  const spec = meta.word_hashing;
+  const where = source.name("export.json");
+  const ints = ["rows", "minn", "maxn", "hashes"].every((k) => Number.isInteger(spec?.[k]) && spec[k] >= 1);
+  if (!ints || spec.hash !== "fnv1a-32") throw new ExportError(`${where}: word_hashing is not a hashing this runtime reads`);
+  const hashing = new WordHashing(spec);
+  const rows = HASH_PROBE.map((w) => hashing.wordRows(w).join(",")).join(";");
+  if ((await sha256(new TextEncoder().encode(rows))) !== spec.fingerprint) {
+    throw new ExportError(`${where}: word_hashing's fingerprint is not this runtime's: the export's words would find other rows than in training; export the model again`);
+  }
+  return hashing;
+}
+
+// the words whose rows an export's word_hashing fingerprints (tokenization.HASH_PROBE, the same words)
+export const HASH_PROBE = ["Paris", "tsvangirai", "É", "Straße", "İstanbul", "日本語", "x", "don't", "2026"];
 
 export async function checkedJson(source, meta, path) {
   return parseJson(source, path, await checkedFile(source, meta, path));

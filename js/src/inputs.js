@@ -37,7 +37,8 @@ function most(values) {
 }
 
 /** `bags` inputs: piece_ids and piece_mask [B, L, P], lengths [B]; with chars, char_ids [B, L, C];
- * with `wordRows` (a word vector table's lookup, export.js's wordList), word_ids [B, L]. */
+ * with `wordRows` (a word vector table's lookup, export.js's wordList), word_ids [B, L]; with a
+ * hashed table's WordHashing (export.js's wordHashing), word_ids [B, L, K]. */
 export function bagInputs(pieces, batch, chars, wordRows = null) {
   const B = batch.length;
   const L = most(batch.map((w) => w.length));
@@ -58,7 +59,7 @@ export function bagInputs(pieces, batch, chars, wordRows = null) {
     lengths: ["int64", int64(batch.map((w) => w.length)), [B]],
   };
   if (chars) feed.char_ids = wordBytes(batch);
-  if (wordRows) feed.word_ids = wordVectorRows(wordRows, batch);
+  if (wordRows) feed.word_ids = wordRows instanceof WordHashing ? wordRows.batchRows(batch) : wordVectorRows(wordRows, batch);
   return feed;
 }
 
@@ -258,4 +259,54 @@ export function poolTokens(tokenScores, T, slot, weight, B, W) {
     }
   }
   return out;
+}
+
+/** A hashed word table's rows of a word (tokenization.WordHashing, issue 83; the one specification is
+ * there): the keys are "<" + the word lowercased + ">" and its n-grams of minn..maxn code points, in
+ * order of n, then of position (the whole key once); each key's `hashes` rows are
+ * 1 + FNV-1a-32([k] + UTF-8 of the key) mod rows, k = 0..hashes-1. */
+export class WordHashing {
+  constructor({ rows, minn, maxn, hashes }) {
+    Object.assign(this, { rows, minn, maxn, hashes });
+  }
+
+  keys(word) {
+    const whole = "<" + word.toLowerCase() + ">";
+    const cps = Array.from(whole);
+    const keys = [whole];
+    for (let n = this.minn; n <= this.maxn; n++) {
+      for (let i = 0; i + n <= cps.length; i++) {
+        const gram = cps.slice(i, i + n).join("");
+        if (gram !== whole) keys.push(gram);
+      }
+    }
+    return keys;
+  }
+
+  wordRows(word) {
+    const rows = [];
+    for (const key of this.keys(word)) {
+      const bytes = utf8.encode(key);
+      for (let k = 0; k < this.hashes; k++) rows.push(1 + (fnv1a32([k], bytes) % this.rows));
+    }
+    return rows;
+  }
+
+  /** word_ids [B, L, K]: each word's rows, 0 past them and for padding words (WordHashing.batch_rows). */
+  batchRows(batch) {
+    const rows = batch.map((words) => words.map((w) => this.wordRows(w)));
+    const L = most(batch.map((w) => w.length));
+    const K = Math.max(1, most(rows.flatMap((s) => s.map((r) => r.length))));
+    const out = new BigInt64Array(batch.length * L * K);
+    rows.forEach((s, b) => s.forEach((r, j) => r.forEach((v, k) => (out[(b * L + j) * K + k] = BigInt(v)))));
+    return ["int64", out, [batch.length, L, K]];
+  }
+}
+
+/** 32-bit FNV-1a over the bytes of `head` then `bytes` (tokenization.fnv1a32). */
+export function fnv1a32(head, bytes) {
+  let h = 0x811c9dc5;
+  for (const b of head) h = Math.imul(h ^ b, 0x01000193) >>> 0;
+  for (const b of bytes) h = Math.imul(h ^ b, 0x01000193) >>> 0;
+  return h;
 }

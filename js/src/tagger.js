@@ -5,7 +5,7 @@
 
 import { Tokenizer } from "@huggingface/tokenizers";
 import { Decoder } from "./decode.js";
-import { ExportError, checkedFile, checkedJson, readMeta, readSafetensors, wordList } from "./export.js";
+import { ExportError, checkedFile, checkedJson, readMeta, readSafetensors, wordHashing, wordList } from "./export.js";
 import { WordPieces, bagInputs, poolTokens, subwordInputs, teacherSegments, windowInputs } from "./inputs.js";
 import { joinWords, loneSurrogate, splitter } from "./words.js";
 
@@ -31,7 +31,7 @@ export async function openTagger(source, ort, options = {}) {
     "calibration.json" in meta.files ? checkedJson(source, meta, "calibration.json").then((c) => Number(c.temperature)) : 1,
     Promise.all([checkedJson(source, meta, "tokenizer/tokenizer.json"), checkedJson(source, meta, "tokenizer/tokenizer_config.json")]),
     checkedFile(source, meta, meta.onnx),
-    meta.word_vectors ? wordList(source, meta) : null,
+    meta.word_vectors ? wordList(source, meta) : meta.word_hashing ? wordHashing(source, meta) : null,
   ]);
   if (!(temperature > 0)) throw new ExportError(`${source.name("calibration.json")}: temperature ${temperature} must be positive`);
   const schema = meta.label_schema;

@@ -94,15 +94,6 @@ def tokenizer_framing(tokenizer_dir: Path) -> dict:
     }
 
 
-def hashes_words(model_dir: Path) -> bool:
-    """Whether a student directory (its config.json) or an export (its export.json) has a hashed word table."""
-    for name, key in (("export.json", "word_hashing"), ("config.json", "word_hash_rows")):
-        path = Path(model_dir) / name
-        if path.is_file() and json.loads(path.read_text()).get(key):
-            return True
-    return False
-
-
 def export_web(
     model_dir,
     out_dir,
@@ -119,11 +110,6 @@ def export_web(
     src, out = Path(model_dir), Path(out_dir)
     if out.exists() and any(out.iterdir()):
         raise ExportError(f"{out}: exists and is not empty; choose a new directory or remove it")
-    if hashes_words(src):  # issue 83: the JavaScript runtime does not hash words yet (export format 4)
-        raise ExportError(
-            f"{src}: a student with a hashed word table (--hash-rows) has no web runtime yet; "
-            "its ONNX export (distill-export --out) runs in Python, spaCy and distill-serve"
-        )
     files = runtime_files(Path(runtime))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))

@@ -198,8 +198,8 @@ class HashedWordVectors(nn.Module):
 
     def forward(self, rows: Tensor) -> Tensor:
         """``[B, L, D]``: the mean of each word's rows (0 for a padding word)."""
-        count = (rows > 0).sum(-1, keepdim=True).clamp(min=1).to(self.embed.weight.dtype)
-        return self.embed(rows).sum(-2) / count
+        real = (rows > 0).unsqueeze(-1).to(self.embed.weight.dtype)  # row 0 pads, whatever it holds
+        return (self.embed(rows) * real).sum(-2) / real.sum(-2).clamp(min=1)
 
     def fit(self, words: list[str], vectors: np.ndarray, iterations: int = 200, ridge: float = 1e-3) -> float:
         """Fill the table by weighted least squares: min_T sum_w f_w ||mean_{r in rows(w)} T_r - v_w||^2
