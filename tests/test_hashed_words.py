@@ -111,7 +111,6 @@ def test_a_student_with_a_hashed_table_trains_exports_and_tags_alike(tiny_encode
     [
         ({"hash_rows": 0}, r"--hash-rows 0: give 1 or more rows"),
         ({"hash_rows": 4, "word_vectors": None}, r"--hash-rows hashes a source's word vectors: give --word-vectors"),
-        ({"hash_rows": 4, "word_vectors_rows": 3}, r"a hashed table keeps no word list"),
         ({"hash_rows": 4, "hash_ngrams": (5, 3)}, r"--hash-ngrams \(5, 3\)"),
     ],
 )
@@ -130,6 +129,17 @@ def test_as_many_rows_as_the_source_has_words_is_refused_with_nothing_written(ti
 
     cache = toy_cache(tiny_encoder, tmp_path, k=4, shard_size=16)
     run = MGKDConfig(k=3, epochs=1, device="cpu", word_vectors=str(glove_dir), hash_rows=10)
-    with pytest.raises(ValueError, match=r"--hash-rows 10: .* has 10 words, .* hashing gains nothing"):
+    with pytest.raises(ValueError, match=r"--hash-rows 10: .* gives 10 words, .* hashing gains nothing"):
         train_student(cache, tmp_path / "s", run, log=lambda *a: None)
     assert not (tmp_path / "s").exists()
+    # --word-vectors-rows fits the table to the source's first words: 4 rows for its first 6 words
+    run = MGKDConfig(
+        k=3, epochs=1, max_steps=1, device="cpu", word_vectors=str(glove_dir), hash_rows=6, word_vectors_rows=6
+    )
+    with pytest.raises(ValueError, match=r"--hash-rows 6: .* gives 6 words \(--word-vectors-rows\)"):
+        train_student(cache, tmp_path / "s", run, log=lambda *a: None)
+    run = MGKDConfig(
+        k=3, epochs=1, max_steps=1, device="cpu", word_vectors=str(glove_dir), hash_rows=4, word_vectors_rows=6
+    )
+    train_student(cache, tmp_path / "s", run, log=lambda *a: None)
+    assert json.loads((tmp_path / "s" / "config.json").read_text())["word_hash_rows"] == 4

@@ -247,7 +247,8 @@ class MGKDConfig(RunConfig):
         "With --word-vectors: the source's vectors as a table of N hashed rows with no word list (Bloom "
         "embeddings, as spaCy's floret): a word is the mean of the rows its lowercased form and its character "
         "n-grams hash to (tokenization.WordHashing), the rows fitted to the source's vectors before training "
-        "and frozen; a word the source never had gets its n-grams' vector.",
+        "and frozen; a word the source never had gets its n-grams' vector. With --word-vectors-rows, the table is "
+        "fitted to the source's first words only.",
         metavar="N",
     )
     hash_ngrams: tuple[int, ...] = option((3, 5), "With --hash-rows: the n-grams' shortest and longest, in characters.")
@@ -302,8 +303,6 @@ class MGKDConfig(RunConfig):
                 raise ValueError(f"--hash-rows {self.hash_rows}: give 1 or more rows, or leave --hash-rows out")
             if not self.word_vectors:
                 raise ValueError("--hash-rows hashes a source's word vectors: give --word-vectors too")
-            if self.word_vectors_rows:
-                raise ValueError("--hash-rows and --word-vectors-rows: a hashed table keeps no word list; give one")
             if len(self.hash_ngrams) != 2 or not 1 <= self.hash_ngrams[0] <= self.hash_ngrams[1] or self.hash_count < 1:
                 raise ValueError(f"--hash-ngrams {self.hash_ngrams} --hash-count {self.hash_count}: MIN,MAX with "
                                  "1 <= MIN <= MAX, and 1 or more rows a key")  # fmt: skip
@@ -447,8 +446,10 @@ def hashed_table(cfg: MGKDConfig, vectors) -> HashedTable | None:
     words, matrix = vectors
     if cfg.hash_rows >= len(words):
         raise ValueError(
-            f"--hash-rows {cfg.hash_rows:,}: {cfg.word_vectors} has {len(words):,} words, so a table of their own "
-            "is as small; hashing gains nothing there (give fewer rows, or leave --hash-rows out)"
+            f"--hash-rows {cfg.hash_rows:,}: {cfg.word_vectors} gives {len(words):,} words"
+            + (" (--word-vectors-rows)" if cfg.word_vectors_rows else "")
+            + ", so a table of their own is as small; hashing gains nothing there (give fewer rows, or leave "
+            "--hash-rows out)"
         )
     return HashedTable(WordHashing(cfg.hash_rows, *cfg.hash_ngrams, cfg.hash_count), int(matrix.shape[1]))
 
