@@ -25,7 +25,7 @@ for the subword students), both from :func:`word_pieces`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -508,6 +508,8 @@ class WordHashing:
     minn: int = 3
     maxn: int = 5
     hashes: int = 2
+    # each word's rows, computed once (training streams the same words every epoch); bounded as PieceMemo
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.rows < 1 or self.hashes < 1 or not 1 <= self.minn <= self.maxn:
@@ -519,11 +521,16 @@ class WordHashing:
         return [whole] + [g for g in grams if g != whole]
 
     def word_rows(self, word: str) -> list[int]:
-        return [
-            1 + fnv1a32(bytes([k]) + key.encode("utf-8")) % self.rows
-            for key in self.keys(word)
-            for k in range(self.hashes)
-        ]
+        rows = self._memo.get(word)
+        if rows is None:
+            keys = self.keys(word)
+            rows = [
+                1 + fnv1a32(bytes([k]) + key.encode("utf-8")) % self.rows for key in keys for k in range(self.hashes)
+            ]
+            if len(self._memo) >= 100_000:
+                self._memo.clear()
+            self._memo[word] = rows
+        return rows
 
     def batch_rows(self, batch_words: list[list[str]]) -> np.ndarray:
         """``[B, L, K]`` int64: each word's rows, 0 past them and for padding words."""

@@ -267,7 +267,7 @@ export function poolTokens(tokenScores, T, slot, weight, B, W) {
  * 1 + FNV-1a-32([k] + UTF-8 of the key) mod rows, k = 0..hashes-1. */
 export class WordHashing {
   constructor({ rows, minn, maxn, hashes }) {
-    Object.assign(this, { rows, minn, maxn, hashes });
+    Object.assign(this, { rows, minn, maxn, hashes, memo: new Map() }); // each word's rows, once (bounded)
   }
 
   keys(word) {
@@ -284,10 +284,15 @@ export class WordHashing {
   }
 
   wordRows(word) {
-    const rows = [];
-    for (const key of this.keys(word)) {
-      const bytes = utf8.encode(key);
-      for (let k = 0; k < this.hashes; k++) rows.push(1 + (fnv1a32([k], bytes) % this.rows));
+    let rows = this.memo.get(word);
+    if (rows === undefined) {
+      rows = [];
+      for (const key of this.keys(word)) {
+        const bytes = utf8.encode(key);
+        for (let k = 0; k < this.hashes; k++) rows.push(1 + (fnv1a32([k], bytes) % this.rows));
+      }
+      if (this.memo.size >= 100_000) this.memo.clear(); // bounded, as tokenization.WordHashing's
+      this.memo.set(word, rows);
     }
     return rows;
   }

@@ -238,7 +238,7 @@ def bag_inputs(tokenizer, words: list[list[str]], chars: bool = False, word_rows
     with ``chars``, each word's bytes ``char_ids [B, L, C]`` (``encoding.word_bytes``); with
     ``word_rows`` (a word vector table's lookup), each word's row ``word_ids [B, L]``
     (``tokenization.word_vector_rows``)."""
-    from ..tokenization import word_bytes, word_pieces, word_vector_rows
+    from ..tokenization import WordHashing, word_bytes, word_pieces, word_vector_rows
 
     pieces = word_pieces(tokenizer, words)
     L = max(len(w) for w in words)
@@ -254,9 +254,10 @@ def bag_inputs(tokenizer, words: list[list[str]], chars: bool = False, word_rows
     feed = {"piece_ids": ids, "piece_mask": mask, "lengths": np.array([len(w) for w in words], dtype=np.int64)}
     if chars:
         feed["char_ids"] = word_bytes(words).numpy()
-    if word_rows is not None:  # a word list's lookup, or a hashed table's hashing (WordHashing)
-        rows = getattr(word_rows, "batch_rows", None)
-        feed["word_ids"] = rows(words) if rows else word_vector_rows(word_rows, words)
+    if isinstance(word_rows, WordHashing):  # a hashed table (format 4): its rows of each word
+        feed["word_ids"] = word_rows.batch_rows(words)
+    elif word_rows is not None:  # a word list's lookup
+        feed["word_ids"] = word_vector_rows(word_rows, words)
     return feed
 
 

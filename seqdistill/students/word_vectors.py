@@ -192,6 +192,17 @@ class HashedWordVectors(nn.Module):
         self.embed = nn.Embedding(hashing.rows + 1, dim)
         self.embed.weight.requires_grad_(False)
 
+    @staticmethod
+    def sizes(hashing: WordHashing, dim: int) -> dict:
+        """The student config fields that build a hashed table of ``hashing`` and width ``dim``."""
+        return {
+            "word_vectors_dim": int(dim),
+            "word_hash_rows": hashing.rows,
+            "word_hash_minn": hashing.minn,
+            "word_hash_maxn": hashing.maxn,
+            "word_hash_count": hashing.hashes,
+        }
+
     def rows(self, batch_words: list[list[str]]) -> Tensor:
         """``[B, L, K]``: each word's rows (0 past them and for padding words)."""
         return torch.from_numpy(self.hashing.batch_rows(batch_words))

@@ -20,12 +20,21 @@ def _log1mexp(x: Tensor) -> Tensor:
     return torch.where(x > -0.693, torch.log(-torch.expm1(x)), torch.log1p(-torch.exp(x)))
 
 
-def hard_loss(emissions: Tensor, mask: Tensor, tags: Tensor, transitions: Tensor, start: Tensor, end: Tensor) -> Tensor:
+def hard_loss(
+    emissions: Tensor,
+    mask: Tensor,
+    tags: Tensor,
+    transitions: Tensor,
+    start: Tensor,
+    end: Tensor,
+    log_z: Tensor | None = None,
+) -> Tensor:
     """L_hard = -log P^s(y_hard | x) (eq. 7): gold tags on labelled rows, the teacher's top-1 path
-    on unlabelled ones (§3.2)."""
-    return log_partition(emissions, mask, transitions, start, end) - path_score(
-        emissions, mask, tags, transitions, start, end
-    )
+    on unlabelled ones (§3.2). ``log_z``: the student's log Z of these rows when computed already
+    (several teachers' hard labels of one batch share it)."""
+    if log_z is None:
+        log_z = log_partition(emissions, mask, transitions, start, end)
+    return log_z - path_score(emissions, mask, tags, transitions, start, end)
 
 
 def student_path_log_probs(

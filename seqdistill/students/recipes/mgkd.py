@@ -38,7 +38,7 @@ from ..common import check_embedding_dim, default_splits, dev_f1, open_cache, re
 from ..config import RunConfig, option
 from ..data import pad_stack, parse_selection
 from ..engine import Context, Plan, Stage
-from ..word_vectors import WordVectors, read_word_vectors
+from ..word_vectors import HashedWordVectors, WordVectors, read_word_vectors
 from . import Recipe
 
 
@@ -88,9 +88,12 @@ def _hard(s: Scores, cfg) -> torch.Tensor | None:
     if not has.any():
         return None  # no row of the batch has gold tags or teacher paths
 
+    emissions, mask = s.emissions[has], s.mask[has]
+    log_z = log_partition(emissions, mask, s.trans, s.start, s.end)  # once for every teacher's labels
+
     def value(i: int) -> torch.Tensor:
         tags = s.batch.teachers[i].tags.to(s.device)  # gold where there is gold: the same for every teacher
-        return L.hard_loss(s.emissions[has], s.mask[has], tags[has], s.trans, s.start, s.end)
+        return L.hard_loss(emissions, mask, tags[has], s.trans, s.start, s.end, log_z)
 
     return mixed(s, value, has).mean()
 
@@ -420,25 +423,7 @@ def loss_parts(model: BiLSTMCRF, batch: Batch, cfg: MGKDConfig, device) -> dict[
     return parts
 
 
-@dataclass
-class HashedTable:
-    """A hashed word table's settings (--hash-rows), as the student config records them."""
-
-    hashing: object  # tokenization.WordHashing
-    dim: int
-
-    def sizes(self) -> dict:
-        h = self.hashing
-        return {
-            "word_vectors_dim": self.dim,
-            "word_hash_rows": h.rows,
-            "word_hash_minn": h.minn,
-            "word_hash_maxn": h.maxn,
-            "word_hash_count": h.hashes,
-        }
-
-
-def hashed_table(cfg: MGKDConfig, vectors) -> HashedTable | None:
+def hashed_table(cfg: MGKDConfig, vectors) -> WordHashing | None:
     """--hash-rows' table for the source ``vectors`` (words, matrix), refused where hashing gains
     nothing: as many rows as the source has words, or more."""
     if cfg.hash_rows is None:
@@ -451,7 +436,7 @@ def hashed_table(cfg: MGKDConfig, vectors) -> HashedTable | None:
             + ", so a table of their own is as small; hashing gains nothing there (give fewer rows, or leave "
             "--hash-rows out)"
         )
-    return HashedTable(WordHashing(cfg.hash_rows, *cfg.hash_ngrams, cfg.hash_count), int(matrix.shape[1]))
+    return WordHashing(cfg.hash_rows, *cfg.hash_ngrams, cfg.hash_count)
 
 
 class SharesSeen:
@@ -599,7 +584,13 @@ def plan(ctx: Context) -> Plan:
         char_dim=30 if cfg.chars else 0,
         char_filters=cfg.char_filters if cfg.chars else 0,
         teacher_vocab_size=exports.rows,
-        **(hashing.sizes() if hashing else WordVectors.sizes(*vectors) if vectors else {}),
+        **(
+            HashedWordVectors.sizes(hashing, vectors[1].shape[1])
+            if hashing
+            else WordVectors.sizes(*vectors)
+            if vectors
+            else {}
+        ),
     )
     model = architectures()[cfg.arch](scfg)
     init_embeddings(model, exports)
