@@ -139,6 +139,49 @@ def select(cache, strategy, n, out, teachers, corpora, diversity, seed, fmt, sto
     click.echo(f"{out}: {len(picks)} rows by {strategy} (scores {hi:.4f} to {lo:.4f})")
 
 
+@main.command("word-table")
+@click.argument("cache")
+@click.option("--teacher", "teacher_dir", required=True, help="The teacher directory (the one the cache's layer ran).")
+@click.option("--out", required=True, help="Directory to write: vectors.npy, words.txt, word_table.json.")
+@click.option("--rows", type=int, default=100_000, show_default=True, help="Words kept, commonest first.")
+@click.option("--dim", type=int, default=50, show_default=True, help="PCA dimensions of the table.")
+@click.option(
+    "--layer", type=int, default=None, help="The teacher's hidden layer (0: its embeddings) [default: the last]."
+)
+@click.option(
+    "--exclude-split",
+    "exclude_splits",
+    multiple=True,
+    default=("test",),
+    show_default=True,
+    help="Splits whose words stay out of the vocabulary (repeatable).",
+)
+@click.option(
+    "--words", "extra_words", help="A word list to add after the corpora's words (a word a line, or .parquet)."
+)
+@click.option("--precision", default="auto", show_default=True, help="The teacher's precision, as build's.")
+@click.option("--device", default=None, help="cpu, cuda... [default: cuda when there is one]")
+@storage_option
+def word_table(
+    cache, teacher_dir, out, rows, dim, layer, exclude_splits, extra_words, precision, device, storage_options
+) -> None:
+    """A static word table made by the teacher (Model2Vec's way): each word of CACHE's corpora (all
+    splits but --exclude-split) alone through the teacher, its state at --layer, reduced by PCA to
+    --dim. A student reads it as `distill-train mgkd --word-vectors OUT` (with --hash-rows N: no word
+    list). seqdistill/pipeline/word_table.py names every decision."""
+    from ..pipeline.word_table import WordTableConfig, WordTableError, build_word_table
+
+    cfg = WordTableConfig(rows, dim, layer, list(exclude_splits), extra_words, precision, device=device)
+    try:
+        report = build_word_table(cache, teacher_dir, out, cfg, _storage_options(storage_options), log=click.echo)
+    except (WordTableError, CacheError, TeacherError) as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(
+        f"{report.out}: {report.words:,} words ({report.from_corpora:,} from the cache, "
+        f"{report.from_extra:,} from --words), PCA keeps {100 * report.variance_kept:.1f}% of the variance"
+    )
+
+
 @main.command("check-corpus")
 @click.argument("path")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
