@@ -134,28 +134,30 @@ def read_word_list(path) -> list[str]:
         return [line.rstrip("\n").split(" ", 1)[0] for line in lines if line.strip()]
 
 
-def teacher_word_states(teacher, words: list[str], layer: int, cfg: WordTableConfig, log=print) -> np.ndarray:
-    """Each word alone through ``teacher``: its word-level state at ``layer``, ``[N, D]`` float32."""
-    out = np.zeros((len(words), 0), np.float32)
+def teacher_word_states(teacher, words: list[str], layers: list[int], cfg: WordTableConfig, log=print) -> dict:
+    """Each word alone through ``teacher``: its word-level state at each of ``layers``, by layer,
+    ``[N, D]`` float32."""
+    out: dict[int, np.ndarray] = {}
     for start in range(0, len(words), cfg.batch_words):
-        batch = list(range(start, min(start + cfg.batch_words, len(words))))
+        batch = slice(start, min(start + cfg.batch_words, len(words)))
         host = to_host(
             teacher.outputs(
-                [[words[i]] for i in batch],
+                [[w] for w in words[batch]],
                 None,
                 k=1,
                 marginals=False,
-                hidden_layers=[layer],
+                hidden_layers=list(layers),
                 subwords=False,
                 precision=cfg.precision,
             )
         )
-        states = host["hidden"][layer][:, 0]
-        if out.shape[1] == 0:
-            out = np.zeros((len(words), states.shape[1]), np.float32)
-        out[batch] = states
+        for layer in layers:
+            states = host["hidden"][layer][:, 0]
+            if layer not in out:
+                out[layer] = np.zeros((len(words), states.shape[1]), np.float32)
+            out[layer][batch] = states
         if (start // cfg.batch_words) % 40 == 39:
-            log(f"  {batch[-1] + 1:,} of {len(words):,} words")
+            log(f"  {batch.stop:,} of {len(words):,} words")
     return out
 
 
@@ -201,7 +203,7 @@ def build_word_table(
         f"word table: {len(words):,} words ({n_corpora:,} from {cache}, {len(words) - n_corpora:,} from --words), "
         f"layer {layer} of {teacher.num_layers}"
     )
-    states = teacher_word_states(teacher, words, layer, cfg, log)
+    states = teacher_word_states(teacher, words, [layer], cfg, log)[layer]
     table, kept = table_from_states(states, cfg.dim)
     log(f"word table: PCA to {cfg.dim} dimensions keeps {100 * kept:.1f}% of the variance")
     meta = {
