@@ -106,6 +106,37 @@ def test_a_student_with_a_hashed_table_trains_exports_and_tags_alike(tiny_encode
         Tagger.load(out)
 
 
+def test_train_word_vectors_moves_the_rows_the_training_words_use(tiny_encoder, tmp_path, glove_dir):
+    """--train-word-vectors: the table starts from the source (or its hashed fit) and trains; the rows
+    of words the training text never shows keep their vectors, row 0 stays zero; without the flag
+    nothing moves."""
+    from conftest import toy_cache
+
+    from seqdistill.students.archs import load_student
+    from seqdistill.students.recipes import train as train_student
+    from seqdistill.students.recipes.mgkd import MGKDConfig
+    from seqdistill.students.word_vectors import read_word_vectors
+
+    cache = toy_cache(tiny_encoder, tmp_path, k=4, shard_size=16)
+    words, vectors = read_word_vectors(glove_dir)
+    tables = {}
+    for name, extra in (("frozen", {}), ("trained", {"train_word_vectors": True}),
+                        ("hashed", {"train_word_vectors": True, "hash_rows": 8})):  # fmt: skip
+        run = MGKDConfig(k=3, epochs=1, max_steps=4, lr=0.05, device="cpu", word_vectors=str(glove_dir), **extra)
+        train_student(cache, tmp_path / name, run, log=lambda *a: None)
+        tables[name] = load_student(tmp_path / name)[0].word_vectors.embed.weight.detach()
+    torch.testing.assert_close(tables["frozen"][1:], torch.from_numpy(vectors))  # frozen: the source, exactly
+    moved = ((tables["trained"][1:] - torch.from_numpy(vectors)).abs().sum(1) > 1e-6).tolist()
+    # the toy corpora's words are these six; berlin, madrid, london and oslo are never seen
+    assert [w for w, m in zip(words, moved) if m] == ["the", "peter", "paris", "rome", "anna", "visits"]
+    assert float(tables["trained"][0].abs().sum()) == float(tables["hashed"][0].abs().sum()) == 0
+    fitted = load_student(tmp_path / "hashed")[0]  # trained from its fit: its rows are not the fit's any more
+    fitted.word_vectors.fit(words, vectors)
+    assert not torch.allclose(fitted.word_vectors.embed.weight, tables["hashed"])
+    with pytest.raises(ValueError, match="--train-word-vectors trains the table of --word-vectors"):
+        MGKDConfig(train_word_vectors=True)
+
+
 @pytest.mark.parametrize(
     "kw, message",
     [

@@ -62,7 +62,7 @@ def read_word_vectors(path, rows: int = 0) -> tuple[list[str], np.ndarray]:
         seen.add(w)
     if any("\n" in w for w in words):
         raise WordVectorsError(f"{p}: a word holds a newline, which no tokenized word can")
-    return words, np.ascontiguousarray(vectors, dtype=np.float32)
+    return words, np.array(vectors, dtype=np.float32)  # a copy: a .npy source is a read-only memory map
 
 
 def _read_npy_dir(d: Path) -> tuple[list[str], np.ndarray]:

@@ -256,6 +256,13 @@ class MGKDConfig(RunConfig):
     )
     hash_ngrams: tuple[int, ...] = option((3, 5), "With --hash-rows: the n-grams' shortest and longest, in characters.")
     hash_count: int = option(2, "With --hash-rows: rows a key hashes to (Bloom embeddings' hash functions).")
+    train_word_vectors: bool = option(
+        False,
+        "With --word-vectors: train the table with the student from the source's vectors (or their hashed fit), "
+        "instead of keeping it frozen (issue 83: Svenstrup et al. 2017 train hash embeddings with the task). "
+        "A word the training text shows moves toward what the task needs, and with --hash-rows so do the "
+        "n-gram rows it shares with words the text never shows.",
+    )
     hidden_size: int = option(300, "bilstm-crf: LSTM units per direction (paper 000, Table 6).")
     projection: int | None = option(
         None,
@@ -299,6 +306,8 @@ class MGKDConfig(RunConfig):
             raise ValueError(
                 f"word_vectors_rows (--word-vectors-rows) is {self.word_vectors_rows}: give 0 (all) or more"
             )
+        if self.train_word_vectors and not self.word_vectors:
+            raise ValueError("--train-word-vectors trains the table of --word-vectors: give --word-vectors too")
         if self.char_filters < 1:
             raise ValueError(f"char_filters (--char-filters) is {self.char_filters}: give at least 1, or --no-chars")
         if self.hash_rows is not None:
@@ -599,6 +608,8 @@ def plan(ctx: Context) -> Plan:
         ctx.log(f"word vectors of {len(vectors[0]):,} words fitted into {cfg.hash_rows:,} hashed rows: error {err:.3f}")
     elif vectors:
         model.word_vectors.fill(*vectors)
+    if vectors and cfg.train_word_vectors:
+        model.word_vectors.embed.weight.requires_grad_(True)
     model.to(ctx.device)
 
     # the teacher's k-best paths: for the sequence losses, and as hard labels of unlabelled rows (§3.2)
