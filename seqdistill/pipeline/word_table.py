@@ -125,7 +125,9 @@ def read_word_list(path) -> list[str]:
     the first column of a ``.parquet`` file (GloVe's index in DATA.md's package)."""
     p = Path(path)
     if not p.is_file():
-        raise WordTableError(f"{p}: no such word list (--words: one word a line, or a .parquet whose first column)")
+        raise WordTableError(
+            f"{p}: no such word list (--words: a file of one word a line, or a .parquet file whose first column holds the words)"
+        )
     if p.suffix == ".parquet":
         import pyarrow.parquet as pq
 
