@@ -4,6 +4,7 @@
 #   SEED=14 examples/gliner_demo.sh         # students of another seed (named NAME-sSEED)
 #   SETTING=wnut examples/gliner_demo.sh    # the same on WNUT-2016 tweets (examples/wnut.sh's split)
 #   TEACHER_ARGS="--threads 1" ...          # options of examples/gliner_teacher.py (one thread: faster on a busy CPU)
+#   STUDENTS=0 examples/gliner_demo.sh      # data, teacher and cache only
 # Then benchmarks/peers.py --setting gliner-demo --student ... puts them beside the GLiNER in torch,
 # its ONNX export (fp32, int8) and spaCy on the same gold (docs/RESULTS.md, "A GLiNER as the teacher").
 # Decisions:
@@ -70,6 +71,7 @@ EOF
   --entity-types "$TYPES" --labelled "$SETTING=$OUT/train.txt@train" --labelled "$SETTING=$OUT/dev.txt@dev" \
   --labelled "$SETTING=$OUT/test.txt@test" "${UNLABELLED[@]}" --unlabelled wiki="$OUT/wiki.txt" --kbest 10 --device cpu \
   > "$OUT/cache.log" 2>&1
+[ "${STUDENTS:-1}" = 0 ] && exit 0  # STUDENTS=0: data, teacher and cache only (examples/span_rnn_demo.sh)
 train() {  # name, then distill-train options
   local name=$1; shift
   [ "$SEED" != 13 ] && name=$name-s$SEED
