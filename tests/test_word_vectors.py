@@ -202,3 +202,33 @@ def test_an_export_keeps_the_first_rows_it_is_asked_for(tiny_encoder, tmp_path):
     with pytest.raises(ValueError, match="the student has no word vectors"):
         export_model(plain, tmp_path / "pe", word_vectors_rows=4)
     assert not (tmp_path / "e13").exists() and not (tmp_path / "pe").exists()
+
+
+def test_word_vectors_dropout_zeroes_whole_words_in_training_only(cache, tmp_path):
+    """--word-vectors-dropout P: in training each word's vector is zero with probability P (whole
+    vectors, not coordinates); in eval, and at P = 0, the vectors pass untouched with no draw. A
+    training setting: the run's config records it, the student's config does not."""
+    _glove(tmp_path / "g.txt", ["the", "visits", "paris", "rome", "peter", "anna"], dim=5)
+    run = MGKDConfig(word_vectors=str(tmp_path / "g.txt"), word_vectors_dropout=0.5, chars=False, projection=8,
+                     width=16, dilations=(1,), k=3, epochs=1, max_steps=2, device="cpu")  # fmt: skip
+    train_student(cache, tmp_path / "s", run, log=lambda *a: None)
+    assert "\nword-vectors-dropout = 0.5\n" in (tmp_path / "s" / "config.toml").read_text()
+    assert "dropout" not in {k for k in json.loads((tmp_path / "s" / "config.json").read_text()) if "word" in k}
+    model, _ = load_student(tmp_path / "s")
+    assert model.word_vectors_dropout == 0.0  # a loaded student never drops
+    vectors = torch.randn(64, 50, 5) + 3.0  # no coordinate is 0 by chance
+    model.word_vectors_dropout = 0.5
+    model.train()
+    torch.manual_seed(0)
+    out = model._dropped(vectors)
+    zero, kept = (out == 0).all(-1), (out == vectors).all(-1)
+    assert bool((zero | kept).all()) and 0.45 < float(zero.float().mean()) < 0.55
+    model.eval()
+    assert model._dropped(vectors) is vectors
+    model.train()
+    model.word_vectors_dropout = 0.0
+    state = torch.get_rng_state()
+    assert model._dropped(vectors) is vectors and torch.equal(torch.get_rng_state(), state)
+    for bad in ({"word_vectors_dropout": 1.0}, {"word_vectors_dropout": -0.1}, {"word_vectors": None}):
+        with pytest.raises(ValueError, match="--word-vectors-dropout"):
+            MGKDConfig(**{"word_vectors": "g.txt", "word_vectors_dropout": 0.3, **bad})

@@ -52,6 +52,9 @@ class BagsCRFStudent(nn.Module):
     A subclass builds its layers with ``_bag_embedding`` and ``_char_layers`` (in the order its
     parameters are drawn) and has an ``out`` layer."""
 
+    # training only, so not in the student's config (the recipe sets it; --word-vectors-dropout)
+    word_vectors_dropout: float = 0.0
+
     def _bag_embedding(self, config: BiLSTMCRFConfig) -> None:
         self.vocab = RowIndex(config.teacher_vocab_size)  # teacher ids -> rows (vocabulary.py)
         self.embed = nn.EmbeddingBag(config.vocab_size, config.embedding_dim, mode="mean")
@@ -80,10 +83,20 @@ class BagsCRFStudent(nn.Module):
     def extra_features(self, x: Tensor, words: WordBatch) -> Tensor:
         """``x`` with the word vectors (if any) and the char feature (if any) concatenated, in that order."""
         if self.word_vectors is not None:
-            x = torch.cat([x, self.word_vectors(words.word_ids)], -1)
+            x = torch.cat([x, self._dropped(self.word_vectors(words.word_ids))], -1)
         if self.config.char_filters:
             x = torch.cat([x, self.char_feature(words.char_ids)], -1)
         return x
+
+    def _dropped(self, vectors: Tensor) -> Tensor:
+        """In training, each word's vector zeroed with probability ``word_vectors_dropout``: the
+        student then meets, in training, words the table lacks (row 0, zero), as test words are when
+        the table was read from the training text (Lample et al. 2016 replace training words by the
+        unknown word for the same reason). No draw at 0, so a run without it is unchanged."""
+        p = self.word_vectors_dropout
+        if not self.training or p <= 0:
+            return vectors
+        return vectors * (torch.rand(vectors.shape[:-1], device=vectors.device) >= p).unsqueeze(-1).to(vectors.dtype)
 
     def keep_word_vectors(self, rows: int) -> int:
         """Keep the first ``rows`` of the word vector table (its commonest words; ``distill-export

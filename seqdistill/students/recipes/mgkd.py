@@ -256,6 +256,13 @@ class MGKDConfig(RunConfig):
     )
     hash_ngrams: tuple[int, ...] = option((3, 5), "With --hash-rows: the n-grams' shortest and longest, in characters.")
     hash_count: int = option(2, "With --hash-rows: rows a key hashes to (Bloom embeddings' hash functions).")
+    word_vectors_dropout: float = option(
+        0.0,
+        "With --word-vectors: in training, zero each word's vector with this probability, so that the student "
+        "meets words the table lacks, as test words are when the table was read from the training text "
+        "(distill-cache word-table); 0: off.",
+        metavar="P",
+    )
     train_word_vectors: bool = option(
         False,
         "With --word-vectors: train the table with the student from the source's vectors (or their hashed fit), "
@@ -305,6 +312,10 @@ class MGKDConfig(RunConfig):
         if self.word_vectors_rows < 0:
             raise ValueError(
                 f"word_vectors_rows (--word-vectors-rows) is {self.word_vectors_rows}: give 0 (all) or more"
+            )
+        if not 0 <= self.word_vectors_dropout < 1 or (self.word_vectors_dropout and not self.word_vectors):
+            raise ValueError(
+                f"--word-vectors-dropout {self.word_vectors_dropout}: a probability in [0, 1), with --word-vectors"
             )
         if self.train_word_vectors and not self.word_vectors:
             raise ValueError("--train-word-vectors trains the table of --word-vectors: give --word-vectors too")
@@ -610,6 +621,7 @@ def plan(ctx: Context) -> Plan:
         model.word_vectors.fill(*vectors)
     if vectors and cfg.train_word_vectors:
         model.word_vectors.embed.weight.requires_grad_(True)
+    model.word_vectors_dropout = cfg.word_vectors_dropout
     model.to(ctx.device)
 
     # the teacher's k-best paths: for the sequence losses, and as hard labels of unlabelled rows (§3.2)
