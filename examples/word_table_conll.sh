@@ -13,6 +13,7 @@
 #      tt-train      the teacher's table, trained with the student (--train-word-vectors)
 #      tt-drop       the teacher's table, each word's vector zeroed with probability 0.1 in training
 #                    (--word-vectors-dropout 0.1: test words outside the table then look like training words)
+#      tt-hash-drop  tt-hash with --word-vectors-dropout 0.1
 #      glove-hash    GloVe 6B 50d hashed into 50,000 rows, trained with the student (needs examples/get_glove.sh)
 #    --projection 64 as the word-vector rows of docs/RESULTS.md, so that the export stays under spaCy's 6.7 MB.
 #    One torch thread a run, JOBS=2 at a time.
@@ -37,6 +38,7 @@ flags() {  # the row's flags beside the default's
     tt-hash) echo --word-vectors "$TABLE" --hash-rows 30000 --projection 64 ;;
     tt-train) echo --word-vectors "$TABLE" --projection 64 --train-word-vectors ;;
     tt-drop) echo --word-vectors "$TABLE" --projection 64 --word-vectors-dropout 0.1 ;;
+    tt-hash-drop) echo --word-vectors "$TABLE" --hash-rows 30000 --projection 64 --word-vectors-dropout 0.1 ;;
     glove-hash) echo --word-vectors "$(examples/get_glove.sh)" --hash-rows 50000 --projection 64 --train-word-vectors ;;
     *) echo "unknown row $1" >&2; exit 2 ;;
   esac
