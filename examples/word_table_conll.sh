@@ -50,12 +50,5 @@ run() {  # row seed
   OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $BIN/distill-train mgkd --epochs "$EPOCHS" --patience 5 $(flags "$1") \
     --cache "$CACHE" --out "$OUT/$name" --seed "$2" --device cpu > "$OUT/$name.log" 2>&1
 }
-for row in $ROWS; do flags "$row" > /dev/null; done  # an unknown row stops here, before any run
-for seed in $SEEDS; do
-  for row in $ROWS; do
-    while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
-    run "$row" "$seed" &
-  done
-done
-wait
-for seed in $SEEDS; do for row in $ROWS; do echo "$OUT/$row-s$seed"; done; done
+. examples/run_rows.sh  # every row's flags checked, then ROWS x SEEDS, JOBS at a time
+run_rows

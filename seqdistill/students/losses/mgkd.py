@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ...crf import log_partition, path_score
+from ...crf import log_partition, nll, path_score
 
 
 def _log1mexp(x: Tensor) -> Tensor:
@@ -30,11 +30,10 @@ def hard_loss(
     log_z: Tensor | None = None,
 ) -> Tensor:
     """L_hard = -log P^s(y_hard | x) (eq. 7): gold tags on labelled rows, the teacher's top-1 path
-    on unlabelled ones (§3.2). ``log_z``: the student's log Z of these rows when computed already
-    (several teachers' hard labels of one batch share it)."""
-    if log_z is None:
-        log_z = log_partition(emissions, mask, transitions, start, end)
-    return log_z - path_score(emissions, mask, tags, transitions, start, end)
+    on unlabelled ones (§3.2): the student CRF's NLL of those tags (``crf.nll``). ``log_z``: the
+    student's log Z of these rows when computed already (several teachers' hard labels of one batch
+    share it)."""
+    return nll(emissions, mask, tags, transitions, start, end, log_z)
 
 
 def student_path_log_probs(
