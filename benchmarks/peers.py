@@ -105,6 +105,13 @@ SETTINGS = {  # --setting NAME: the files of a setting made by another command (
         "teacher": ".data/teachers/mpnet-crf-conll",
         "cache": ".data/table1/cache",
     },
+    "conll-headlines": {  # examples/headlines_conll.sh: the same data and MPNet teacher, its cache with hidden layers
+        "train": f"{CONLL}/train.txt",
+        "dev": f"{CONLL}/valid.txt",
+        "test": f"{CONLL}/test.txt",
+        "teacher": ".data/teachers/mpnet-crf-conll",
+        "cache": ".data/headlines/cache",
+    },
     "conll-gemma": {  # examples/gemma_students.sh: the same data, the EmbeddingGemma-300M + CRF teacher (issue 72)
         "train": f"{CONLL}/train.txt",
         "dev": f"{CONLL}/valid.txt",
@@ -473,7 +480,7 @@ def main() -> None:
     for k, v in paths.items():
         if not Path(v).exists():
             ap.error(
-                f"--{k} {v}: not found (--setting demo: run `make demo` first; wnut: examples/wnut.sh; conll: examples/peers_conll.sh; conll-mpnet: examples/table1_conll.sh; conll-gemma: examples/gemma_students.sh; gliner-demo: examples/gliner_demo.sh)"
+                f"--{k} {v}: not found (--setting demo: run `make demo` first; wnut: examples/wnut.sh; conll: examples/peers_conll.sh; conll-mpnet: examples/table1_conll.sh; conll-headlines: examples/headlines_conll.sh; conll-gemma: examples/gemma_students.sh; gliner-demo: examples/gliner_demo.sh)"
             )
     students = {}
     for spec in args.student:

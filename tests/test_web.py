@@ -140,6 +140,8 @@ FIXTURES = [
     ("student-ptb-calibrated", "bilstm-crf", {"extra": {"words": "ptb"}, "temperature": 1.7}),
     *((f"teacher-{kind}", "teacher", {"kind": kind}) for kind in ("crf", "softmax", "bilou-per-type")),
     ("teacher-crf-mean", "teacher", {"kind": "crf", "pooling": "mean"}),  # each word the mean of its subwords
+    # a hashed word table and every other embedding table at 4 bits (issue 83, --table-bits 4)
+    ("student-hashed-int4", "cnn-crf", {**STUDENTS[14][1], "table_bits": 4}),
 ]
 
 
@@ -158,13 +160,14 @@ def test_the_javascript_runtime_gives_the_taggers_answers(tiny_encoder, tmp_path
     for name, arch, kw in FIXTURES:
         kw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in kw.items()}
         temperature = kw.pop("temperature", None)
+        table_bits = kw.pop("table_bits", 8)
         if arch == "teacher":
             src = make_teacher(tiny_encoder, tmp_path / name, **kw)
         else:
             src = make_student(tiny_encoder, tmp_path / name, arch, **kw)
         if temperature:
             (Path(src) / CALIBRATION_FILE).write_text(json.dumps({"temperature": temperature}))
-        out = export_web(src, root / name, quantize="none" if arch == "teacher" else "int8")
+        out = export_web(src, root / name, quantize="none" if arch == "teacher" else "int8", table_bits=table_bits)
         tagger = Tagger.load(out, threads=1)
         golden = {
             "inputs": inputs,

@@ -7,7 +7,7 @@ import json
 import click
 
 from ..corpora import CorpusError
-from ..deploy.export import QUANTIZE, check_export, export_model
+from ..deploy.export import QUANTIZE, TABLE_BITS, check_export, export_model
 from ..deploy.web import export_web
 from ..inference.onnx_runtime import EXPORT_JSON, ONNX_FILE, ExportError
 from .options import tag_names_option
@@ -53,9 +53,26 @@ from .options import tag_names_option
     help="A student trained with --word-vectors: keep only the first N words of its table (its commonest; the others "
     "read as unknown words), the export's size knob; 0: all.",
 )
+@click.option(
+    "--table-bits",
+    type=click.Choice([str(b) for b in TABLE_BITS]),
+    default="8",
+    show_default=True,
+    help="With --quantize int8: the bits of each embedding table's numbers (word vectors, word pieces, characters), "
+    "one scale a row; 4 halves the tables' bytes.",
+)
 @click.option("--trust-remote-code", is_flag=True, help="Allow a teacher's own code from its directory.")
 def main(
-    model_dir, out_dir, web_dir, quantize, check_data, tag_names, max_f1_drop, word_vectors_rows, trust_remote_code
+    model_dir,
+    out_dir,
+    web_dir,
+    quantize,
+    check_data,
+    tag_names,
+    max_f1_drop,
+    word_vectors_rows,
+    table_bits,
+    trust_remote_code,
 ) -> None:
     """Export a student or teacher to a self-contained ONNX directory (graph, tokenizer, label
     schema, decoding tables, export.json), loadable with ``seqdistill.Tagger.load`` and by
@@ -71,6 +88,7 @@ def main(
                 quantize=quantize,
                 trust_remote_code=trust_remote_code,
                 word_vectors_rows=word_vectors_rows,
+                table_bits=int(table_bits),
             )
         else:
             out = export_model(
@@ -79,6 +97,7 @@ def main(
                 quantize=quantize or "none",
                 trust_remote_code=trust_remote_code,
                 word_vectors_rows=word_vectors_rows,
+                table_bits=int(table_bits),
             )
         meta = json.loads((out / EXPORT_JSON).read_text())
         click.echo(

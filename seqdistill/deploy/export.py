@@ -21,6 +21,9 @@ Decisions, named here:
   activation scales) is not offered: on CoNLL-2003 it is known to collapse a BERT tagger's F1.
   ``--check`` scores the export against the torch model on a labelled corpus and fails beyond
   ``--max-f1-drop``.
+* ``--table-bits 4`` (with ``--quantize int8``) stores the embedding tables at 4 bits, one scale a
+  row (``int4_table``): on CoNLL-2003 it took 36-39% off a student's export for 0.09-0.19 F1
+  (docs/RESULTS.md, "Four bits a number in the tables"), so 8 stays the default.
 * A student's pretrained word vectors (``--word-vectors``) are a table in the graph (int8 with the
   others) read through a ``word_ids [B, L]`` input; their words are a text file beside it
   (``word_vectors.txt``, a word a line), and each runtime looks a word up itself, as
@@ -64,6 +67,7 @@ from ..vocabulary import save_tokenizer
 
 OPSET = 17
 QUANTIZE = ("none", "int8")
+TABLE_BITS = (8, 4)  # --table-bits: the embedding tables' bits under --quantize int8
 
 
 EXAMPLE = [["the", "quick", "brown", "fox", "jumps"], ["over", "the"], ["dog"]]  # traced shapes; any words do
@@ -88,7 +92,7 @@ AXES = {
 }
 
 
-def weight_only_int8(src: Path, dst: Path) -> int:
+def weight_only_int8(src: Path, dst: Path, *, table_bits: int = 8) -> int:
     """``--quantize int8``: the weights of every MatMul, Gemm and LSTM stored as int8 with one
     symmetric scale per output channel, each read through a ``DequantizeLinear`` node; activations
     stay fp32. Returns the number of weights quantized.
@@ -104,14 +108,18 @@ def weight_only_int8(src: Path, dst: Path) -> int:
     multilingual teacher's rows are most of a student's bytes); ONNX Runtime folds every
     DequantizeLinear of a constant once, at load (``onnx_runtime.session_options``), so a run reads
     fp32 tables and pays nothing per call. Biases (one dimension) stay fp32; the CRF's tables are
-    not in the graph."""
+    not in the graph. ``table_bits=4`` (``--table-bits 4``, issue 83) stores the embedding tables
+    at 4 bits instead (:func:`int4_table`)."""
     import onnx
     from onnx import helper, numpy_helper
 
+    if table_bits not in TABLE_BITS:
+        raise ExportError(f"--table-bits {table_bits}: not one of {', '.join(map(str, TABLE_BITS))}")
     model = onnx.load(str(src))
     graph = model.graph
     weights = {t.name: t for t in graph.initializer}
     axes: dict[str, int] = {}  # the output-channel axis of each weight
+    tables: set[str] = set()  # the embedding tables among them
     for node in graph.node:
         if node.op_type == "MatMul" and node.input[1] in weights:
             axes[node.input[1]] = -1  # B [K, N]: a scale per output column
@@ -125,10 +133,17 @@ def weight_only_int8(src: Path, dst: Path) -> int:
         elif node.op_type == "Gather" and node.input[0] in weights:
             if weights[node.input[0]].data_type == onnx.TensorProto.FLOAT:  # not an id map (vocabulary.RowIndex)
                 axes[node.input[0]] = 0  # an embedding table [V, D]: a scale per row
+                tables.add(node.input[0])
     dequantize = []
     for name, axis in axes.items():
         w = numpy_helper.to_array(weights[name]).astype(np.float32)
         if w.ndim < 2:
+            continue
+        graph.initializer.remove(weights[name])
+        if table_bits == 4 and name in tables and w.ndim == 2:
+            initializers, nodes = int4_table(w, name)
+            graph.initializer.extend(initializers)
+            dequantize.extend(nodes)
             continue
         axis = axis % w.ndim
         other = tuple(i for i in range(w.ndim) if i != axis)
@@ -137,7 +152,6 @@ def weight_only_int8(src: Path, dst: Path) -> int:
         shape = [1] * w.ndim
         shape[axis] = -1
         q = np.clip(np.rint(w / scale.reshape(shape)), -127, 127).astype(np.int8)
-        graph.initializer.remove(weights[name])
         graph.initializer.extend(
             [numpy_helper.from_array(q, f"{name}_int8"), numpy_helper.from_array(scale, f"{name}_scale")]
         )
@@ -150,6 +164,67 @@ def weight_only_int8(src: Path, dst: Path) -> int:
     return len(dequantize)
 
 
+def quantize_int4_rows(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A table ``[V, D]`` as symmetric 4-bit integers with one scale a row: ``q = round(w / s)`` in
+    [-7, 7], ``s = max |w_row| / 7`` (uniform quantization of an embedding table, May et al.,
+    NeurIPS 2019, as issue 83 asks). Returns ``(q int8 [V, D], s float32 [V])``; ``q * s[:, None]``
+    is the table the graph reads."""
+    scale = np.abs(w).max(axis=1) / 7.0
+    scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
+    return np.clip(np.rint(w / scale[:, None]), -7, 7).astype(np.int8), scale
+
+
+def pack_int4(q: np.ndarray) -> np.ndarray:
+    """Two 4-bit numbers a byte: ``q[:, 2j] + 8`` in the low nibble, ``q[:, 2j + 1] + 8`` in the high
+    one (an odd width padded with one zero column). ``uint8 [V, ceil(D / 2)]``."""
+    u = (q.astype(np.int16) + 8).astype(np.uint8)
+    if u.shape[1] % 2:
+        u = np.concatenate([u, np.full((u.shape[0], 1), 8, np.uint8)], axis=1)
+    return (u[:, 0::2] | (u[:, 1::2] << 4)).astype(np.uint8)
+
+
+def int4_table(w: np.ndarray, name: str):
+    """``--table-bits 4``: the initializers and nodes that rebuild the table ``name`` from its packed
+    nibbles (:func:`pack_int4`) and row scales, as ``(initializers, nodes)``.
+
+    Decision: the nibbles are unpacked by plain opset-17 arithmetic (Cast, Div, Mod, Concat, Reshape,
+    Slice, Sub, Mul) rather than an opset-21 ``DequantizeLinear`` of ``int4``: the export keeps the one
+    opset every runtime reads (Python, the spaCy component, onnxruntime-web and -node), and every node
+    has constant inputs, so ONNX Runtime folds the whole chain into the fp32 table once at load, as it
+    folds int8's ``DequantizeLinear`` (``onnx_runtime.session_options``): nothing is paid per call."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    q, scale = quantize_int4_rows(w)
+    packed = pack_int4(q)
+    rows, dim = w.shape
+    n = lambda suffix: f"{name}_int4_{suffix}"  # noqa: E731
+    initializers = [
+        numpy_helper.from_array(packed, n("packed")),
+        numpy_helper.from_array(scale.reshape(-1, 1), n("scale")),
+        numpy_helper.from_array(np.array(16, np.int32), n("sixteen")),
+        numpy_helper.from_array(np.array(8.0, np.float32), n("eight")),
+        numpy_helper.from_array(np.array([rows, packed.shape[1] * 2], np.int64), n("shape")),
+        numpy_helper.from_array(np.array([0], np.int64), n("start")),
+        numpy_helper.from_array(np.array([dim], np.int64), n("end")),
+        numpy_helper.from_array(np.array([1], np.int64), n("axis")),
+        numpy_helper.from_array(np.array([-1], np.int64), n("last")),
+    ]
+    nodes = [
+        helper.make_node("Cast", [n("packed")], [n("i32")], to=TensorProto.INT32),
+        helper.make_node("Mod", [n("i32"), n("sixteen")], [n("low")]),
+        helper.make_node("Div", [n("i32"), n("sixteen")], [n("high")]),
+        helper.make_node("Unsqueeze", [n("low"), n("last")], [n("low3")]),
+        helper.make_node("Unsqueeze", [n("high"), n("last")], [n("high3")]),
+        helper.make_node("Concat", [n("low3"), n("high3")], [n("pairs")], axis=-1),  # [V, D/2, 2]: in column order
+        helper.make_node("Reshape", [n("pairs"), n("shape")], [n("even")]),
+        helper.make_node("Slice", [n("even"), n("start"), n("end"), n("axis")], [n("u")]),
+        helper.make_node("Cast", [n("u")], [n("f")], to=TensorProto.FLOAT),
+        helper.make_node("Sub", [n("f"), n("eight")], [n("q")]),
+        helper.make_node("Mul", [n("q"), n("scale")], [name]),
+    ]
+    return initializers, nodes
+
+
 def _fingerprint(d: Path, backend) -> dict:
     if backend.kind == "teacher":
         from ..teachers import teacher_fingerprints
@@ -159,14 +234,25 @@ def _fingerprint(d: Path, backend) -> dict:
 
 
 def export_model(
-    model_dir, out_dir, *, quantize: str = "none", trust_remote_code: bool = False, word_vectors_rows: int = 0
+    model_dir,
+    out_dir,
+    *,
+    quantize: str = "none",
+    trust_remote_code: bool = False,
+    word_vectors_rows: int = 0,
+    table_bits: int = 8,
 ) -> Path:
     """Export a student or teacher directory to ``out_dir`` (a new directory, written whole or
     not at all: built under a temporary name beside it and renamed). ``word_vectors_rows``: keep
-    only the first N words of a student's word vector table (0: all; ``keep_word_vectors``)."""
+    only the first N words of a student's word vector table (0: all; ``keep_word_vectors``).
+    ``table_bits``: the embedding tables' bits under ``quantize="int8"`` (8 or 4)."""
     src, out = Path(model_dir), Path(out_dir)
     if quantize not in QUANTIZE:
         raise ExportError(f"--quantize {quantize!r} is not one of {', '.join(QUANTIZE)}")
+    if table_bits not in TABLE_BITS:
+        raise ExportError(f"--table-bits {table_bits}: not one of {', '.join(map(str, TABLE_BITS))}")
+    if table_bits != 8 and quantize != "int8":
+        raise ExportError(f"--table-bits {table_bits} quantizes the tables of an int8 export: add --quantize int8")
     if not src.is_dir():
         raise FileNotFoundError(f"{src}: no such model directory")
     if is_export_dir(src):
@@ -214,7 +300,7 @@ def export_model(
         if hasattr(graph, "finish_onnx"):
             graph.finish_onnx(fp32)  # e.g. the SRU recurrence's placeholder node becomes a Scan
         if quantize == "int8":
-            weight_only_int8(fp32, tmp / ONNX_FILE)
+            weight_only_int8(fp32, tmp / ONNX_FILE, table_bits=table_bits)
             fp32.unlink()
         decoder = backend.decoder
         if decoder.transitions is not None:
@@ -244,6 +330,7 @@ def export_model(
             "label_schema": decoder.schema.to_json(),
             "entity_types": list(decoder.entity_types),
             "quantize": quantize,
+            **({"table_bits": table_bits} if table_bits != 8 else {}),  # absent: 8 (exports before issue 83)
             "opset": OPSET,
             "params": backend.params,
             "params_without_embeddings": backend.params_without_embeddings,

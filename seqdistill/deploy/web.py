@@ -102,6 +102,7 @@ def export_web(
     trust_remote_code: bool = False,
     runtime: Path = RUNTIME,
     word_vectors_rows: int = 0,
+    table_bits: int = 8,
 ) -> Path:
     """Write the web folder of ``model_dir`` (a student, a teacher or an export directory) to
     ``out_dir``, a new directory written whole or not at all. ``quantize``: a model's export (None:
@@ -116,8 +117,9 @@ def export_web(
     try:
         folder = tmp / "web"
         if src.is_dir() and is_export_dir(src):
-            if word_vectors_rows:
-                raise ExportError(f"{src}: already exported; --word-vectors-rows needs the student it came from")
+            if word_vectors_rows or table_bits != 8:
+                flag = "--word-vectors-rows" if word_vectors_rows else "--table-bits"
+                raise ExportError(f"{src}: already exported; {flag} needs the student it came from")
             meta = read_export_json(src)
             if quantize is not None and meta.get("quantize", "none") != quantize:
                 raise ExportError(
@@ -133,6 +135,7 @@ def export_web(
                 quantize=quantize or "int8",
                 trust_remote_code=trust_remote_code,
                 word_vectors_rows=word_vectors_rows,
+                table_bits=table_bits,
             )
         meta = read_export_json(folder)
         framing = tokenizer_framing(folder / "tokenizer")
