@@ -129,6 +129,17 @@ def build_cache(
 
 
 @pytest.fixture(scope="session")
+def glove_dir(tmp_path_factory):
+    """A directory of word vectors as the GloVe package's (a ``.npy`` matrix and its word list):
+    ten words of the toy corpora and some they lack, 6 random dimensions."""
+    d = tmp_path_factory.mktemp("vectors")
+    words = ["the", "peter", "paris", "rome", "anna", "visits", "berlin", "madrid", "london", "oslo"]
+    np.save(d / "v.npy", np.random.default_rng(0).normal(size=(len(words), 6)).astype(np.float32))
+    (d / "w.txt").write_text("\n".join(words) + "\n")
+    return d
+
+
+@pytest.fixture(scope="session")
 def tiny_encoder(tmp_path_factory):
     from transformers import BertConfig, BertModel, BertTokenizer
 

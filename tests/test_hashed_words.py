@@ -60,15 +60,6 @@ def test_fewer_rows_fit_worse():
     assert errors[0] > errors[1] > errors[2]
 
 
-@pytest.fixture(scope="module")
-def glove_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("vectors")
-    words = ["the", "peter", "paris", "rome", "anna", "visits", "berlin", "madrid", "london", "oslo"]
-    np.save(d / "v.npy", np.random.default_rng(0).normal(size=(len(words), 6)).astype(np.float32))
-    (d / "w.txt").write_text("\n".join(words) + "\n")
-    return d
-
-
 def test_a_student_with_a_hashed_table_trains_exports_and_tags_alike(tiny_encoder, tmp_path, glove_dir):
     from conftest import toy_cache
 

@@ -42,24 +42,14 @@ def test_the_graphs_unpacking_gives_the_dequantized_table(dim):
     assert (np.abs(got - w) <= scale[:, None] / 2 + 1e-6).all()  # within half a step of each number
 
 
-@pytest.fixture()
-def vectors_dir(tmp_path):
-    d = tmp_path / "vectors"
-    d.mkdir()
-    words = ["the", "peter", "paris", "rome", "anna", "visits", "berlin", "madrid", "london", "oslo"]
-    np.save(d / "v.npy", np.random.default_rng(0).normal(size=(len(words), 6)).astype(np.float32))
-    (d / "w.txt").write_text("\n".join(words) + "\n")
-    return d
-
-
-def test_a_4_bit_export_tags_as_its_torch_model_with_4_bit_tables(tiny_encoder, tmp_path, vectors_dir):
+def test_a_4_bit_export_tags_as_its_torch_model_with_4_bit_tables(tiny_encoder, tmp_path, glove_dir):
     from conftest import toy_cache
 
     from seqdistill.students.recipes import train as train_student
     from seqdistill.students.recipes.mgkd import MGKDConfig
 
     cache = toy_cache(tiny_encoder, tmp_path, k=4, shard_size=16)
-    run = MGKDConfig(k=3, epochs=1, max_steps=3, device="cpu", word_vectors=str(vectors_dir), hash_rows=8)
+    run = MGKDConfig(k=3, epochs=1, max_steps=3, device="cpu", word_vectors=str(glove_dir), hash_rows=8)
     train_student(cache, tmp_path / "s", run, log=lambda *a: None)
     int8 = export_model(tmp_path / "s", tmp_path / "int8", quantize="int8")
     int4 = export_model(tmp_path / "s", tmp_path / "int4", quantize="int8", table_bits=4)
