@@ -52,6 +52,22 @@ def test_the_fit_reproduces_the_source_and_a_new_word_gets_its_ngrams_vector():
     assert max(cos, key=cos.get) == "paris"
 
 
+def test_row_0_pads_whatever_a_saved_table_holds_there():
+    """The mean is a sum over a word's rows divided by the count of real ones (row 0 pads): a saved
+    table with something in row 0 loads with row 0 zero, and each word's vector is still the mean of
+    its own rows, by hand; a padding word's is 0."""
+    table = HashedWordVectors(WordHashing(rows=50), 3)
+    weights = torch.arange(51 * 3, dtype=torch.float32).reshape(51, 3) + 1.0  # row 0 is not zero
+    table.load_state_dict({"embed.weight": weights})
+    assert float(table.embed.weight[0].abs().sum()) == 0
+    rows = table.rows([["paris", "x"], ["a"]])  # the second sentence's second word pads
+    got = table(rows)
+    for b, j, word in ((0, 0, "paris"), (0, 1, "x"), (1, 0, "a")):
+        own = table.hashing.word_rows(word)
+        torch.testing.assert_close(got[b, j], weights[own].mean(0))
+    assert float(got[1, 1].abs().sum()) == 0
+
+
 def test_fewer_rows_fit_worse():
     rng = np.random.default_rng(1)
     words = [f"w{i}x{i * 7 % 13}" for i in range(300)]

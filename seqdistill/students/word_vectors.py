@@ -184,13 +184,24 @@ class HashedWordVectors(nn.Module):
     """A frozen table ``[rows + 1, D]`` with no word list (issue 83, ``--hash-rows``): a word's vector
     is the mean of the rows its keys hash to (``tokenization.WordHashing``), row 0 the zero vector of
     padding. The rows are fitted to a source's word vectors (:meth:`fit`), and a word the source never
-    had gets the mean of its character n-grams' rows."""
+    had gets the mean of its character n-grams' rows.
+
+    Row 0 stays zero (``padding_idx``: no gradient reaches it, and :meth:`fit` writes it 0), so the
+    mean is a plain sum over the ``[B, L, K]`` rows divided by the count of real ones: no mask over
+    the ``[B, L, K, D]`` gathered rows, whose multiply took a sixth of a hashed student's exported
+    time at batch 32 (docs/BENCHMARKS.md, "Hashed tables at batch 32")."""
 
     def __init__(self, hashing: WordHashing, dim: int):
         super().__init__()
         self.hashing = hashing
-        self.embed = nn.Embedding(hashing.rows + 1, dim)
+        self.embed = nn.Embedding(hashing.rows + 1, dim, padding_idx=0)
         self.embed.weight.requires_grad_(False)
+        self.register_load_state_dict_post_hook(self._zero_padding)
+
+    @staticmethod
+    def _zero_padding(module: "HashedWordVectors", _incompatible) -> None:
+        with torch.no_grad():
+            module.embed.weight[0] = 0.0  # padding, whatever a saved table holds there
 
     @staticmethod
     def sizes(hashing: WordHashing, dim: int) -> dict:
@@ -209,8 +220,8 @@ class HashedWordVectors(nn.Module):
 
     def forward(self, rows: Tensor) -> Tensor:
         """``[B, L, D]``: the mean of each word's rows (0 for a padding word)."""
-        real = (rows > 0).unsqueeze(-1).to(self.embed.weight.dtype)  # row 0 pads, whatever it holds
-        return (self.embed(rows) * real).sum(-2) / real.sum(-2).clamp(min=1)
+        real = (rows > 0).sum(-1, keepdim=True).clamp(min=1).to(self.embed.weight.dtype)  # [B, L, 1]
+        return self.embed(rows).sum(-2) / real
 
     def fit(self, words: list[str], vectors: np.ndarray, iterations: int = 200, ridge: float = 1e-3) -> float:
         """Fill the table by weighted least squares: min_T sum_w f_w ||mean_{r in rows(w)} T_r - v_w||^2

@@ -1,0 +1,132 @@
+"""Where an exported student's time goes: ONNX Runtime's own profile of each graph node, over real
+sentences, at batch 1 and 32, one thread (issue 83: the hashed word table at batch 32; issue 82: a
+student that misses its speed goal is profiled before anything changes).
+
+    .venv/bin/python benchmarks/onnx_profile.py --test $D/test.txt \
+        --model default=.data/headlines/default-s13-int8 --model hashed=.data/headlines/tt-hash-s13-int8 \
+        --batch 1,32 --write docs/BENCHMARKS.md
+
+Each model runs in the session the runtime opens (``onnx_runtime.session_options``: the int8
+weights folded at load, one thread), with ONNX Runtime's profiler on. The first ``--sentences`` of
+the file are fed in file order, ``--rounds`` times: the ms a sentence is the median round's
+``session.run`` time (the graph alone), and "inputs" the median time to build its inputs from words
+(tokenizer, char bytes, word rows: the Python runtime's work around the graph) with warm caches.
+The node shares are of the profiler's kernel time over all rounds, the top ``--top`` per model, each
+named by its op and its node (the student's module path). Models run one after another in one
+process, so compare rows of one run only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from doc_section import write_section  # noqa: E402
+
+BEGIN, END = "<!-- onnx_profile:begin -->", "<!-- onnx_profile:end -->"
+
+
+def node_shares(profile: Path) -> collections.Counter:
+    """Kernel microseconds per ``op: node`` from an ONNX Runtime profile file."""
+    shares = collections.Counter()
+    for e in json.loads(profile.read_text()):
+        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
+            shares[f"{e['args']['op_name']}: {e['name'][: -len('_kernel_time')]}"] += e["dur"]
+    return shares
+
+
+def profile(directory: Path, sents: list[list[str]], batch: int, rounds: int, work: Path) -> dict:
+    import onnxruntime as ort
+
+    from seqdistill.inference.onnx_runtime import OnnxModel, graph_feed, session_options
+
+    model = OnnxModel(directory, threads=1)
+    opts = session_options(1)
+    opts.enable_profiling = True
+    opts.profile_file_prefix = str(work / directory.name)
+    session = ort.InferenceSession(str(directory / model.meta["onnx"]), opts, providers=["CPUExecutionProvider"])
+    batches = [sents[i : i + batch] for i in range(0, len(sents), batch)]
+
+    def feeds():
+        segmenter = getattr(model, "segmenter", None)
+        return [
+            graph_feed(model.inputs, model.meta, model.tokenizer, b, segmenter, model.word_rows)[0] for b in batches
+        ]
+
+    fed = feeds()  # warms the tokenizer's and the word rows' caches
+    runs, inputs = [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        feeds()
+        inputs.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        for f in fed:
+            session.run(None, f)
+        runs.append(time.perf_counter() - t0)
+    shares = node_shares(Path(session.end_profiling()))
+    return {
+        "ms": 1000 * statistics.median(runs) / len(sents),
+        "inputs_ms": 1000 * statistics.median(inputs) / len(sents),
+        "shares": shares,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", action="append", required=True, help="NAME=DIR, an export directory (repeatable)")
+    ap.add_argument("--test", required=True, help="a CoNLL file whose sentences are fed")
+    ap.add_argument("--sentences", type=int, default=640)
+    ap.add_argument("--batch", default="1,32", help="batch sizes, comma-separated")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--top", type=int, default=5, help="nodes listed per model and batch")
+    ap.add_argument("--write", default=None, help="replace this benchmark's section of this file")
+    args = ap.parse_args()
+
+    from seqdistill.corpora import read_corpus
+    from seqdistill.deploy.card import machine
+
+    models = {}
+    for spec in args.model:
+        name, _, d = spec.partition("=")
+        if not d or not (Path(d) / "export.json").is_file():
+            ap.error(f"--model {spec}: write NAME=DIR, DIR an export directory (distill-export)")
+        models[name] = Path(d)
+    sents = [s.words for s in read_corpus(args.test, "conll", "test").sentences[: args.sentences]]
+    lines = [
+        "| model | batch | ms a sentence (graph) | inputs, ms | where the graph's time goes (share of kernel time) |",
+        "|---|---:|---:|---:|---|",
+    ]
+    with tempfile.TemporaryDirectory() as work:
+        for batch in (int(b) for b in args.batch.split(",")):
+            for name, d in models.items():
+                r = profile(d, sents, batch, args.rounds, Path(work))
+                total = sum(r["shares"].values()) or 1
+                top = "; ".join(f"{k} {100 * v / total:.0f}%" for k, v in r["shares"].most_common(args.top))
+                lines.append(f"| {name} | {batch} | {r['ms']:.3f} | {r['inputs_ms']:.3f} | {top} |")
+                print(lines[-1], flush=True)
+    m = machine(1)
+    cmd = " ".join(["benchmarks/onnx_profile.py", *sys.argv[1:]])
+    text = (
+        f"{BEGIN}\n`.venv/bin/python {cmd}`, {time.strftime('%Y-%m-%d')}, {m['cpu']} ({m['cores']} cores), "
+        f"one thread, the first {len(sents)} sentences of {args.test}, median of {args.rounds} rounds.\n\n"
+        + "\n".join(lines)
+        + f"\n{END}"
+    )
+    print("\n" + text)
+    if args.write:
+        write_section(args.write, BEGIN, END, "## Where an export's time goes (ONNX Runtime's profile)", text)
+
+
+if __name__ == "__main__":
+    main()
