@@ -7,13 +7,14 @@ student that misses its speed goal is profiled before anything changes).
         --batch 1,32 --write docs/BENCHMARKS.md
 
 Each model runs in the session the runtime opens (``onnx_runtime.session_options``: the int8
-weights folded at load, one thread), with ONNX Runtime's profiler on. The first ``--sentences`` of
-the file are fed in file order, ``--rounds`` times: the ms a sentence is the median round's
-``session.run`` time (the graph alone), and "inputs" the median time to build its inputs from words
-(tokenizer, char bytes, word rows: the Python runtime's work around the graph) with warm caches.
-The node shares are of the profiler's kernel time over all rounds, the top ``--top`` per model, each
-named by its op and its node (the student's module path). Models run one after another in one
-process, so compare rows of one run only.
+weights folded at load, one thread). The first ``--sentences`` of the file are fed in file order,
+``--rounds`` times: the ms a sentence is the median round's ``session.run`` time (the graph alone),
+and "inputs" the median time to build its inputs from words (tokenizer, char bytes, word rows: the
+Python runtime's work around the graph) with warm caches. The node shares are of ONNX Runtime's
+profiler's kernel time in a second, profiled session over one more pass (apart, because the
+profiler's own cost per node would weigh on the times), the top ``--top`` per model, each named by
+its op and its node (the student's module path). Models run one after another in one process, so
+compare rows of one run only.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import argparse
 import collections
 import json
 import os
+import shlex
 import statistics
 import sys
 import tempfile
@@ -51,11 +53,11 @@ def profile(directory: Path, sents: list[list[str]], batch: int, rounds: int, wo
 
     from seqdistill.inference.onnx_runtime import OnnxModel, graph_feed, session_options
 
-    model = OnnxModel(directory, threads=1)
+    model = OnnxModel(directory, threads=1)  # its session times the graph; a second one, profiled, splits it
     opts = session_options(1)
     opts.enable_profiling = True
     opts.profile_file_prefix = str(work / directory.name)
-    session = ort.InferenceSession(str(directory / model.meta["onnx"]), opts, providers=["CPUExecutionProvider"])
+    profiled = ort.InferenceSession(str(directory / model.meta["onnx"]), opts, providers=["CPUExecutionProvider"])
     batches = [sents[i : i + batch] for i in range(0, len(sents), batch)]
 
     def feeds():
@@ -72,9 +74,11 @@ def profile(directory: Path, sents: list[list[str]], batch: int, rounds: int, wo
         inputs.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         for f in fed:
-            session.run(None, f)
+            model.session.run(None, f)
         runs.append(time.perf_counter() - t0)
-    shares = node_shares(Path(session.end_profiling()))
+    for f in fed:
+        profiled.run(None, f)
+    shares = node_shares(Path(profiled.end_profiling()))
     return {
         "ms": 1000 * statistics.median(runs) / len(sents),
         "inputs_ms": 1000 * statistics.median(inputs) / len(sents),
@@ -116,7 +120,7 @@ def main() -> None:
                 lines.append(f"| {name} | {batch} | {r['ms']:.3f} | {r['inputs_ms']:.3f} | {top} |")
                 print(lines[-1], flush=True)
     m = machine(1)
-    cmd = " ".join(["benchmarks/onnx_profile.py", *sys.argv[1:]])
+    cmd = shlex.join(["benchmarks/onnx_profile.py", *sys.argv[1:]])
     text = (
         f"{BEGIN}\n`.venv/bin/python {cmd}`, {time.strftime('%Y-%m-%d')}, {m['cpu']} ({m['cores']} cores), "
         f"one thread, the first {len(sents)} sentences of {args.test}, median of {args.rounds} rounds.\n\n"

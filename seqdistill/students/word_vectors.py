@@ -189,7 +189,7 @@ class HashedWordVectors(nn.Module):
     Row 0 stays zero (``padding_idx``: no gradient reaches it, and :meth:`fit` writes it 0), so the
     mean is a plain sum over the ``[B, L, K]`` rows divided by the count of real ones: no mask over
     the ``[B, L, K, D]`` gathered rows, whose multiply took a sixth of a hashed student's exported
-    time at batch 32 (docs/BENCHMARKS.md, "Hashed tables at batch 32")."""
+    time at batch 32 (docs/BENCHMARKS.md, "Where an export's time goes")."""
 
     def __init__(self, hashing: WordHashing, dim: int):
         super().__init__()
