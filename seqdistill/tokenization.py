@@ -488,7 +488,11 @@ def words_to_subwords(tokenizer, batch_words: list[list[str]]) -> SubwordBatch:
 #                Unicode's full mapping, as JavaScript's toLowerCase
 #   rows(word) = 1 + FNV-1a-32(bytes([k]) + utf8(key)) mod rows, for each key and k = 0..hashes-1
 # (row 0 is the zero vector of padding). FNV-1a, not MurmurHash as floret: a few lines in any
-# language with 32-bit integer arithmetic, and the keys are short.
+# language with 32-bit integer arithmetic, and the keys are short. An exported graph is fed each
+# distinct word of a batch once (``WordHashing.distinct_rows``, format 5): a word's rows number 21 on
+# average over CoNLL-2003 test's words, and padding every word of a batch of 32 to the longest
+# word's count and the longest sentence gathered 11x the rows there are (docs/BENCHMARKS.md,
+# "Where an export's time goes").
 FNV_OFFSET, FNV_PRIME = 2166136261, 16777619
 
 
@@ -541,6 +545,21 @@ class WordHashing:
             for j, r in enumerate(sent):
                 out[b, j, : len(r)] = r
         return out
+
+    def distinct_rows(self, batch_words: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
+        """An exported graph's inputs: ``word_ids [U + 1, K]`` int64, the rows of each distinct word
+        of the batch in the order of first appearance (row 0 of it all zeros: the padding word; 0
+        past a word's rows), and ``word_index [B, L]`` int64, each word's row of ``word_ids`` (0 for
+        padding words)."""
+        distinct: dict[str, int] = {}
+        index = np.zeros((len(batch_words), max(len(w) for w in batch_words)), dtype=np.int64)
+        for b, sent in enumerate(batch_words):
+            index[b, : len(sent)] = [distinct.setdefault(w, len(distinct) + 1) for w in sent]
+        rows = [self.word_rows(w) for w in distinct]
+        out = np.zeros((len(rows) + 1, max((len(r) for r in rows), default=1)), dtype=np.int64)
+        for u, r in enumerate(rows, 1):
+            out[u, : len(r)] = r
+        return out, index
 
     def to_json(self) -> dict:
         return {

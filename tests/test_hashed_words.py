@@ -52,6 +52,25 @@ def test_the_fit_reproduces_the_source_and_a_new_word_gets_its_ngrams_vector():
     assert max(cos, key=cos.get) == "paris"
 
 
+def test_an_export_is_fed_each_distinct_word_once_by_hand():
+    """WordHashing.distinct_rows: the distinct words in order of first appearance, each word's rows
+    once (row 0 the padding word), and each word's row of them; the mean over them is the mean over
+    the padded [B, L, K] rows, word by word."""
+    h = WordHashing(rows=50, minn=3, maxn=4, hashes=2)
+    batch = [["Paris", "x", "Paris"], ["paris"]]
+    ids, index = h.distinct_rows(batch)
+    own = [h.word_rows(w) for w in ("Paris", "x", "paris")]
+    K = max(len(r) for r in own)
+    assert ids.shape == (4, K) and ids.dtype == np.int64 and (ids[0] == 0).all()
+    for u, r in enumerate(own, 1):
+        assert ids[u, : len(r)].tolist() == r and (ids[u, len(r) :] == 0).all()
+    assert index.tolist() == [[1, 2, 1], [3, 0, 0]]
+    table = HashedWordVectors(h, 3)
+    table.load_state_dict({"embed.weight": torch.randn(51, 3, generator=torch.Generator().manual_seed(0))})
+    flat = torch.nn.functional.embedding(torch.from_numpy(index), table(torch.from_numpy(ids)))
+    torch.testing.assert_close(flat, table(table.rows(batch)))
+
+
 def test_row_0_pads_whatever_a_saved_table_holds_there():
     """The mean is a sum over a word's rows divided by the count of real ones (row 0 pads): a saved
     table with something in row 0 loads with row 0 zero, and each word's vector is still the mean of
@@ -102,10 +121,14 @@ def test_a_student_with_a_hashed_table_trains_exports_and_tags_alike(tiny_encode
     # the export: the table in the graph, int8, no word list; the same tags as torch's
     out = export_model(tmp_path / "s", tmp_path / "e", quantize="int8")
     meta = json.loads((out / "export.json").read_text())
-    assert meta["format_version"] == 4 and meta["word_hashing"]["rows"] == 8 and "word_vectors" not in meta
+    assert meta["format_version"] == 5 and meta["word_hashing"]["rows"] == 8 and "word_vectors" not in meta
     assert not (out / "word_vectors.txt").exists()
     sentences = [["peter", "visits", "Reykjavik"], ["anna", "visits", "Rome", "and", "OSLO"], ["x"]]
     assert Tagger.load(out).predict(sentences) == Tagger.load(tmp_path / "s").predict(sentences)
+    # a format-4 export (every word's rows padded to [B, L, K]) is refused by name
+    (out / "export.json").write_text(json.dumps({**meta, "format_version": 4}))
+    with pytest.raises(ExportError, match="a hashed word table of format 4.*export the model again"):
+        Tagger.load(out)
     # an export whose hashing differs from this runtime's is refused at load
     meta["word_hashing"]["fingerprint"] = "0" * 64
     (out / "export.json").write_text(json.dumps(meta))

@@ -5,7 +5,9 @@
 import { WordHashing } from "./inputs.js";
 
 export const EXPORT_FORMAT = "seqdistill-export";
-export const EXPORT_VERSION = 4; // 3: a student's word vectors (`word_vectors`: their word list); 4: a hashed word table (`word_hashing`)
+// 3: a student's word vectors (`word_vectors`: their word list); 4: a hashed word table (`word_hashing`); 5: the
+// hashed table fed each distinct word of a batch once (onnx_runtime.EXPORT_VERSION)
+export const EXPORT_VERSION = 5;
 export const WEB_FORMAT = "seqdistill-web";
 export const WEB_VERSION = 1;
 
@@ -122,6 +124,12 @@ export async function wordHashing(source, meta) {
   const spec = meta.word_hashing;
   const where = source.name("export.json");
   const ints = ["rows", "minn", "maxn", "hashes"].every((k) => Number.isInteger(spec?.[k]) && spec[k] >= 1);
+  if ((meta.format_version ?? 0) < 5) {
+    throw new ExportError(
+      `${where}: a hashed word table of format ${meta.format_version}, whose graph takes every word's rows padded to ` +
+        "[B, L, K]; this runtime feeds each distinct word once (format 5): export the model again with this version",
+    );
+  }
   if (!ints || spec.hash !== "fnv1a-32") throw new ExportError(`${where}: word_hashing is not a hashing this runtime reads`);
   const hashing = new WordHashing(spec);
   const rows = HASH_PROBE.map((w) => hashing.wordRows(w).join(",")).join(";");

@@ -38,7 +38,7 @@ function most(values) {
 
 /** `bags` inputs: piece_ids and piece_mask [B, L, P], lengths [B]; with chars, char_ids [B, L, C];
  * with `wordRows` (a word vector table's lookup, export.js's wordList), word_ids [B, L]; with a
- * hashed table's WordHashing (export.js's wordHashing), word_ids [B, L, K]. */
+ * hashed table's WordHashing (export.js's wordHashing), word_ids [U + 1, K] and word_index [B, L]. */
 export function bagInputs(pieces, batch, chars, wordRows = null) {
   const B = batch.length;
   const L = most(batch.map((w) => w.length));
@@ -59,7 +59,8 @@ export function bagInputs(pieces, batch, chars, wordRows = null) {
     lengths: ["int64", int64(batch.map((w) => w.length)), [B]],
   };
   if (chars) feed.char_ids = wordBytes(batch);
-  if (wordRows) feed.word_ids = wordRows instanceof WordHashing ? wordRows.batchRows(batch) : wordVectorRows(wordRows, batch);
+  if (wordRows instanceof WordHashing) [feed.word_ids, feed.word_index] = wordRows.distinctRows(batch);
+  else if (wordRows) feed.word_ids = wordVectorRows(wordRows, batch);
   return feed;
 }
 
@@ -297,14 +298,27 @@ export class WordHashing {
     return rows;
   }
 
-  /** word_ids [B, L, K]: each word's rows, 0 past them and for padding words (WordHashing.batch_rows). */
-  batchRows(batch) {
-    const rows = batch.map((words) => words.map((w) => this.wordRows(w)));
+  /** word_ids [U + 1, K]: the rows of each distinct word of the batch in order of first appearance (row 0
+   * all zeros, the padding word; 0 past a word's rows), and word_index [B, L]: each word's row of them, 0
+   * for padding words (WordHashing.distinct_rows). */
+  distinctRows(batch) {
+    const distinct = new Map();
     const L = most(batch.map((w) => w.length));
-    const K = Math.max(1, most(rows.flatMap((s) => s.map((r) => r.length))));
-    const out = new BigInt64Array(batch.length * L * K);
-    rows.forEach((s, b) => s.forEach((r, j) => r.forEach((v, k) => (out[(b * L + j) * K + k] = BigInt(v)))));
-    return ["int64", out, [batch.length, L, K]];
+    const index = new BigInt64Array(batch.length * L);
+    batch.forEach((words, b) =>
+      words.forEach((w, j) => {
+        if (!distinct.has(w)) distinct.set(w, distinct.size + 1);
+        index[b * L + j] = BigInt(distinct.get(w));
+      }),
+    );
+    const rows = [...distinct.keys()].map((w) => this.wordRows(w));
+    const K = Math.max(1, most(rows.map((r) => r.length)));
+    const out = new BigInt64Array((rows.length + 1) * K);
+    rows.forEach((r, u) => r.forEach((v, k) => (out[(u + 1) * K + k] = BigInt(v))));
+    return [
+      ["int64", out, [rows.length + 1, K]],
+      ["int64", index, [batch.length, L]],
+    ];
   }
 }
 

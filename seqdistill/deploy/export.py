@@ -277,7 +277,8 @@ def export_model(
     if fields.get("word_vectors"):
         axes["word_ids"] = ["batch", "words"]
     if fields.get("word_hashing"):
-        axes["word_ids"] = ["batch", "words", "keys"]
+        axes["word_ids"] = ["distinct_words", "keys"]
+        axes["word_index"] = ["batch", "words"]
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:

@@ -46,8 +46,10 @@ from .torch_models import Backend
 
 EXPORT_JSON = "export.json"
 EXPORT_FORMAT = "seqdistill-export"
-EXPORT_VERSION = 4  # 2: the sha256 of every file (``files``) and the tokenizer size; 3: ``word_vectors``;
-# 4: ``word_hashing`` (a hashed word table, issue 83: ``word_ids [B, L, K]``)
+EXPORT_VERSION = 5  # 2: the sha256 of every file (``files``) and the tokenizer size; 3: ``word_vectors``;
+# 4: ``word_hashing`` (a hashed word table, issue 83: ``word_ids [B, L, K]``); 5: the hashed table fed each
+# distinct word of a batch once (``word_ids [U + 1, K]`` and ``word_index [B, L]``); a format-4 hashed
+# export is refused by name (export it again), the other format-4 exports are format-3 ones
 # decision: an export is written with the oldest format version that describes it (``export_version``),
 # so that a runtime of format 2 still opens every export without word vectors, and refuses one with
 # them by its version rather than failing on the graph's missing ``word_ids`` input
@@ -139,16 +141,23 @@ def check_files(d: Path, meta: dict) -> None:
 def export_version(fields: dict) -> int:
     """The format version an export with these export.json ``fields`` is written with: the oldest
     that describes it (``EXPORT_VERSION``'s decision)."""
-    return 4 if fields.get("word_hashing") else 3 if fields.get("word_vectors") else 2
+    return 5 if fields.get("word_hashing") else 3 if fields.get("word_vectors") else 2
 
 
 def read_word_hashing(d: Path, meta: dict):
-    """The hashing of an export's hashed word table (``word_hashing``, format 4), as
+    """The hashing of an export's hashed word table (``word_hashing``, format 5), as
     ``tokenization.WordHashing``; refused, by name, when this runtime's hashing gives other rows for
-    the probe words than the exporter's did (its fingerprint)."""
+    the probe words than the exporter's did (its fingerprint), or when the graph takes format 4's
+    ``[B, L, K]`` rows."""
     from ..tokenization import WordHashing
 
     spec = meta["word_hashing"]
+    if meta.get("format_version", 0) < 5:
+        raise ExportError(
+            f"{d / EXPORT_JSON}: a hashed word table of format {meta.get('format_version')}, whose graph takes "
+            "every word's rows padded to [B, L, K]; this runtime feeds each distinct word once (format 5): "
+            "export the model again with this version"
+        )
     try:
         hashing = WordHashing(int(spec["rows"]), int(spec["minn"]), int(spec["maxn"]), int(spec["hashes"]))
     except (KeyError, TypeError, ValueError) as e:
@@ -237,7 +246,9 @@ def bag_inputs(tokenizer, words: list[list[str]], chars: bool = False, word_rows
     """``bags`` inputs: each word's subword ids (``tokenization.word_pieces``) padded to ``[B, L, P]``;
     with ``chars``, each word's bytes ``char_ids [B, L, C]`` (``encoding.word_bytes``); with
     ``word_rows`` (a word vector table's lookup), each word's row ``word_ids [B, L]``
-    (``tokenization.word_vector_rows``)."""
+    (``tokenization.word_vector_rows``); with a hashed table's ``WordHashing``, each distinct word's
+    rows ``word_ids [U + 1, K]`` and each word's row of them ``word_index [B, L]``
+    (``WordHashing.distinct_rows``)."""
     from ..tokenization import WordHashing, word_bytes, word_pieces, word_vector_rows
 
     pieces = word_pieces(tokenizer, words)
@@ -254,8 +265,8 @@ def bag_inputs(tokenizer, words: list[list[str]], chars: bool = False, word_rows
     feed = {"piece_ids": ids, "piece_mask": mask, "lengths": np.array([len(w) for w in words], dtype=np.int64)}
     if chars:
         feed["char_ids"] = word_bytes(words).numpy()
-    if isinstance(word_rows, WordHashing):  # a hashed table (format 4): its rows of each word
-        feed["word_ids"] = word_rows.batch_rows(words)
+    if isinstance(word_rows, WordHashing):  # a hashed table (format 5): each distinct word's rows once
+        feed["word_ids"], feed["word_index"] = word_rows.distinct_rows(words)
     elif word_rows is not None:  # a word list's lookup
         feed["word_ids"] = word_vector_rows(word_rows, words)
     return feed

@@ -120,7 +120,7 @@ class BagsCRFStudent(nn.Module):
         """export.json's fields of the ``bags`` graph's optional inputs: ``chars`` (``char_ids``) and
         ``word_vectors`` (``word_ids``, looked up in the word list the export writes beside the graph)."""
         fields: dict = {"chars": True} if self.config.char_filters else {}
-        if isinstance(self.word_vectors, HashedWordVectors):  # the graph's table, no word list (format 4)
+        if isinstance(self.word_vectors, HashedWordVectors):  # the graph's table, no word list (format 5)
             fields["word_hashing"] = {**self.word_vectors.hashing.to_json(), "dim": self.config.word_vectors_dim}
         elif self.word_vectors is not None:
             fields["word_vectors"] = {
@@ -207,7 +207,8 @@ class BagsGraph(nn.Module):
     CNN feature when it has them (``BagsCRFStudent.extra_features``), the exact padded BiLSTM, linear.
 
     The optional inputs follow ``lengths`` in ``onnx_runtime.bag_inputs``' order: ``char_ids``,
-    then ``word_ids`` (each word's row of the word vector table, looked up by the runtime)."""
+    then ``word_ids`` (each word's row of the word vector table, looked up by the runtime), or for a
+    hashed table ``word_ids`` and ``word_index`` (``tokenization.WordHashing.distinct_rows``)."""
 
     char_feature = BagsCRFStudent.char_feature  # the student's own code, no second copy
 
@@ -224,9 +225,9 @@ class BagsGraph(nn.Module):
         if self.chars:
             self.char_embed, self.char_conv = model.char_embed, model.char_conv
         self.dropout = model.dropout  # the char CNN's; off in an exported (eval) graph
-        hashed = isinstance(model.word_vectors, HashedWordVectors)  # its own mean over a word's rows
+        self.hashed = isinstance(model.word_vectors, HashedWordVectors)  # its own mean over a word's rows
         self.word_table = (
-            model.word_vectors if hashed else model.word_vectors.embed if model.word_vectors is not None else None
+            model.word_vectors if self.hashed else model.word_vectors.embed if model.word_vectors is not None else None
         )
 
     def words(self, piece_ids: Tensor, piece_mask: Tensor) -> Tensor:
@@ -236,9 +237,11 @@ class BagsGraph(nn.Module):
 
     def features(self, x: Tensor, extra: tuple[Tensor, ...]) -> Tensor:
         """``x`` with the word vectors and the char feature, in ``extra_features``' order, from the
-        graph's optional inputs (``char_ids``, then ``word_ids``)."""
+        graph's optional inputs (``char_ids``, then ``word_ids`` and, for a hashed table, ``word_index``)."""
         char_ids = extra[0] if self.chars else None
-        if self.word_table is not None:
+        if self.hashed:  # each distinct word's mean once (word_ids [U + 1, K]), then each word's (word_index [B, L])
+            x = torch.cat([x, nn.functional.embedding(extra[-1], self.word_table(extra[-2]))], -1)
+        elif self.word_table is not None:
             x = torch.cat([x, self.word_table(extra[-1])], -1)
         if char_ids is not None:
             x = torch.cat([x, self.char_feature(char_ids)], -1)
