@@ -11,7 +11,8 @@ row of them (format 5, ``tokenization.WordHashing.distinct_rows``).
 The format-4 graphs are the same student exported by those commits; ONNX Runtime reads them directly
 (a format-5 runtime refuses them) with the runtime's own session options, fed ``WordHashing.batch_rows``.
 Only the graph is timed (``session.run``, one thread), over the first ``--sentences`` of the file in
-file order, a batch padded to its longest sentence as a server's would be; the graphs take turns
+file order, each batch padded to its longest sentence (``Tagger`` sorts a batch by length before
+the graph sees it, so its padding is less than here); the graphs take turns
 within each of ``--rounds`` rounds, and each row is the median round, with its ratio to ``--default``
 (a student without a word table, the reference every row is set against in this one run).
 """

@@ -7,7 +7,8 @@ student that misses its speed goal is profiled before anything changes).
         --batch 1,32 --write docs/BENCHMARKS.md
 
 Each model runs in the session the runtime opens (``onnx_runtime.session_options``: the int8
-weights folded at load, one thread). The first ``--sentences`` of the file are fed in file order,
+weights folded at load, one thread). The first ``--sentences`` of the file are fed in file order
+(unsorted: ``Tagger`` sorts a batch by length first, so it pads less than here),
 ``--rounds`` times: the ms a sentence is the median round's ``session.run`` time (the graph alone),
 and "inputs" the median time to build its inputs from words (tokenizer, char bytes, word rows: the
 Python runtime's work around the graph) with warm caches. The node shares are of ONNX Runtime's
