@@ -37,8 +37,6 @@ sys.path.insert(0, str(ROOT))
 
 from doc_section import write_section  # noqa: E402
 
-BEGIN, END = "<!-- onnx_profile:begin -->", "<!-- onnx_profile:end -->"
-
 
 def node_shares(profile: Path) -> collections.Counter:
     """Kernel microseconds per ``op: node`` from an ONNX Runtime profile file."""
@@ -96,6 +94,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--top", type=int, default=5, help="nodes listed per model and batch")
     ap.add_argument("--write", default=None, help="replace this benchmark's section of this file")
+    ap.add_argument("--section", default="", help="a name for the section, to keep several runs' tables apart")
     args = ap.parse_args()
 
     from seqdistill.corpora import read_corpus
@@ -120,17 +119,19 @@ def main() -> None:
                 top = "; ".join(f"{k} {100 * v / total:.0f}%" for k, v in r["shares"].most_common(args.top))
                 lines.append(f"| {name} | {batch} | {r['ms']:.3f} | {r['inputs_ms']:.3f} | {top} |")
                 print(lines[-1], flush=True)
+    tag = f"onnx_profile:{args.section}" if args.section else "onnx_profile"
+    begin, end = f"<!-- {tag}:begin -->", f"<!-- {tag}:end -->"
     m = machine(1)
     cmd = shlex.join(["benchmarks/onnx_profile.py", *sys.argv[1:]])
     text = (
-        f"{BEGIN}\n`.venv/bin/python {cmd}`, {time.strftime('%Y-%m-%d')}, {m['cpu']} ({m['cores']} cores), "
+        f"{begin}\n`.venv/bin/python {cmd}`, {time.strftime('%Y-%m-%d')}, {m['cpu']} ({m['cores']} cores), "
         f"one thread, the first {len(sents)} sentences of {args.test}, median of {args.rounds} rounds.\n\n"
         + "\n".join(lines)
-        + f"\n{END}"
+        + f"\n{end}"
     )
     print("\n" + text)
     if args.write:
-        write_section(args.write, BEGIN, END, "## Where an export's time goes (ONNX Runtime's profile)", text)
+        write_section(args.write, begin, end, "## Where an export's time goes (ONNX Runtime's profile)", text)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,10 @@ hidden = width / 4 per direction, one BILOU head per entity type), saved, and ti
 ``distill-eval``'s measurement in this one process, one model after the other (median over batches
 of test sentences after a warm-up). The teacher's parameters outside its input embedding matrix are
 counted the same way. Prints Markdown rows for docs/BENCHMARKS.md.
+
+With ``--export TEACHER_EXPORT`` (the teacher's own ``distill-export --quantize int8`` directory),
+each student is also exported int8 (``OUT/CELL-int8``) and the exports are timed against that one
+instead: what a user ships (issue 82, item 3), with the per-type BILOU Viterbi in the runtime.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--out", required=True)
+    ap.add_argument(
+        "--export", default=None, help="the teacher's int8 export: time the students' int8 exports against it"
+    )
     args = ap.parse_args()
     from transformers import AutoTokenizer
 
@@ -69,7 +76,17 @@ def main() -> None:
         dirs.append(str(d))
         sizes[str(d)] = model.parameter_counts()
     del teacher
-    rows = evaluate_taggers([args.teacher, *dirs], args.test, threads=args.threads)
+    timed = args.teacher
+    if args.export:
+        from seqdistill.deploy.export import export_model
+
+        for i, d in enumerate(dirs):
+            if not (Path(f"{d}-int8") / "export.json").is_file():
+                export_model(d, f"{d}-int8", quantize="int8")
+            dirs[i] = f"{d}-int8"
+            sizes[dirs[i]] = sizes.pop(d)
+        timed = args.export
+    rows = evaluate_taggers([timed, *dirs], args.test, threads=args.threads)
     t = rows[0]
     print("| model | params | params without embeddings | ms/sent b1 | speedup b1 | ms/sent b32 | speedup b32 |")
     print("|---|---:|---:|---:|---:|---:|---:|")
