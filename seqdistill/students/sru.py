@@ -195,12 +195,9 @@ class SRUScan(torch.autograd.Function):
         return out
 
 
-def sru_scan_body(v_f: str):
-    """One step of the SRU state as an ONNX graph: state ``c``; scan inputs x~, f^ and keep; ``v_f``
-    read from the outer graph. Outputs the new state (``c_out``: ``c_new`` on a real step, ``c`` on a
-    padding one) and, as the scan output, ``c_new``. Only the state's own recurrence is in the loop
-    (7 operations a step): r_t and h_t need c_{t-1} and c_t but feed nothing back, so
-    :func:`replace_sru_scans` computes them after the loop over every step at once."""
+def sru_scan_body(v_f: str, v_r: str):
+    """One SRU step as an ONNX graph (state ``c``; scan inputs x~, f^, r^, x', keep; ``v_f`` and
+    ``v_r`` read from the outer graph): outputs the new state and h_t."""
     from onnx import TensorProto, helper
 
     n = helper.make_node
@@ -208,35 +205,29 @@ def sru_scan_body(v_f: str):
         n("Mul", [v_f, "c"], ["fc"]),
         n("Add", ["f_in", "fc"], ["f_pre"]),
         n("Sigmoid", ["f_pre"], ["f"]),
+        n("Mul", [v_r, "c"], ["rc"]),
+        n("Add", ["r_in", "rc"], ["r_pre"]),
+        n("Sigmoid", ["r_pre"], ["r"]),
         n("Sub", ["c", "x"], ["cx"]),
         n("Mul", ["f", "cx"], ["fcx"]),
         n("Add", ["x", "fcx"], ["c_new"]),
+        n("Sub", ["c_new", "hw"], ["ch"]),
+        n("Mul", ["r", "ch"], ["rch"]),
+        n("Add", ["hw", "rch"], ["h"]),
         n("Where", ["keep", "c_new", "c"], ["c_out"]),
     ]
     f32 = TensorProto.FLOAT
-    inputs = [helper.make_tensor_value_info(name, f32, None) for name in ("c", "x", "f_in")]
+    inputs = [helper.make_tensor_value_info(name, f32, None) for name in ("c", "x", "f_in", "r_in", "hw")]
     inputs.append(helper.make_tensor_value_info("keep", TensorProto.BOOL, None))
-    outputs = [helper.make_tensor_value_info("c_out", f32, None), helper.make_tensor_value_info("c_new", f32, None)]
+    outputs = [helper.make_tensor_value_info("c_out", f32, None), helper.make_tensor_value_info("h", f32, None)]
     return helper.make_graph(nodes, "sru_step", inputs, outputs)
 
 
 def replace_sru_scans(path: Path) -> None:
     """Turn every ``seqdistill::SRUScan`` placeholder of the ONNX file into a standard ``Scan``
-    over time (its initial state zeros of one step's shape) of the state alone
-    (:func:`sru_scan_body`), then r_t and h_t over every step at once, in place:
-
-        c_prev = [0; keep * c_new][:T]           (the state before each step)
-        r = sigmoid(r^ + v_r * c_prev),  h = x' + r * (c_new - x')
-
-    c_prev is the state before each real step: padding comes only after a sentence (forward) or
-    before it (backward, time-reversed), where the state is still 0, and h at padding steps is
-    zeroed after the layer (``ExportSRU``). The same operations as one step of
-    :func:`sru_recurrence`, so the same scores; the loop runs 7 operations a step instead of 13,
-    and at batch 1 its per-operation cost was half of a student's graph time (docs/BENCHMARKS.md,
-    "Paper 003's students over MPNet-base")."""
-    import numpy as np
+    over time (its initial state zeros of one step's shape), in place."""
     import onnx
-    from onnx import helper, numpy_helper
+    from onnx import helper
 
     model = onnx.load(str(path))
     graph = model.graph
@@ -247,49 +238,25 @@ def replace_sru_scans(path: Path) -> None:
             nodes.append(node)
             continue
         xs, fs, rs, hw, keep, v_f, v_r = node.input
-        prefix = f"sru{i}_"
-
-        def name(value: str, prefix: str = prefix) -> str:  # this placeholder's own value names
-            return prefix + value
-
-        nodes.append(helper.make_node("Shape", [xs], [name("step_shape")], start=1))
+        step_shape, c0 = f"sru{i}_step_shape", f"sru{i}_c0"
+        nodes.append(helper.make_node("Shape", [xs], [step_shape], start=1))
         nodes.append(
             helper.make_node(
                 "ConstantOfShape",
-                [name("step_shape")],
-                [name("c0")],
+                [step_shape],
+                [c0],
                 value=helper.make_tensor("zero", onnx.TensorProto.FLOAT, [1], [0.0]),
             )
         )
         nodes.append(
             helper.make_node(
                 "Scan",
-                [name("c0"), xs, fs, keep],
-                [name("c_last"), name("c_new")],
-                body=sru_scan_body(v_f),
-                num_scan_inputs=3,
+                [c0, xs, fs, rs, hw, keep],
+                [f"sru{i}_c_last", node.output[0]],
+                body=sru_scan_body(v_f, v_r),
+                num_scan_inputs=5,
             )
         )
-        graph.initializer.extend(
-            [
-                numpy_helper.from_array(np.array([0], dtype=np.int64), name("zero")),
-                numpy_helper.from_array(np.array([-1], dtype=np.int64), name("minus_one")),
-            ]
-        )
-        step = helper.make_node
-        nodes += [
-            step("Cast", [keep], [name("keep_f")], to=onnx.TensorProto.FLOAT),
-            step("Mul", [name("c_new"), name("keep_f")], [name("c_kept")]),
-            step("Slice", [name("c_kept"), name("zero"), name("minus_one"), name("zero")], [name("c_before")]),
-            step("Unsqueeze", [name("c0"), name("zero")], [name("c0_step")]),
-            step("Concat", [name("c0_step"), name("c_before")], [name("c_prev")], axis=0),
-            step("Mul", [v_r, name("c_prev")], [name("rc")]),
-            step("Add", [rs, name("rc")], [name("r_pre")]),
-            step("Sigmoid", [name("r_pre")], [name("r")]),
-            step("Sub", [name("c_new"), hw], [name("ch")]),
-            step("Mul", [name("r"), name("ch")], [name("rch")]),
-            step("Add", [hw, name("rch")], [node.output[0]]),
-        ]
         replaced.add(node.output[0])
     graph.ClearField("node")
     graph.node.extend(nodes)
