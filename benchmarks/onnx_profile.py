@@ -8,14 +8,14 @@ student that misses its speed goal is profiled before anything changes).
 
 Each model runs in the session the runtime opens (``onnx_runtime.session_options``: the int8
 weights folded at load, one thread). The first ``--sentences`` of the file are fed in file order
-(unsorted: ``Tagger`` sorts a batch by length first, so it pads less than here),
-``--rounds`` times: the ms a sentence is the median round's ``session.run`` time (the graph alone),
-and "inputs" the median time to build its inputs from words (tokenizer, char bytes, word rows: the
-Python runtime's work around the graph) with warm caches. The node shares are of ONNX Runtime's
-profiler's kernel time in a second, profiled session over one more pass (apart, because the
-profiler's own cost per node would weigh on the times), the top ``--top`` per model, each named by
-its op and its node (the student's module path). Models run one after another in one process, so
-compare rows of one run only.
+(unsorted: ``Tagger`` sorts a batch by length first, so it pads less than here), ``--rounds``
+times, the models taking turns within each round: the ms a sentence is the median round's
+``session.run`` time (the graph alone), and "inputs" the median time to build its inputs from words
+(tokenizer, char bytes, word rows: the Python runtime's work around the graph) with warm caches. The
+node shares are of ONNX Runtime's profiler's kernel time in a second, profiled session over one
+more pass (apart, because the profiler's own cost per node would weigh on the times), the top
+``--top`` per model, each named by its op and its node (the student's module path). Compare rows of
+one run only.
 """
 
 from __future__ import annotations
@@ -47,42 +47,51 @@ def node_shares(profile: Path) -> collections.Counter:
     return shares
 
 
-def profile(directory: Path, sents: list[list[str]], batch: int, rounds: int, work: Path) -> dict:
-    import onnxruntime as ort
+class Profiled:
+    """One export, its batches' inputs built (which warms the tokenizer's and the word rows' caches),
+    its runtime session and a second, profiled one."""
 
-    from seqdistill.inference.onnx_runtime import OnnxModel, graph_feed, session_options
+    def __init__(self, directory: Path, sents: list[list[str]], batch: int, work: Path):
+        import onnxruntime as ort
 
-    model = OnnxModel(directory, threads=1)  # its session times the graph; a second one, profiled, splits it
-    opts = session_options(1)
-    opts.enable_profiling = True
-    opts.profile_file_prefix = str(work / directory.name)
-    profiled = ort.InferenceSession(str(directory / model.meta["onnx"]), opts, providers=["CPUExecutionProvider"])
-    batches = [sents[i : i + batch] for i in range(0, len(sents), batch)]
+        from seqdistill.inference.onnx_runtime import OnnxModel, session_options
 
-    def feeds():
-        segmenter = getattr(model, "segmenter", None)
-        return [
-            graph_feed(model.inputs, model.meta, model.tokenizer, b, segmenter, model.word_rows)[0] for b in batches
-        ]
+        self.model = OnnxModel(directory, threads=1)
+        opts = session_options(1)
+        opts.enable_profiling = True
+        opts.profile_file_prefix = str(work / directory.name)
+        self.profiled = ort.InferenceSession(
+            str(directory / self.model.meta["onnx"]), opts, providers=["CPUExecutionProvider"]
+        )
+        self.batches = [sents[i : i + batch] for i in range(0, len(sents), batch)]
+        self.fed = self.feeds()
+        self.runs, self.inputs = [], []
 
-    fed = feeds()  # warms the tokenizer's and the word rows' caches
-    runs, inputs = [], []
-    for _ in range(rounds):
+    def feeds(self) -> list[dict]:
+        from seqdistill.inference.onnx_runtime import graph_feed
+
+        m = self.model
+        segmenter = getattr(m, "segmenter", None)
+        return [graph_feed(m.inputs, m.meta, m.tokenizer, b, segmenter, m.word_rows)[0] for b in self.batches]
+
+    def round(self) -> None:
+        """One timed pass: the inputs built again, then the graph over them."""
         t0 = time.perf_counter()
-        feeds()
-        inputs.append(time.perf_counter() - t0)
+        self.feeds()
+        self.inputs.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        for f in fed:
-            model.session.run(None, f)
-        runs.append(time.perf_counter() - t0)
-    for f in fed:
-        profiled.run(None, f)
-    shares = node_shares(Path(profiled.end_profiling()))
-    return {
-        "ms": 1000 * statistics.median(runs) / len(sents),
-        "inputs_ms": 1000 * statistics.median(inputs) / len(sents),
-        "shares": shares,
-    }
+        for f in self.fed:
+            self.model.session.run(None, f)
+        self.runs.append(time.perf_counter() - t0)
+
+    def result(self, sentences: int) -> dict:
+        for f in self.fed:
+            self.profiled.run(None, f)
+        return {
+            "ms": 1000 * statistics.median(self.runs) / sentences,
+            "inputs_ms": 1000 * statistics.median(self.inputs) / sentences,
+            "shares": node_shares(Path(self.profiled.end_profiling())),
+        }
 
 
 def main() -> None:
@@ -113,8 +122,12 @@ def main() -> None:
     ]
     with tempfile.TemporaryDirectory() as work:
         for batch in (int(b) for b in args.batch.split(",")):
-            for name, d in models.items():
-                r = profile(d, sents, batch, args.rounds, Path(work))
+            runs = {name: Profiled(d, sents, batch, Path(work)) for name, d in models.items()}
+            for _ in range(args.rounds):  # the models take turns within each round
+                for p in runs.values():
+                    p.round()
+            for name, p in runs.items():
+                r = p.result(len(sents))
                 total = sum(r["shares"].values()) or 1
                 top = "; ".join(f"{k} {100 * v / total:.0f}%" for k, v in r["shares"].most_common(args.top))
                 lines.append(f"| {name} | {batch} | {r['ms']:.3f} | {r['inputs_ms']:.3f} | {top} |")
