@@ -537,14 +537,10 @@ class WordHashing:
         return rows
 
     def batch_rows(self, batch_words: list[list[str]]) -> np.ndarray:
-        """``[B, L, K]`` int64: each word's rows, 0 past them and for padding words."""
-        rows = [[self.word_rows(w) for w in sent] for sent in batch_words]
-        K = max((len(r) for sent in rows for r in sent), default=1)
-        out = np.zeros((len(batch_words), max(len(w) for w in batch_words), K), dtype=np.int64)
-        for b, sent in enumerate(rows):
-            for j, r in enumerate(sent):
-                out[b, j, : len(r)] = r
-        return out
+        """``[B, L, K]`` int64: each word's rows, 0 past them and for padding words (the torch
+        student's input: :meth:`distinct_rows` spread back over every word)."""
+        rows, index = self.distinct_rows(batch_words)
+        return rows[index]
 
     def distinct_rows(self, batch_words: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
         """An exported graph's inputs: ``word_ids [U + 1, K]`` int64, the rows of each distinct word
