@@ -9,7 +9,12 @@ a batch of 32 sentences of similar length (a pool of sentences sorted by length,
 ``finetune-teacher --length-buckets`` draws them); the forward pass runs the build's batches
 (``batches_by_length``, 4,096 padded words). The two precisions alternate batch by batch, so that
 the machine's drift falls on both; medians and their ratio are reported (the first batch of each is a
-warm-up). Agreement: the share of sentences whose best path under bf16 is fp32's, and the largest
+warm-up). ``--student-layers K`` times the step of a K-layer student instead (``distill-train mt
+--precision``; MT-BERT's student starts as the teacher's first K layers, so it is the same encoder cut
+to K layers, with a CRF head), into a section of its own:
+
+    .venv/bin/python benchmarks/cpu_bf16.py --student-layers 4 --write docs/BENCHMARKS.md
+ Agreement: the share of sentences whose best path under bf16 is fp32's, and the largest
 difference of an emission. The teacher's head is random (the encoder pretrained), so its emissions
 are small and this agreement says little about a trained teacher: F1 does (docs/RESULTS.md, "Table 1
 with a BERT-base-sized teacher": a teacher fine-tuned and a cache built in bf16).
@@ -44,6 +49,7 @@ def main() -> None:
     ap.add_argument("--train", default=CONLL)
     ap.add_argument("--steps", type=int, default=9, help="training steps of each precision")
     ap.add_argument("--sentences", type=int, default=1500, help="sentences through the forward pass")
+    ap.add_argument("--student-layers", type=int, help="time the step of the encoder cut to its first K layers")
     ap.add_argument("--write", help="docs/BENCHMARKS.md: write the table into its section")
     args = ap.parse_args()
 
@@ -52,6 +58,8 @@ def main() -> None:
     torch.manual_seed(0)
     teacher = build_teacher(args.encoder, schema, "crf", seed=0)
     kind = teacher_kind("crf")
+    if args.student_layers:  # MT-BERT's student: the teacher's first K layers (BERT- and MPNet-like encoders)
+        teacher.encoder.encoder.layer = teacher.encoder.encoder.layer[: args.student_layers]
 
     # training steps: pools of 32 x 50 sentences sorted by length, one batch from each pool's middle
     opt = torch.optim.AdamW(teacher.parameters(), lr=1e-5)
@@ -72,6 +80,9 @@ def main() -> None:
             opt.zero_grad()
             step_s[p].append(time.perf_counter() - t)
         print(f"step {i}: " + ", ".join(f"{p} {step_s[p][-1]:.2f} s" for p in PRECISIONS), flush=True)
+    if args.student_layers:
+        student_section(args, step_s, words_per_step)
+        return
 
     # the build's forward pass: encoder, k-best 10 and marginals, as the build asks for them
     teacher.eval()
@@ -125,6 +136,37 @@ def main() -> None:
     print(text)
     if args.write:
         write_section(args.write, BEGIN, END, "## bf16 on the CPU (issue 72)", text)
+
+
+def student_section(args, step_s: dict, words_per_step: list[int]) -> None:
+    from doc_section import write_section
+    from serve_load import machine
+
+    s32, s16 = (statistics.median(step_s[p][1:]) for p in PRECISIONS)
+    BEGIN, END = "<!-- cpu_bf16_student:begin -->", "<!-- cpu_bf16_student:end -->"
+    text = "\n".join(
+        [
+            BEGIN,
+            "",
+            f"Command: `.venv/bin/python benchmarks/cpu_bf16.py {' '.join(sys.argv[1:])}`",
+            "",
+            f"Model: the first {args.student_layers} layers of {Path(args.encoder).name} + a CRF head (random head), "
+            f"as `distill-train mt --student-layers {args.student_layers}` starts its student. Data: CoNLL-2003 "
+            f"training sentences, batches of 32 of similar length ({statistics.median(words_per_step):.0f} words a "
+            f"batch, median), {len(step_s['fp32']) - 1} steps of each precision after a warm-up, alternating. "
+            f"Machine: {machine()}, {torch.get_num_threads()} torch threads.",
+            "",
+            "| | fp32 | bf16 autocast | bf16 / fp32 |",
+            "|---|---:|---:|---:|",
+            f"| a {args.student_layers}-layer student's step (forward, CRF loss, backward, AdamW), s | {s32:.2f} | "
+            f"{s16:.2f} | {s32 / s16:.2f}x faster |",
+            "",
+            END,
+        ]
+    )
+    print(text)
+    if args.write:
+        write_section(args.write, BEGIN, END, "## bf16 for a transformer student's training step (issue 81)", text)
 
 
 if __name__ == "__main__":

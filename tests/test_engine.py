@@ -328,3 +328,51 @@ def test_prefetch_yields_in_order_raises_in_the_consumer_and_leaves_no_thread_be
     with pytest.raises(OSError, match="shard 3"):
         list(Prefetch(failing(), depth=1))
     assert readers() == []
+
+
+def test_bf16_autocasts_the_training_step_alone_and_keeps_the_weights_fp32(cache, tmp_path, saves):
+    """``--precision bf16``: the stage's loss (forward pass and loss parts) runs under bf16 autocast and
+    its parts come back fp32; the evaluation runs without it; the weights and the optimiser stay fp32.
+    At fp32 nothing is autocast, and the two runs' weights differ by bf16 rounding only."""
+    seen = {}
+
+    def run(precision):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 1)
+        plan = _toy_plan(model, [0.5, 0.6], patience=9, epochs=2)
+
+        def traced(ctx):
+            p = plan(ctx)
+            loss, evaluate = p.stages[0].loss, p.stages[0].evaluate
+
+            def loss_traced(b):
+                out = model(b.x)
+                seen.setdefault(precision, {})["step"] = (torch.is_autocast_enabled("cpu"), out.dtype)
+                return {"sq": loss(b)["sq"]}
+
+            def evaluate_traced():
+                seen[precision]["eval"] = torch.is_autocast_enabled("cpu")
+                return evaluate()
+
+            p.stages[0].loss, p.stages[0].evaluate = loss_traced, evaluate_traced
+            return p
+
+        summary = engine.train(
+            "toy",
+            traced,
+            CacheReader(cache),
+            tmp_path / precision,
+            RunConfig(device="cpu", precision=precision),
+            log=lambda *a: None,
+        )
+        assert all(p.dtype == torch.float32 for p in model.parameters())
+        assert isinstance(summary["history"][0]["loss_sq"], float)
+        return {k: v.clone() for k, v in model.state_dict().items()}
+
+    bf16, fp32 = run("bf16"), run("fp32")
+    assert seen["bf16"] == {"step": (True, torch.bfloat16), "eval": False}
+    assert seen["fp32"] == {"step": (False, torch.float32), "eval": False}
+    assert json.loads((tmp_path / "bf16" / "training.json").read_text())["config"]["precision"] == "bf16"
+    for k in fp32:
+        assert not torch.equal(bf16[k], fp32[k]), k  # bf16's products round: the runs differ ...
+        torch.testing.assert_close(bf16[k], fp32[k], rtol=0.05, atol=0.02)  # ... by rounding only

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config_fields import field_type, make_config, option
+from ..precision import TRAINING_PRECISIONS
 from ..training.records import REPORTERS
 
 __all__ = ["RunConfig", "config_toml", "field_type", "make_config", "option", "read_toml"]
@@ -63,6 +64,13 @@ class RunConfig:
     )
     seed: int = option(13, "Seed of the weights, the batch order and the dropout masks.")
     device: str | None = option(None, "cpu, cuda, cuda:1 ... (default: cuda if available).")
+    precision: str = option(
+        "fp32",
+        "The training step's forward pass: fp32, or bf16 autocast (the weights, AdamW and the CRF stay fp32; "
+        "about 1.8x faster a step for a transformer student on a CPU with AVX512-BF16 or AMX, or on a GPU). "
+        "Dev F1 is scored in fp32.",
+        choices=TRAINING_PRECISIONS,
+    )
     report_to: tuple[str, ...] = option(
         (),
         "Also log the epoch records to: tensorboard (OUT/tensorboard; the tensorboard extra).",

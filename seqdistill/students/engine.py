@@ -14,6 +14,7 @@ provenance its model card shows. ``training/loop.py`` describes the loop, checkp
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Iterable
@@ -25,6 +26,7 @@ import torch
 from .. import distributed, training
 from ..cache_schema import EXAMPLES_LAYER, CacheReader
 from ..corpora.words import implied_rule
+from ..precision import autocast
 from ..training import ListBatches, Stage
 from .base import save_student
 from .data import CacheStream, StreamConfig, batches, parse_selection
@@ -138,6 +140,22 @@ def cache_words_rule(reader: CacheReader) -> str:
     return implied_rule(words)
 
 
+def in_precision(stage: Stage, device: torch.device, precision: str) -> Stage:
+    """``stage`` with its loss (the student's forward pass and the loss parts) under ``precision``
+    autocast (``seqdistill.precision``: the weights, the optimiser and the CRF stay fp32), the parts
+    handed back in fp32; at fp32 the stage itself, unchanged."""
+    if precision == "fp32":
+        return stage
+    loss = stage.loss
+
+    def autocast_loss(batch) -> dict[str, torch.Tensor]:
+        with autocast(device, precision):
+            parts = loss(batch)
+        return {k: v.float() for k, v in parts.items()}
+
+    return dataclasses.replace(stage, loss=autocast_loss)
+
+
 def train(recipe: str, plan_fn: Callable[[Context], Plan], reader: CacheReader, out_dir, cfg, log=print) -> dict:
     """Plan the recipe's run over ``reader`` and run it on the one trainer; the run's summary."""
     rank, world, device_name = distributed.init(cfg.device)
@@ -152,7 +170,7 @@ def train(recipe: str, plan_fn: Callable[[Context], Plan], reader: CacheReader, 
         extra.setdefault("words", cache_words_rule(reader))
     run = training.Plan(
         model=plan.model,
-        stages=plan.stages,
+        stages=[in_precision(s, device, cfg.precision) for s in plan.stages],
         save=lambda d: save_student(plan.model, plan.tokenizer, d),
         modules=plan.modules,
         describe=plan.describe,

@@ -15,6 +15,10 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from ..precision import PRECISIONS as PRECISIONS  # the teachers package re-exports it
+from ..precision import PrecisionError, autocast
+from ..precision import resolve_precision as precision_rule
+
 TEACHER_JSON = "teacher.json"
 HEAD_FILE = "head.safetensors"
 WEIGHT_FILES = ("model.safetensors", HEAD_FILE)
@@ -57,33 +61,21 @@ class TeacherOutput:
     shortest: int | None = None  # words of the batch's shortest sentence, known on the host (crf.py)
 
 
-PRECISIONS = ("auto", "bf16", "fp16", "fp32")
-
-
 def resolve_precision(device: torch.device | str, precision: str | None = "auto") -> str:
     """The precision a teacher's forward pass runs at on ``device``: ``auto`` is bf16 on GPU and fp32
-    on CPU (decision: a CPU build stays exact and reproducible unless asked); ``bf16`` asked for
-    explicitly autocasts on CPU too, where a CPU with AMX or AVX512-BF16 runs MPNet-base's forward
-    about 3x and its training step about 1.9x faster (docs/BENCHMARKS.md, "bf16 on the CPU");
-    fp16 is a GPU precision only."""
-    device = torch.device(device)
-    if precision is None:
-        return "fp32"
-    if precision not in PRECISIONS:
-        raise TeacherError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
-    if precision == "auto":
-        return "bf16" if device.type == "cuda" else "fp32"
-    if precision == "fp16" and device.type != "cuda":
-        raise TeacherError("precision fp16 runs on a GPU only: on the CPU use bf16 (or fp32)")
-    return precision
+    on CPU; ``bf16`` asked for explicitly autocasts on the CPU too; fp16 is a GPU precision only
+    (``training.precision``, the one rule; refused here as a :class:`TeacherError`)."""
+    try:
+        return precision_rule(device, precision)
+    except PrecisionError as e:
+        raise TeacherError(str(e)) from None
 
 
 def inference_autocast(device: torch.device, precision: str | None = "auto"):
     """Mixed precision for a teacher's forward pass (:func:`resolve_precision`): autocast to bf16 or
     fp16, or none at fp32. Structured outputs (CRF, k-best, marginals) stay fp32 whatever this is."""
-    resolved = resolve_precision(device, precision)
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(resolved)
-    return torch.autocast(torch.device(device).type, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
+    resolve_precision(device, precision)
+    return autocast(device, precision)
 
 
 def write_teacher_json(directory: Path, kind: str, schema, **fields) -> None:
