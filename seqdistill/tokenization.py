@@ -355,18 +355,12 @@ def word_pieces(tokenizer, batch_words: list[list[str]], memo: "PieceMemo | None
     """The teacher tokenizer's ids of every word (no special tokens); a word with none gets the
     unknown token, so every word has at least one. A fast tokenizer is called through its Rust
     backend directly (the same encodings, without the Python wrapper's per-call cost, which
-    dominates at batch 1). With a ``memo``, sentences whose words it all knows are not tokenized
-    again (training streams the same sentences every epoch)."""
-    if memo is not None:
-        known = [memo.get(words) for words in batch_words]
-        todo = [i for i, k in enumerate(known) if k is None]
-        if todo:
-            fresh = _pieces(tokenizer, [batch_words[i] for i in todo])
-            for i, (pieces, whole) in zip(todo, fresh):
-                known[i] = pieces
-                if whole:  # a sentence the tokenizer truncated is not remembered
-                    memo.put(batch_words[i], pieces)
-        return known
+    dominates at batch 1). With a ``memo``, only the words it has not met are tokenized (training
+    streams the same sentences every epoch; a runtime meets the same words again); it is left
+    unused for a tokenizer that truncates (:func:`truncates`), whose pieces of a word depend on
+    where the word stands."""
+    if memo is not None and not truncates(tokenizer):
+        return memo.pieces(tokenizer, batch_words)
     return [pieces for pieces, _ in _pieces(tokenizer, batch_words)]
 
 
@@ -391,17 +385,30 @@ def _pieces(tokenizer, batch_words: list[list[str]]) -> list[tuple[list[list[int
     return out
 
 
+def truncates(tokenizer) -> bool:
+    """Whether ``tokenizer`` cuts its encodings (a fast tokenizer whose backend has truncation set, as
+    some Hub tokenizer.json files do): then a word past the cut gets no pieces of its own, and its
+    pieces depend on the sentence, which a :class:`PieceMemo` cannot know."""
+    backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
+    return backend is not None and backend.truncation is not None
+
+
 class PieceMemo:
     """Each word's subword ids, remembered by ``(word, is first word)``: a tokenizer given words
-    (pre-tokenized input) normalises, pre-tokenizes and encodes each one on its own; the first is
-    keyed apart as a precaution for rules about the sentence start. Bounded: cleared when it holds
-    ``max_words`` entries (a vocabulary of that many distinct words is far past CoNLL's 30k)."""
+    (pre-tokenized input) normalises, pre-tokenizes and encodes each one on its own, so a word's
+    pieces do not depend on its neighbours; the first is keyed apart as a precaution for rules about
+    the sentence start. Bounded: cleared when it would pass ``max_words`` entries (a vocabulary of
+    that many distinct words is far past CoNLL's 30k; a runtime keeps fewer,
+    ``inference.onnx_runtime.MEMO_WORDS``)."""
+
+    chunk = 256  # words not met before, tokenized as one pre-split sequence of at most this many
 
     def __init__(self, max_words: int = 2_000_000):
         self.max_words = max_words
         self._pieces: dict[tuple[str, bool], list[int]] = {}
 
     def get(self, words: list[str]) -> list[list[int]] | None:
+        """A sentence's pieces per word, or None if one of its words was not met in its place."""
         pieces = self._pieces
         out = []
         for j, w in enumerate(words):
@@ -411,11 +418,31 @@ class PieceMemo:
             out.append(p)
         return out
 
-    def put(self, words: list[str], pieces: list[list[int]]) -> None:
-        if len(self._pieces) >= self.max_words:
-            self._pieces.clear()
-        for j, (w, p) in enumerate(zip(words, pieces)):
-            self._pieces[(w, j == 0)] = p
+    def pieces(self, tokenizer, batch_words: list[list[str]]) -> list[list[list[int]]]:
+        """Each sentence's pieces per word (:func:`word_pieces`), the words not met before tokenized
+        at once and remembered."""
+        known = self._pieces
+        missing = {(w, j == 0): None for words in batch_words for j, w in enumerate(words)}
+        missing = [k for k in missing if k not in known]
+        fresh = self._tokenize(tokenizer, missing) if missing else {}
+        out = [[known.get((w, j == 0)) or fresh[w, j == 0] for j, w in enumerate(words)] for words in batch_words]
+        if len(known) + len(fresh) > self.max_words:  # a new dict: a thread reading the old one reads on
+            self._pieces = fresh
+        else:
+            known.update(fresh)
+        return out
+
+    def _tokenize(self, tokenizer, keys: list[tuple[str, bool]]) -> dict[tuple[str, bool], list[int]]:
+        """The pieces of ``keys``' words: a first word as a sentence of its own; later words after a
+        copy of the first of their chunk, so that each stands in a later place."""
+        firsts = [w for w, first in keys if first]
+        later = [w for w, first in keys if not first]
+        chunks = [later[i : i + self.chunk] for i in range(0, len(later), self.chunk)]
+        encoded = _pieces(tokenizer, [[w] for w in firsts] + [[c[0], *c] for c in chunks])  # one call
+        out = {(w, True): pieces[0] for w, (pieces, _) in zip(firsts, encoded)}
+        for chunk, (pieces, _) in zip(chunks, encoded[len(firsts) :]):
+            out.update(((w, False), p) for w, p in zip(chunk, pieces[1:]))
+        return out
 
 
 def words_to_bags(

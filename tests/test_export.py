@@ -517,3 +517,43 @@ def test_span_teachers_are_not_exported_and_say_why(tiny_encoder, tmp_path, monk
     with pytest.raises(TeacherError, match=r"exported by its own package \(GLiNER\.export_to_onnx\); distill-export"):
         export_model(gliner, tmp_path / "onnx")
     assert not (tmp_path / "onnx").exists()
+
+
+def test_a_model_remembers_each_words_pieces_exactly(tiny_encoder, tmp_path):
+    """An exported model tokenizes a word once (``tokenization.PieceMemo``): the pieces it serves from
+    memory are the tokenizer's own, the first word of a sentence keyed apart, and the scores of a
+    model whose memo is warm are a fresh model's to the bit. A tokenizer that truncates is never
+    served from memory: a word past its cut has no pieces of its own."""
+    from transformers import AutoTokenizer
+
+    from seqdistill.tokenization import PieceMemo, truncates, word_pieces
+
+    tok = AutoTokenizer.from_pretrained(tiny_encoder)
+    first, again = sentences(24, seed=1), sentences(24, seed=2)
+    again = [
+        s
+        for s in again
+        if all((w, j == 0) in {(x, i == 0) for t in first for i, x in enumerate(t)} for j, w in enumerate(s))
+    ]
+    assert again  # sentences made of words already seen, each in the same place (first or not)
+    memo = PieceMemo()
+    assert word_pieces(tok, first, memo) == word_pieces(tok, first)
+    assert all(memo.get(s) is not None for s in again)  # served from memory ...
+    assert word_pieces(tok, again, memo) == word_pieces(tok, again)  # ... and the tokenizer's own
+    cut = AutoTokenizer.from_pretrained(tiny_encoder)
+    cut.backend_tokenizer.enable_truncation(max_length=4)
+    long = [["peter", "visits", "paris", "and", "rome", "peter", "visits"]]
+    assert truncates(cut) and not truncates(tok)
+    warm = PieceMemo()
+    word_pieces(tok, long, warm)  # every word of it known
+    assert word_pieces(cut, long, warm) == word_pieces(cut, long) != word_pieces(tok, long)
+
+    out = export_model(
+        make_student(tiny_encoder, tmp_path / "s", "cnn-crf", char_dim=6, char_filters=5), tmp_path / "x"
+    )
+    model = Tagger.load(out).backend
+    assert model.memo.get(first[0]) is None
+    model.scores(first)
+    warm_scores = model.scores(again)
+    assert all(model.memo.get(s) is not None for s in again)
+    assert np.array_equal(warm_scores, Tagger.load(out).backend.scores(again))

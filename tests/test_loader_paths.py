@@ -80,3 +80,47 @@ def test_gold_sentences_keep_the_tags_of_one_fixed_sample(tiny_encoder, tmp_path
 
     with pytest.raises(ValueError, match="--gold-sentences 61: the training selection holds 60 labelled"):
         CacheStream(reader, fields, select, Rows, StreamConfig(8, 64, 13, gold_sentences=61))
+
+
+def test_memo_is_exact_for_a_byte_level_bpe_and_tokenizes_only_new_words():
+    """A byte-level BPE (GPT-2/RoBERTa's pre-tokenizer, with and without its prefix space), trained
+    here on a few sentences: memoised pieces equal a fresh tokenization's, words new to the memo
+    are the only ones tokenized, and a memo cleared at its bound stays exact."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    text = ["Peter Blackburn visits Paris.", "The European Commission said on Thursday", "naïve café 2024 ünïcode"]
+    rng = np.random.default_rng(1)
+    words = sorted({w for t in text for w in t.split()} | {"Paris,", "unseenword", "ü", "'s"})
+    for prefix in (True, False):
+        backend = Tokenizer(models.BPE(unk_token=None))
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=prefix)
+        backend.decoder = decoders.ByteLevel()
+        backend.train_from_iterator(
+            text,
+            trainers.BpeTrainer(
+                vocab_size=300, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+            ),
+        )
+        tok = PreTrainedTokenizerFast(tokenizer_object=backend)
+        memo, calls = PieceMemo(max_words=12), []
+        memo._tokenize = _recording(memo._tokenize, calls)
+        seen = set()
+        for _ in range(30):
+            batch = [list(rng.choice(words, size=rng.integers(1, 6))) for _ in range(3)]
+            before = set(memo._pieces)
+            assert word_pieces(tok, batch, memo) == word_pieces(tok, batch), prefix
+            new = {(w, j == 0) for s in batch for j, w in enumerate(s)} - before
+            assert sorted(calls.pop() if new else []) == sorted(new)  # only the words it did not hold
+            seen |= new
+        assert len(seen) > 12  # the bound was passed: cleared, still exact
+
+
+def _recording(tokenize, calls: list):
+    """``tokenize`` that records the keys it is asked for."""
+
+    def wrapped(tokenizer, keys):
+        calls.append(list(keys))
+        return tokenize(tokenizer, keys)
+
+    return wrapped

@@ -30,6 +30,14 @@ exactly as for the torch model:
   framed segments -> token scores ``[N, Lt, T]``, pooled to words here. A teacher's segments are
   its own overlapping windows (``tokenization.WordTokenizer``); a transformer student's are its
   windows of ``window`` subwords framed by [CLS] and [SEP] (as ``TransformerTagger.encode``).
+
+Decision: a model remembers each word's pieces (``tokenization.PieceMemo``, at most
+:data:`MEMO_WORDS` words, about 15 MB when full, then cleared) and tokenizes only the words it has
+not met: tokenizing is 5-10% of the default student's time (docs/BENCHMARKS.md, "Each word's pieces
+remembered"). It is exact: a pre-split word is tokenized on its own, the first
+word of a sentence is keyed apart, and a tokenizer that truncates is never memoised
+(``tokenization.truncates``). Bags and transformer windows use it; the subword and teacher-framed
+inputs tokenize whole sentences and do not.
 """
 
 from __future__ import annotations
@@ -56,6 +64,7 @@ EXPORT_VERSION = 5  # 2: the sha256 of every file (``files``) and the tokenizer 
 ONNX_FILE = "model.onnx"
 DECODE_FILE = "decode.safetensors"
 INPUTS = ("bags", "subwords", "segments")
+MEMO_WORDS = 50_000  # words whose pieces a model remembers (the module docstring; about 15 MB when full)
 
 
 class ExportError(ValueError):
@@ -242,16 +251,18 @@ def pool_tokens(token_scores: np.ndarray, slot: np.ndarray, weight: np.ndarray, 
     return out.reshape(batch, words, -1)
 
 
-def bag_inputs(tokenizer, words: list[list[str]], chars: bool = False, word_rows: dict | None = None) -> dict:
+def bag_inputs(
+    tokenizer, words: list[list[str]], chars: bool = False, word_rows: dict | None = None, memo=None
+) -> dict:
     """``bags`` inputs: each word's subword ids (``tokenization.word_pieces``) padded to ``[B, L, P]``;
     with ``chars``, each word's bytes ``char_ids [B, L, C]`` (``encoding.word_bytes``); with
     ``word_rows`` (a word vector table's lookup), each word's row ``word_ids [B, L]``
     (``tokenization.word_vector_rows``); with a hashed table's ``WordHashing``, each distinct word's
     rows ``word_ids [U + 1, K]`` and each word's row of them ``word_index [B, L]``
-    (``WordHashing.distinct_rows``)."""
+    (``WordHashing.distinct_rows``). ``memo``: a ``tokenization.PieceMemo`` of the words seen before."""
     from ..tokenization import WordHashing, word_bytes, word_pieces, word_vector_rows
 
-    pieces = word_pieces(tokenizer, words)
+    pieces = word_pieces(tokenizer, words, memo)
     L = max(len(w) for w in words)
     P = max(len(p) for sent in pieces for p in sent)
     pad_word = [0] * P
@@ -291,7 +302,9 @@ def subword_inputs(tokenizer, words: list[list[str]], pooling: str = "first") ->
     return {"ids": ids, "lengths": x.mask.sum(1).numpy().astype(np.int64), "pool": pool}
 
 
-def window_inputs(tokenizer, words: list[list[str]], window: int, cls: int, sep: int) -> tuple[dict, np.ndarray]:
+def window_inputs(
+    tokenizer, words: list[list[str]], window: int, cls: int, sep: int, memo=None
+) -> tuple[dict, np.ndarray]:
     """``segments`` inputs of a transformer student, as ``TransformerTagger.encode`` frames them:
     each sentence's subwords in one window when the longest sentence fits, else in overlapping
     windows of ``window`` subwords (``encoding.subword_windows``), each framed by [CLS] and [SEP];
@@ -299,7 +312,7 @@ def window_inputs(tokenizer, words: list[list[str]], window: int, cls: int, sep:
     owns it (-1 elsewhere), flat."""
     from ..tokenization import subword_windows, word_pieces
 
-    pieces = word_pieces(tokenizer, words)
+    pieces = word_pieces(tokenizer, words, memo)
     w = min(window, max(sum(len(p) for p in sent) for sent in pieces))
     L = max(len(x) for x in words)
     rows, slots = [], []
@@ -322,16 +335,16 @@ def window_inputs(tokenizer, words: list[list[str]], window: int, cls: int, sep:
     return {"input_ids": input_ids, "attention_mask": attention}, slot.reshape(-1)
 
 
-def graph_feed(inputs: str, fields: dict, tokenizer, words: list[list[str]], segmenter=None, word_rows=None):
+def graph_feed(inputs: str, fields: dict, tokenizer, words: list[list[str]], segmenter=None, word_rows=None, memo=None):
     """The feed of a graph with ``inputs`` (bags, subwords, segments) and export.json ``fields`` for
     ``words``, and for segments the word slot and weight of each token (None otherwise): what
     :class:`OnnxModel` runs and what ``distill-export`` traces a graph on. ``segmenter``: a
     teacher's ``WordTokenizer``, built from ``fields`` when not given; ``word_rows``: the lookup of
-    a graph with word vectors (``fields["word_vectors"]``)."""
+    a graph with word vectors (``fields["word_vectors"]``); ``memo``: the words' pieces seen before."""
     if inputs == "bags":
         if (fields.get("word_vectors") or fields.get("word_hashing")) and word_rows is None:
             raise ValueError("a graph with word vectors needs their lookup or hashing (word_rows)")
-        return bag_inputs(tokenizer, words, bool(fields.get("chars")), word_rows), None, None
+        return bag_inputs(tokenizer, words, bool(fields.get("chars")), word_rows, memo), None, None
     if inputs == "subwords":
         return subword_inputs(tokenizer, words, fields.get("pooling", "first")), None, None
     if fields.get("framing") == "teacher":
@@ -343,7 +356,7 @@ def graph_feed(inputs: str, fields: dict, tokenizer, words: list[list[str]], seg
         feed = {"input_ids": seg.input_ids.numpy(), "attention_mask": seg.attention_mask.numpy()}
         return feed, seg.token_slot.numpy(), seg.token_weight.numpy()
     feed, slot = window_inputs(
-        tokenizer, words, int(fields["window"]), int(fields["cls_token_id"]), int(fields["sep_token_id"])
+        tokenizer, words, int(fields["window"]), int(fields["cls_token_id"]), int(fields["sep_token_id"]), memo
     )
     return feed, slot, (slot >= 0).astype(np.float32)
 
@@ -401,6 +414,9 @@ class OnnxModel(Backend):
             if meta.get("word_hashing")
             else None
         )
+        from ..tokenization import PieceMemo
+
+        self.memo = PieceMemo(MEMO_WORDS)
         if self.inputs == "segments" and meta.get("framing") == "teacher":
             from ..tokenization import WordTokenizer
 
@@ -424,7 +440,7 @@ class OnnxModel(Backend):
 
     def scores(self, words: list[list[str]]) -> np.ndarray:
         feed, slot, weight = graph_feed(
-            self.inputs, self.meta, self.tokenizer, words, getattr(self, "segmenter", None), self.word_rows
+            self.inputs, self.meta, self.tokenizer, words, getattr(self, "segmenter", None), self.word_rows, self.memo
         )
         out = self.session.run(None, feed)[0]
         if slot is not None:  # token scores of segments, pooled to words
