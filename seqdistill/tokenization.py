@@ -361,12 +361,12 @@ def word_pieces(tokenizer, batch_words: list[list[str]], memo: "PieceMemo | None
     where the word stands."""
     if memo is not None and not truncates(tokenizer):
         return memo.pieces(tokenizer, batch_words)
-    return [pieces for pieces, _ in _pieces(tokenizer, batch_words)]
+    return _pieces(tokenizer, batch_words)
 
 
-def _pieces(tokenizer, batch_words: list[list[str]]) -> list[tuple[list[list[int]], bool]]:
-    """Each sentence's pieces per word, and whether every word got pieces of its own (False: some
-    were cut off by the tokenizer's truncation and stand in as the unknown token)."""
+def _pieces(tokenizer, batch_words: list[list[str]]) -> list[list[list[int]]]:
+    """Each sentence's pieces per word, the unknown token for a word that got none (one the
+    tokenizer's normaliser emptied, or one past its truncation)."""
     unk = tokenizer.unk_token_id if tokenizer.unk_token_id is not None else 0
     backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
     if backend is not None:
@@ -381,7 +381,7 @@ def _pieces(tokenizer, batch_words: list[list[str]]) -> list[tuple[list[list[int
         for tok, w in zip(ids, word_ids):
             if w is not None:
                 per_word[w].append(tok)
-        out.append(([p or [unk] for p in per_word], all(per_word)))
+        out.append([p or [unk] for p in per_word])
     return out
 
 
@@ -439,8 +439,8 @@ class PieceMemo:
         later = [w for w, first in keys if not first]
         chunks = [later[i : i + self.chunk] for i in range(0, len(later), self.chunk)]
         encoded = _pieces(tokenizer, [[w] for w in firsts] + [[c[0], *c] for c in chunks])  # one call
-        out = {(w, True): pieces[0] for w, (pieces, _) in zip(firsts, encoded)}
-        for chunk, (pieces, _) in zip(chunks, encoded[len(firsts) :]):
+        out = {(w, True): pieces[0] for w, pieces in zip(firsts, encoded)}
+        for chunk, pieces in zip(chunks, encoded[len(firsts) :]):
             out.update(((w, False), p) for w, p in zip(chunk, pieces[1:]))
         return out
 
