@@ -257,40 +257,20 @@ def test_mt_student_trains_in_bf16_autocast_close_to_fp32(two_teacher_cache, tmp
     """``--precision bf16`` (the transformer student's step about 1.8x faster on a CPU with
     AVX512-BF16): MT-Hid, MT-Dis and the CRF task loss of the first step within bf16's rounding of
     fp32's (the CRF's partition function stays fp32), and a checkpoint of the other precision is refused."""
+    from dataclasses import replace
+
     cache, _ = two_teacher_cache
+    one_step = MTConfig(
+        teachers=("small", "wide"), student_layers=2, init="scratch", epochs=1, max_steps=1, batch_size=8, device="cpu"
+    )
     first = {}
     for precision in ("fp32", "bf16"):
-        summary = train_mt_student(
-            cache,
-            tmp_path / precision,
-            MTConfig(
-                teachers=("small", "wide"),
-                student_layers=2,
-                init="scratch",
-                epochs=1,
-                max_steps=1,
-                batch_size=8,
-                precision=precision,
-                device="cpu",
-            ),
-            log=lambda *a: None,
-        )
+        cfg = replace(one_step, precision=precision)
+        summary = train_mt_student(cache, tmp_path / precision, cfg, log=lambda *a: None)
         first[precision] = {k: v for k, v in summary["history"][0].items() if k.startswith("loss")}
     assert set(first["bf16"]) == set(first["fp32"]) >= {"loss", "loss_mt_hid", "loss_mt_dis", "loss_task"}
     for k, v in first["fp32"].items():
         assert first["bf16"][k] != v and first["bf16"][k] == pytest.approx(v, rel=0.05), k
     with pytest.raises(ValueError, match=r"another run \(precision was 'fp32', now 'bf16'\)"):
-        train_mt_student(
-            cache,
-            tmp_path / "fp32",
-            MTConfig(
-                teachers=("small", "wide"),
-                student_layers=2,
-                init="scratch",
-                epochs=1,
-                batch_size=8,
-                precision="bf16",
-                device="cpu",
-            ),
-            log=lambda *a: None,
-        )
+        cfg = replace(one_step, precision="bf16", max_steps=None)
+        train_mt_student(cache, tmp_path / "fp32", cfg, log=lambda *a: None)

@@ -74,8 +74,10 @@ def resolve_precision(device: torch.device | str, precision: str | None = "auto"
 def inference_autocast(device: torch.device, precision: str | None = "auto"):
     """Mixed precision for a teacher's forward pass (:func:`resolve_precision`): autocast to bf16 or
     fp16, or none at fp32. Structured outputs (CRF, k-best, marginals) stay fp32 whatever this is."""
-    resolve_precision(device, precision)
-    return autocast(device, precision)
+    try:
+        return autocast(device, precision)
+    except PrecisionError as e:
+        raise TeacherError(str(e)) from None
 
 
 def write_teacher_json(directory: Path, kind: str, schema, **fields) -> None:
