@@ -194,3 +194,60 @@ def test_a_teacher_layer_without_a_losss_field_or_with_other_tags_is_refused(two
     run = MGKDConfig(teachers=both, teacher_shares="uniform", k=4, epochs=1, max_steps=1, device="cpu")
     train_student(reader, tmp_path / "uniform", run, log=lambda *a: None)
     assert (tmp_path / "uniform" / "model.safetensors").exists()
+
+
+def test_confidence_shares_are_best_path_probabilities_normalised_by_hand():
+    """a_i = P_i(y*_i | x) / sum_j P_j(y*_j | x) from each teacher's best-path log-probability."""
+    from seqdistill.students.losses import confidence_shares
+
+    p = torch.tensor([[0.9, 0.5, 0.2, 0.0], [0.5, 0.5, 0.6, 0.0]])
+    got = confidence_shares(p.log())
+    # row 0: 0.9 / 1.4, 0.5 / 1.4; row 1: even; row 2: 0.2 / 0.8, 0.6 / 0.8; row 3: no finite
+    # probability (log 0 = -inf for both) -> shared evenly
+    want = torch.tensor([[9 / 14, 0.5, 0.25, 0.5], [5 / 14, 0.5, 0.75, 0.5]])
+    torch.testing.assert_close(got, want)
+    three = confidence_shares(torch.tensor([[0.6], [0.3], [0.1]]).log())
+    torch.testing.assert_close(three[:, 0], torch.tensor([0.6, 0.3, 0.1]))
+
+
+def test_confidence_shares_every_row_by_the_cached_best_paths(two_teachers, tmp_path):
+    """Under --teacher-shares confidence each row's shares are its teachers' cached top-path
+    probabilities normalised, labelled or not, and the run records both kinds of row per epoch."""
+    from seqdistill.students.common import teacher_exports
+
+    reader = CacheReader(two_teachers)
+    rows = _rows(reader, ["tiny", "other"])
+    exports = teacher_exports(reader, "tiny")
+    cfg = MGKDConfig(teachers=("tiny", "other"), teacher_shares="confidence", k=4, chars=False)
+    both = Collate(exports.tokenizer, SCHEMA, ["tiny", "other"], cfg, ["crf", "crf"])
+    uneven = {True: 0, False: 0}
+    for row in rows:
+        p = {t: math.exp(row[t]["kbest_log_probs"][0]) for t in ("tiny", "other")}
+        want = torch.tensor([p["tiny"], p["other"]]) / (p["tiny"] + p["other"])
+        got = both([row]).shares[:, 0]
+        torch.testing.assert_close(got, want)
+        uneven[row["examples"]["tags"] is not None] += abs(float(got[0]) - 0.5) > 1e-3
+    assert uneven[True] > 0 and uneven[False] > 0  # gold rows and unlabelled rows alike
+    run = dataclasses.replace(cfg, chars=True, epochs=2, max_steps=4, device="cpu", batch_size=16)
+    train_student(two_teachers, tmp_path / "confident", run, log=lambda *a: None)
+    assert json.loads((tmp_path / "confident" / "config.json").read_text())["extra"]["teacher_shares"] == "confidence"
+    records = [json.loads(line) for line in (tmp_path / "confident" / "metrics.jsonl").read_text().splitlines()]
+    for key in ("teacher_shares", "teacher_shares_unlabelled"):
+        seen = [r[key] for r in records if key in r]
+        assert seen and all(abs(sum(s.values()) - 1) < 1e-6 and s["tiny"] != 0.5 for s in seen)
+
+
+def test_confidence_shares_refuse_a_teacher_without_path_probabilities(two_teachers, tmp_path):
+    def no_log_probs(layer, info):
+        layer.fields = [f for f in layer.fields if f.name != "kbest_log_probs"]
+
+    match = r"teacher 'other' stores no kbest_log_probs, which --teacher-shares confidence reads"
+    _refused(
+        _edited(two_teachers, no_log_probs),
+        tmp_path,
+        match,
+        teachers=("tiny", "other"),
+        teacher_shares="confidence",
+        losses=("hard", "token-pos"),  # no loss of its own reads the paths: the shares are what refuse
+        k=4,
+    )

@@ -21,7 +21,14 @@ from .mgkd import (
     tempered_kbest,
     token_kl_loss,
 )
-from .mt import MTHiddenLoss, ensemble_distillation_loss, mt_distillation_loss, teacher_shares, teacher_weight
+from .mt import (
+    MTHiddenLoss,
+    confidence_shares,
+    ensemble_distillation_loss,
+    mt_distillation_loss,
+    teacher_shares,
+    teacher_weight,
+)
 from .rnn import bilou_loss, bilou_soft_loss, dice_loss
 from .sentscore import sentscore_kd_loss
 from .token_kd import teacher_probs, token_kd_loss
@@ -32,6 +39,7 @@ __all__ = [
     "UncertaintyWeighting",
     "bilou_loss",
     "bilou_soft_loss",
+    "confidence_shares",
     "cross_entropy_loss",
     "dice_loss",
     "ensemble_distillation_loss",

@@ -47,6 +47,18 @@ def teacher_shares(gold_ce: Tensor, labelled: Tensor, how: str = "mt") -> Tensor
     return torch.where(total > 0, w / total.clamp(min=torch.finfo(w.dtype).tiny), even)
 
 
+def confidence_shares(best_log_probs: Tensor) -> Tensor:
+    """Each teacher's share of a sentence by its confidence in its own best path, ``[N, B]`` (issue
+    81): a_i = P_i(y*_i | x) / sum_j P_j(y*_j | x), where y*_i is teacher i's top path and
+    ``best_log_probs`` ``[N, B]`` holds log P_i(y*_i | x) (the cache's ``kbest_log_probs[0]``): the
+    softmax of the log-probabilities over the teachers. It reads no gold, so it shares unlabelled rows
+    too, where eq. 2 can only share evenly; a row where no teacher has a finite probability is shared
+    evenly."""
+    even = torch.full_like(best_log_probs, 1.0 / best_log_probs.shape[0])
+    finite = torch.isfinite(best_log_probs).any(0, keepdim=True)
+    return torch.where(finite, torch.softmax(best_log_probs, dim=0), even)
+
+
 def mt_distillation_loss(
     student_logits: Tensor,
     teacher_logits: list[Tensor],

@@ -11,7 +11,8 @@ the sequence losses use the teacher's k-best paths of both (§3.2).
 
 Several teachers (``--teachers A,B``, issue 81): every teacher loss, the hard loss of unlabelled
 rows included, is each teacher's, mixed per sentence by the teachers' shares (``teacher_shares``:
-paper 002's eq. 2 weights, normalised, or uniform), so that a row's targets are the mixture of
+paper 002's eq. 2 weights, normalised; uniform; or each teacher's probability of its own best path,
+normalised, ``losses.confidence_shares``), so that a row's targets are the mixture of
 its teachers' distributions; gold rows keep their gold tags. AdamW, one stage, early
 stopping on dev F1 with patience 5 (without a dev split: on the training loss), the best epoch's
 student saved.
@@ -147,7 +148,7 @@ class LossPart:
 KBEST_FIELDS = ("kbest_paths", "kbest_log_probs")
 PATH_KINDS = ("crf", "softmax", "span")  # the kinds whose layers hold global path probabilities and marginals
 TAG_FIELDS = ("emissions", "logits", "marginals")  # per-word fields with one value per tag of the label schema
-TEACHER_SHARES = ("mt", "uniform")
+TEACHER_SHARES = ("mt", "uniform", "confidence")
 
 
 LOSS_TABLE = (  # in the order the losses are computed
@@ -180,7 +181,8 @@ class MGKDConfig(RunConfig):
     teacher_shares: str = option(
         "mt",
         "With --teachers: each sentence's teachers weighted as MT-Dis weights them, 1 / (1 + the teacher's gold "
-        "cross-entropy per word) (paper 002, eq. 2; 1 on unlabelled rows), normalised to sum to 1; or uniformly.",
+        "cross-entropy per word) (paper 002, eq. 2; 1 on unlabelled rows), normalised to sum to 1; uniformly; or by "
+        "confidence, each teacher's probability of its own best path, normalised (on every row, unlabelled ones too).",
         choices=TEACHER_SHARES,
     )
     # Issue 72: a cased 303M-weight teacher (EmbeddingGemma) labels better than MPNet-base, but its
@@ -348,7 +350,8 @@ ARCH_DEFAULTS = {
 class Collate:
     """Example rows -> tensors for the student and the chosen losses: one ``Targets`` per teacher
     layer (``teachers``, with their ``kinds``; a name and a kind for one teacher, None for none),
-    and with several teachers their shares of each row (``losses.teacher_shares``)."""
+    and with several teachers their shares of each row (``losses.teacher_shares`` or
+    ``losses.confidence_shares``)."""
 
     def __init__(self, tokenizer, schema: LabelSchema, teachers, cfg: MGKDConfig, kinds, word_vectors=None):
         self.tokenizer, self.schema, self.cfg = tokenizer, schema, cfg
@@ -368,7 +371,10 @@ class Collate:
         batch.teachers = [self.targets(t, kind, gold, words) for t, kind in zip(layers, self.kinds)] or [
             self.targets(None, None, gold, words)
         ]
-        if len(self.teachers) > 1:
+        if len(self.teachers) > 1 and self.cfg.teacher_shares == "confidence":
+            best = torch.tensor([[float(x["kbest_log_probs"][0]) for x in t] for t in layers], dtype=torch.float32)
+            batch.shares = L.confidence_shares(best)
+        elif len(self.teachers) > 1:
             n_words = torch.tensor([max(1, len(w)) for w in words], dtype=torch.float32)
             gold_ce = torch.stack(  # eq. 2's CE(y, y_i) per word; unlabelled rows weigh 1 whatever it is
                 [torch.tensor([x.get("gold_nll") or 0.0 for x in t], dtype=torch.float32) / n_words for t in layers]
@@ -460,22 +466,32 @@ def hashed_table(cfg: MGKDConfig, vectors) -> WordHashing | None:
 
 
 class SharesSeen:
-    """The teachers' mean shares of the labelled rows trained on since the last ``epoch()`` (on
-    unlabelled rows eq. 2 shares them evenly), for the run's records: how eq. 2 split the gold."""
+    """The teachers' mean shares of the rows trained on since the last ``epoch()``, for the run's
+    records: ``teacher_shares`` over the labelled rows (how eq. 2 split the gold) and
+    ``teacher_shares_unlabelled`` over the others (even under eq. 2; --teacher-shares confidence
+    splits them too)."""
+
+    KEYS = ("teacher_shares", "teacher_shares_unlabelled")
 
     def __init__(self, teachers: list[str]):
-        self.teachers, self.total, self.rows = teachers, torch.zeros(len(teachers), dtype=torch.float64), 0
+        self.teachers = teachers
+        self.total = torch.zeros(2, len(teachers), dtype=torch.float64)  # labelled, unlabelled
+        self.rows = [0, 0]
 
     def add(self, batch: "Batch") -> None:
-        labelled = batch.labelled
-        self.total += batch.shares[:, labelled].sum(1).double()
-        self.rows += int(labelled.sum())
+        for i, rows in enumerate((batch.labelled, ~batch.labelled)):
+            self.total[i] += batch.shares[:, rows].sum(1).double()
+            self.rows[i] += int(rows.sum())
 
-    def epoch(self) -> dict[str, float]:
-        mean = (self.total / max(self.rows, 1)).tolist()
+    def epoch(self) -> dict[str, dict[str, float]]:
+        out = {
+            key: dict(zip(self.teachers, (total / n).tolist()))
+            for key, total, n in zip(self.KEYS, self.total, self.rows)
+            if n
+        }
         self.total.zero_()
-        self.rows = 0
-        return dict(zip(self.teachers, mean))
+        self.rows = [0, 0]
+        return out
 
 
 def check_teacher_layer(reader, teacher: str, parts: list[LossPart], cfg: MGKDConfig) -> None:
@@ -559,6 +575,14 @@ def plan(ctx: Context) -> Plan:
     for teacher in teachers:
         check_teacher_layer(reader, teacher, parts, cfg)
     several = len(teachers) > 1
+    if several and cfg.teacher_shares == "confidence":
+        for teacher in teachers:
+            if "kbest_log_probs" not in reader.manifest.layers[teacher].field_names():
+                raise CacheError(
+                    f"teacher {teacher!r} stores no kbest_log_probs, which --teacher-shares confidence reads (the "
+                    "probability of its best path); rebuild its layer with `distill-cache build`, or share the "
+                    "teachers with --teacher-shares mt or uniform"
+                )
     if several and cfg.teacher_shares == "mt":
         for teacher in teachers:
             if "gold_nll" not in reader.manifest.layers[teacher].field_names():
@@ -633,6 +657,8 @@ def plan(ctx: Context) -> Plan:
         ]
         if several and cfg.teacher_shares == "mt":
             fields[t].append("gold_nll")
+        if several and cfg.teacher_shares == "confidence" and "kbest_log_probs" not in fields[t]:
+            fields[t].append("kbest_log_probs")
     stream = ctx.stream(fields, selected, Collate(tokenizer, schema, teachers, cfg, kinds, model.word_vectors))
     dev_words, dev_tags = read_split(reader, dev_names) if dev_names else ([], [])
     weighting = L.UncertaintyWeighting(len(cfg.losses)).to(ctx.device) if cfg.weighting == "uncertainty" else None
@@ -647,7 +673,7 @@ def plan(ctx: Context) -> Plan:
     def evaluate() -> dict:
         out = {"weights": dict(zip(cfg.losses, weighting.weights.tolist()))} if weighting else {}
         if shares is not None:
-            out["teacher_shares"] = shares.epoch()
+            out |= shares.epoch()
         if dev_words:
             out["dev_f1"] = dev_f1(model, tokenizer, dev_words, dev_tags, schema.scheme)
         return out
