@@ -17,6 +17,9 @@
 #      mgkd-two    the default student of both teachers' paths (--teachers embeddinggemma,mpnet, eq. 2
 #                  shares), reading MPNet's table (--embeddings-teacher mpnet)
 #      mgkd-gemma  the default student of Gemma's paths over MPNet's table (issue 72's best teacher)
+#      mgkd-two-conf  mgkd-two with --teacher-shares confidence: each teacher's share of a row is its
+#                  probability of its own best path, normalised, on the Wikipedia rows too (where eq. 2
+#                  shares evenly; benchmarks/teachers_disagree.py: the best paths differ on 36.6% of them)
 #      mgkd-two-glove, mgkd-gemma-glove   the same two with every GloVe word (--projection 64)
 #    mgkd rows: at most EPOCHS=40 epochs, patience 5; mt rows: at most MT_EPOCHS=20, patience 3, each step in
 #    bf16 autocast (--precision bf16: the 4-layer student's step 1.9x faster on an AVX512-BF16 CPU; BENCHMARKS).
@@ -30,7 +33,7 @@ CACHE=$OUT/cache
 TEACHER=.data/teachers/embeddinggemma-crf-conll
 EPOCHS=${EPOCHS:-40}
 MT_EPOCHS=${MT_EPOCHS:-20}
-ROWS=${ROWS:-"mgkd-two mgkd-gemma mt-both mt-mpnet mt-gemma mgkd-two-glove mgkd-gemma-glove"}
+ROWS=${ROWS:-"mgkd-two mgkd-gemma mgkd-two-conf mt-both mt-mpnet mt-gemma mgkd-two-glove mgkd-gemma-glove"}
 SEEDS=${SEEDS:-"13 14 15"}
 JOBS=${JOBS:-2}
 export TOKENIZERS_PARALLELISM=false
@@ -46,6 +49,7 @@ flags() {  # the recipe, then its flags
   case $1 in
     mgkd-two) echo "$MGKD" --teachers embeddinggemma,mpnet --embeddings-teacher mpnet ;;
     mgkd-gemma) echo "$MGKD" --teacher embeddinggemma --embeddings-teacher mpnet ;;
+    mgkd-two-conf) echo "$MGKD" --teachers embeddinggemma,mpnet --embeddings-teacher mpnet --teacher-shares confidence ;;
     mgkd-two-glove) echo "$MGKD" --teachers embeddinggemma,mpnet --embeddings-teacher mpnet \
       --word-vectors "$GLOVE" --projection 64 ;;
     mgkd-gemma-glove) echo "$MGKD" --teacher embeddinggemma --embeddings-teacher mpnet \
