@@ -149,6 +149,10 @@ KBEST_FIELDS = ("kbest_paths", "kbest_log_probs")
 PATH_KINDS = ("crf", "softmax", "span")  # the kinds whose layers hold global path probabilities and marginals
 TAG_FIELDS = ("emissions", "logits", "marginals")  # per-word fields with one value per tag of the label schema
 TEACHER_SHARES = ("mt", "uniform", "confidence")
+SHARES_READ = {  # --teacher-shares -> the field of every teacher layer it reads, and what that field is to it
+    "mt": ("gold_nll", "eq. 2's CE(y, y_i)"),
+    "confidence": ("kbest_log_probs", "the probability of its best path"),
+}
 
 
 LOSS_TABLE = (  # in the order the losses are computed
@@ -371,16 +375,20 @@ class Collate:
         batch.teachers = [self.targets(t, kind, gold, words) for t, kind in zip(layers, self.kinds)] or [
             self.targets(None, None, gold, words)
         ]
-        if len(self.teachers) > 1 and self.cfg.teacher_shares == "confidence":
-            best = torch.tensor([[float(x["kbest_log_probs"][0]) for x in t] for t in layers], dtype=torch.float32)
-            batch.shares = L.confidence_shares(best)
-        elif len(self.teachers) > 1:
-            n_words = torch.tensor([max(1, len(w)) for w in words], dtype=torch.float32)
-            gold_ce = torch.stack(  # eq. 2's CE(y, y_i) per word; unlabelled rows weigh 1 whatever it is
-                [torch.tensor([x.get("gold_nll") or 0.0 for x in t], dtype=torch.float32) / n_words for t in layers]
-            )
-            batch.shares = L.teacher_shares(gold_ce, batch.labelled, self.cfg.teacher_shares)
+        if len(self.teachers) > 1:
+            batch.shares = self.shares(layers, words, batch.labelled)
         return batch
+
+    def shares(self, layers: list[list[dict]], words: list[list[str]], labelled: torch.Tensor) -> torch.Tensor:
+        """Each teacher's share of each row, ``[N, B]``, as --teacher-shares chooses."""
+        if self.cfg.teacher_shares == "confidence":
+            best = torch.tensor([[float(x["kbest_log_probs"][0]) for x in t] for t in layers], dtype=torch.float32)
+            return L.confidence_shares(best)
+        n_words = torch.tensor([max(1, len(w)) for w in words], dtype=torch.float32)
+        gold_ce = torch.stack(  # eq. 2's CE(y, y_i) per word; unlabelled rows weigh 1 whatever it is
+            [torch.tensor([x.get("gold_nll") or 0.0 for x in t], dtype=torch.float32) / n_words for t in layers]
+        )
+        return L.teacher_shares(gold_ce, labelled, self.cfg.teacher_shares)
 
     def targets(self, t: list[dict] | None, kind: str | None, gold, words) -> "Targets":
         """One teacher layer's rows ``t`` (None: no teacher) as the losses read them."""
@@ -575,21 +583,14 @@ def plan(ctx: Context) -> Plan:
     for teacher in teachers:
         check_teacher_layer(reader, teacher, parts, cfg)
     several = len(teachers) > 1
-    if several and cfg.teacher_shares == "confidence":
-        for teacher in teachers:
-            if "kbest_log_probs" not in reader.manifest.layers[teacher].field_names():
-                raise CacheError(
-                    f"teacher {teacher!r} stores no kbest_log_probs, which --teacher-shares confidence reads (the "
-                    "probability of its best path); rebuild its layer with `distill-cache build`, or share the "
-                    "teachers with --teacher-shares mt or uniform"
-                )
-    if several and cfg.teacher_shares == "mt":
-        for teacher in teachers:
-            if "gold_nll" not in reader.manifest.layers[teacher].field_names():
-                raise CacheError(
-                    f"teacher {teacher!r} stores no gold_nll, which --teacher-shares mt reads (eq. 2's CE(y, y_i)); "
-                    "rebuild its layer with `distill-cache build`, or share the teachers with --teacher-shares uniform"
-                )
+    shares_read = SHARES_READ.get(cfg.teacher_shares) if several else None
+    for teacher in teachers if shares_read else ():
+        name, what = shares_read
+        if name not in reader.manifest.layers[teacher].field_names():
+            raise CacheError(
+                f"teacher {teacher!r} stores no {name}, which --teacher-shares {cfg.teacher_shares} reads ({what}); "
+                "rebuild its layer with `distill-cache build`, or share the teachers with --teacher-shares uniform"
+            )
     train_names, dev_names = default_splits(reader, cfg)
     selected = parse_selection(train_names, reader)
     unlabelled_rows = (cfg.gold_sentences is not None and cfg.unlabelled) or any(
@@ -655,10 +656,8 @@ def plan(ctx: Context) -> Plan:
         fields[t] = (list(KBEST_FIELDS) if needs_kbest and paths else []) + [
             name for part in parts for name in part.dense(kind).values()
         ]
-        if several and cfg.teacher_shares == "mt":
-            fields[t].append("gold_nll")
-        if several and cfg.teacher_shares == "confidence" and "kbest_log_probs" not in fields[t]:
-            fields[t].append("kbest_log_probs")
+        if shares_read and shares_read[0] not in fields[t]:
+            fields[t].append(shares_read[0])
     stream = ctx.stream(fields, selected, Collate(tokenizer, schema, teachers, cfg, kinds, model.word_vectors))
     dev_words, dev_tags = read_split(reader, dev_names) if dev_names else ([], [])
     weighting = L.UncertaintyWeighting(len(cfg.losses)).to(ctx.device) if cfg.weighting == "uncertainty" else None
