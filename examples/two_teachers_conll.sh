@@ -20,7 +20,8 @@
 #      mgkd-two-conf  mgkd-two with --teacher-shares confidence: each teacher's share of a row is its
 #                  probability of its own best path, normalised, on the Wikipedia rows too (where eq. 2
 #                  shares evenly; benchmarks/teachers_disagree.py: the best paths differ on 36.6% of them)
-#      mgkd-two-glove, mgkd-gemma-glove   the same two with every GloVe word (--projection 64)
+#      mgkd-two-glove, mgkd-gemma-glove, mgkd-two-conf-glove   the same three with every GloVe word
+#                  (--projection 64)
 #    mgkd rows: at most EPOCHS=40 epochs, patience 5; mt rows: at most MT_EPOCHS=20, patience 3, each step in
 #    bf16 autocast (--precision bf16: the 4-layer student's step 1.9x faster on an AVX512-BF16 CPU; BENCHMARKS).
 #    The mt rows train on the 14,041 gold sentences alone (--no-unlabelled), as paper 002 trains on its tasks'
@@ -33,7 +34,7 @@ CACHE=$OUT/cache
 TEACHER=.data/teachers/embeddinggemma-crf-conll
 EPOCHS=${EPOCHS:-40}
 MT_EPOCHS=${MT_EPOCHS:-20}
-ROWS=${ROWS:-"mgkd-two mgkd-gemma mgkd-two-conf mt-both mt-mpnet mt-gemma mgkd-two-glove mgkd-gemma-glove"}
+ROWS=${ROWS:-"mgkd-two mgkd-gemma mgkd-two-conf mt-both mt-mpnet mt-gemma mgkd-two-glove mgkd-gemma-glove mgkd-two-conf-glove"}
 SEEDS=${SEEDS:-"13 14 15"}
 JOBS=${JOBS:-2}
 export TOKENIZERS_PARALLELISM=false
@@ -54,6 +55,8 @@ flags() {  # the recipe, then its flags
       --word-vectors "$GLOVE" --projection 64 ;;
     mgkd-gemma-glove) echo "$MGKD" --teacher embeddinggemma --embeddings-teacher mpnet \
       --word-vectors "$GLOVE" --projection 64 ;;
+    mgkd-two-conf-glove) echo "$MGKD" --teachers embeddinggemma,mpnet --embeddings-teacher mpnet \
+      --teacher-shares confidence --word-vectors "$GLOVE" --projection 64 ;;
     mt-both) echo "$MT" --teachers mpnet,embeddinggemma ;;
     mt-mpnet) echo "$MT" --teachers mpnet ;;
     mt-gemma) echo "$MT" --teachers embeddinggemma ;;
