@@ -37,11 +37,12 @@ mkdir -p "$OUT"
 TEACHER=$TEACHER CACHE=$CACHE WIKI=36385 LAYERS=3,6,7,9,12 HIDDEN_FLAGS="--hidden-project 128 --hidden-dtype int8" \
   EXPORT_LAYERS=4 PRECISION=bf16 examples/mpnet_conll_cache.sh > "$OUT/cache.log" 2>&1
 XD_EPOCHS=${XD_EPOCHS:-30}
+# --teacher mpnet: the cache also holds Gemma's layer once examples/two_teachers_conll.sh has run
 flags() {  # the recipe, then its flags
   case $1 in
-    bilstm) echo mgkd --arch bilstm-crf --chars --epochs "$EPOCHS" --patience 5 ;;
-    default) echo mgkd --epochs "$EPOCHS" --patience 5 ;;
-    xd) echo xtremedistil --schedule d4.2 --embedding svd --embedding-dim 50 --hidden-size 200 --teacher-layer 7 \
+    bilstm) echo mgkd --teacher mpnet --arch bilstm-crf --chars --epochs "$EPOCHS" --patience 5 ;;
+    default) echo mgkd --teacher mpnet --epochs "$EPOCHS" --patience 5 ;;
+    xd) echo xtremedistil --teacher mpnet --schedule d4.2 --embedding svd --embedding-dim 50 --hidden-size 200 --teacher-layer 7 \
       --epochs-per-step "$XD_EPOCHS" --patience 2 --select dev-f1 ;;
     *) echo "unknown row $1" >&2; exit 2 ;;
   esac
