@@ -584,13 +584,15 @@ def plan(ctx: Context) -> Plan:
         check_teacher_layer(reader, teacher, parts, cfg)
     several = len(teachers) > 1
     shares_read = SHARES_READ.get(cfg.teacher_shares) if several else None
-    for teacher in teachers if shares_read else ():
+    if shares_read:
         name, what = shares_read
-        if name not in reader.manifest.layers[teacher].field_names():
-            raise CacheError(
-                f"teacher {teacher!r} stores no {name}, which --teacher-shares {cfg.teacher_shares} reads ({what}); "
-                "rebuild its layer with `distill-cache build`, or share the teachers with --teacher-shares uniform"
-            )
+        for teacher in teachers:
+            if name not in reader.manifest.layers[teacher].field_names():
+                raise CacheError(
+                    f"teacher {teacher!r} stores no {name}, which --teacher-shares {cfg.teacher_shares} reads "
+                    f"({what}); rebuild its layer with `distill-cache build`, or share the teachers with "
+                    "--teacher-shares uniform"
+                )
     train_names, dev_names = default_splits(reader, cfg)
     selected = parse_selection(train_names, reader)
     unlabelled_rows = (cfg.gold_sentences is not None and cfg.unlabelled) or any(
