@@ -35,6 +35,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from .padded_lstm import bilstm
+
 CELLS = ("lstm", "sru", "sru++")
 
 
@@ -149,18 +151,15 @@ class BiSRUpp(BiSRU):
 
 
 class BiLSTMLayer(nn.Module):
-    """A bidirectional LSTM layer with the same interface (packed, so padding is skipped)."""
+    """A bidirectional LSTM layer with the same interface (``padded_lstm.bilstm``: padding never
+    reaches a real step)."""
 
     def __init__(self, input_size: int, hidden: int):
         super().__init__()
         self.lstm = nn.LSTM(input_size, hidden, bidirectional=True, batch_first=True)
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
-        lengths = mask.sum(1).clamp(min=1).cpu()
-        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-        h, _ = self.lstm(packed)
-        h, _ = nn.utils.rnn.pad_packed_sequence(h, batch_first=True, total_length=x.shape[1])
-        return h
+        return bilstm(self.lstm, x, mask.sum(1))
 
 
 def recurrent_stack(cell: str, input_size: int, hidden: int, layers: int) -> nn.ModuleList:

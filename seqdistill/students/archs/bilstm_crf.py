@@ -21,6 +21,7 @@ from ...onnx_graphs import PaddedBiLSTM
 from ...tokenization import WORD_VECTORS_FILE, WordBatch, WordHashing, words_to_bags
 from ...vocabulary import RowIndex
 from ..base import StudentConfig
+from ..padded_lstm import bilstm
 from ..word_vectors import HashedWordVectors, WordVectors
 
 
@@ -188,12 +189,8 @@ class BiLSTMCRF(BagsCRFStudent):
 
     def forward(self, words: WordBatch) -> Tensor:
         """Emission scores ``[B, L, T]``."""
-        L = words.mask.shape[1]
         x = self.extra_features(self.bag_vectors(words), words)
-        lengths = words.mask.sum(1).cpu()
-        packed = nn.utils.rnn.pack_padded_sequence(self.dropout(x), lengths, batch_first=True, enforce_sorted=False)
-        h, _ = self.lstm(packed)
-        h, _ = nn.utils.rnn.pad_packed_sequence(h, batch_first=True, total_length=L)
+        h = bilstm(self.lstm, self.dropout(x), words.mask.sum(1))
         return self.out(self.dropout(h))
 
     def export_graph(self) -> tuple[nn.Module, str, dict]:

@@ -32,6 +32,7 @@ from ...onnx_graphs import PaddedBiLSTM
 from ...tokenization import SubwordBatch, words_to_subwords
 from ...vocabulary import RowIndex
 from ..base import StudentConfig
+from ..padded_lstm import bilstm
 
 # Parameter groups from the top of the network to the bottom: the order of gradual unfreezing (§5.3).
 GROUPS = ("softmax", "regressor", "projection", "bilstm", "embeddings")
@@ -93,13 +94,7 @@ class BiLSTMTagger(nn.Module):
         return words_to_subwords(tokenizer, batch_words)
 
     def forward(self, x: SubwordBatch) -> TaggerOutput:
-        B, S = x.ids.shape
-        lengths = x.mask.sum(1).cpu()
-        packed = nn.utils.rnn.pack_padded_sequence(
-            self.dropout(self.embed(self.vocab(x.ids))), lengths, batch_first=True, enforce_sorted=False
-        )
-        h, _ = self.lstm(packed)
-        h, _ = nn.utils.rnn.pad_packed_sequence(h, batch_first=True, total_length=S)
+        h = bilstm(self.lstm, self.dropout(self.embed(self.vocab(x.ids))), x.mask.sum(1))
         words = self.pool(self.dropout(h), x)
         z = nn.functional.gelu(self.project(words))
         return TaggerOutput(z, self.classifier(z), self.regressor(z))
