@@ -13,7 +13,7 @@ from seqdistill.cli.train import main as train_cli
 from seqdistill.pipeline.build import BuildConfig, CorpusSpec, build_cache
 from seqdistill.students.archs import load_student
 from seqdistill.students.recipes import train as train_mt_student
-from seqdistill.students.recipes.mt import MTConfig, teacher_layer_for
+from seqdistill.students.recipes.mt import MTConfig, hidden_scales, teacher_layer_for
 from seqdistill.teachers import build_teacher
 
 SCHEMA = LabelSchema("IOB2", ("LOC", "PER"))
@@ -190,6 +190,22 @@ def test_mt_student_learns_from_two_teachers(two_teacher_cache, tmp_path, soft_l
         eval_main, ["--model", str(tmp_path / "mt"), "--data", toy_corpus(tmp_path / "t.txt", 10, 7), "--json"]
     )
     assert r.exit_code == 0, r.output
+
+
+def test_hidden_scales_are_each_stored_layers_rms_over_the_first_shard(two_teacher_cache):
+    """``--hidden-scale rms``: read back with zarr alone, as any reader of the cache would."""
+    import numpy as np
+    import zarr
+
+    cache, d = two_teacher_cache
+    fields = [["hidden_1", "hidden_2"], ["hidden_2", "hidden_3"]]
+    got = hidden_scales(CacheReader(cache), ["small", "wide"], fields)
+    for t, names, row in zip(["small", "wide"], fields, got):
+        for name, scale in zip(names, row):
+            values = zarr.open_array(str(d / "cache" / "layers" / t / "shard-00000" / "dense.zarr" / name), mode="r")
+            want = np.sqrt(np.mean(np.square(np.asarray(values[:], dtype=np.float64))))
+            assert scale == pytest.approx(want, rel=1e-5)
+    assert got[0] != got[1]  # two teachers of different widths and weights: different scales
 
 
 def test_clear_errors(two_teacher_cache, tmp_path):

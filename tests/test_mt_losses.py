@@ -86,3 +86,19 @@ def test_mt_hidden_loss_is_eq1_by_hand():
             want += sum((a - b) ** 2 for a, b in zip(hs[j][0, 0].tolist(), proj)) / 2  # one word, 2 dims
     assert loss(hs, ht, mask).item() == pytest.approx(want, rel=1e-5)
     assert sum(p.numel() for p in loss.parameters()) == 2 * (2 * 3) + 2 * (2 * 4)
+
+
+def test_mt_hidden_loss_divides_each_teacher_layer_by_its_scale():
+    torch.manual_seed(0)
+    scales = [[2.0, 4.0], [0.5, 10.0]]
+    plain = MTHiddenLoss(student_dim=2, teacher_dims=[3, 4], student_layers=2)
+    scaled = MTHiddenLoss(student_dim=2, teacher_dims=[3, 4], student_layers=2, scales=scales)
+    scaled.load_state_dict(plain.state_dict())  # the scales are not in the state dict
+    mask = torch.tensor([[True, True]])
+    hs = [torch.randn(1, 2, 2) for _ in range(2)]
+    ht = [[torch.randn(1, 2, 3) for _ in range(2)], [torch.randn(1, 2, 4) for _ in range(2)]]
+    divided = [[h / s for h, s in zip(layers, row)] for layers, row in zip(ht, scales)]
+    torch.testing.assert_close(scaled(hs, ht, mask), plain(hs, divided, mask))
+    assert not torch.allclose(scaled(hs, ht, mask), plain(hs, ht, mask))
+    with pytest.raises(ValueError, match="one per teacher and student layer"):
+        MTHiddenLoss(student_dim=2, teacher_dims=[3, 4], student_layers=2, scales=[[1.0, 1.0]])

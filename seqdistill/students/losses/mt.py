@@ -96,23 +96,32 @@ def ensemble_distillation_loss(
 
 
 class MTHiddenLoss(nn.Module):
-    """L_MT-Hid = Σ_i Σ_j MSE(H^s_j, W_ij H^i_{Tj}) (eq. 1), with a learnable ``W_ij`` (no bias)
+    """L_MT-Hid = Σ_i Σ_j MSE(H^s_j, W_ij H^i_{Tj} / s_ij) (eq. 1), with a learnable ``W_ij`` (no bias)
     from teacher i's hidden size to the student's for every teacher i and student layer j. The
-    caller picks the teacher layer T·j that student layer j matches; MSE is the mean over the
+    caller picks the teacher layer T·j that student layer j matches, and ``scales`` s_ij (default 1:
+    eq. 1 as written) that divide each teacher layer's states, so that teachers whose states differ
+    in size by orders of magnitude weigh alike (``recipes/mt.py``). MSE is the mean over the
     sentence's words and the student's hidden dimensions, per sentence ``[B]``."""
 
-    def __init__(self, student_dim: int, teacher_dims: list[int], student_layers: int):
+    def __init__(
+        self, student_dim: int, teacher_dims: list[int], student_layers: int, scales: list[list[float]] | None = None
+    ):
         super().__init__()
         self.maps = nn.ModuleList(
             nn.ModuleList(nn.Linear(d, student_dim, bias=False) for _ in range(student_layers)) for d in teacher_dims
         )
+        scales = scales if scales is not None else [[1.0] * student_layers for _ in teacher_dims]
+        if len(scales) != len(teacher_dims) or any(len(row) != student_layers for row in scales):
+            raise ValueError(f"scales: one per teacher and student layer ({len(teacher_dims)} x {student_layers})")
+        # not in the state dict: derived from the cache at every start, so checkpoints stay as they were
+        self.register_buffer("scales", torch.tensor(scales, dtype=torch.float32), persistent=False)
 
     def forward(self, student_hidden: list[Tensor], teacher_hidden: list[list[Tensor]], mask: Tensor) -> Tensor:
         m = mask.to(student_hidden[0].dtype)
         denom = m.sum(1).clamp(min=1.0) * student_hidden[0].shape[-1]
         total = torch.zeros(mask.shape[0], dtype=m.dtype, device=m.device)
-        for maps, layers in zip(self.maps, teacher_hidden):
-            for W, h_s, h_t in zip(maps, student_hidden, layers):
-                sq = (h_s - W(h_t.to(h_s.dtype))).pow(2).sum(-1)
+        for maps, layers, scales in zip(self.maps, teacher_hidden, self.scales):
+            for W, h_s, h_t, s in zip(maps, student_hidden, layers, scales):
+                sq = (h_s - W((h_t / s).to(h_s.dtype))).pow(2).sum(-1)
                 total = total + (sq * m).sum(1) / denom
         return total
