@@ -24,8 +24,9 @@
 #                  (--projection 64)
 #      xd-gemma    item 3's one Gemma seed: headlines_conll.sh's xd row from Gemma's layer, its hidden
 #                  layer 12 of 24 (the cached layer nearest MPNet's 7 of 12; 6, 12, 18, 24 are cached), E = 50
-#                  from the SVD of Gemma's table (its rows for the cache's subwords); one seed, not in the
-#                  default ROWS: ROWS=xd-gemma SEEDS=13
+#                  from the SVD of Gemma's table (its rows for the cache's subwords), and --hidden-norm
+#                  standardize: Gemma's states make eq. 6's softmax one-hot on one huge dimension, MPNet's
+#                  do not (recipes/xtremedistil.py); one seed, not in the default ROWS: ROWS=xd-gemma SEEDS=13
 #    mgkd rows: at most EPOCHS=40 epochs, patience 5; mt rows: at most MT_EPOCHS=20, patience 3, each step in
 #    bf16 autocast (--precision bf16: the 4-layer student's step 1.9x faster on an AVX512-BF16 CPU; BENCHMARKS).
 #    The mt rows train on the 14,041 gold sentences alone (--no-unlabelled), as paper 002 trains on its tasks'
@@ -66,7 +67,8 @@ flags() {  # the recipe, then its flags
     mt-mpnet) echo "$MT" --teachers mpnet ;;
     mt-gemma) echo "$MT" --teachers embeddinggemma ;;
     xd-gemma) echo xtremedistil --teacher embeddinggemma --schedule d4.2 --embedding svd --embedding-dim 50 \
-      --hidden-size 200 --teacher-layer 12 --epochs-per-step "$XD_EPOCHS" --patience 2 --select dev-f1 ;;
+      --hidden-size 200 --teacher-layer 12 --hidden-norm standardize --epochs-per-step "$XD_EPOCHS" --patience 2 \
+      --select dev-f1 ;;
     *) echo "unknown row $1" >&2; exit 2 ;;
   esac
 }

@@ -258,3 +258,43 @@ def test_xtremedistil_resumes_bit_identical_and_trains_under_torchrun(cache, tmp
         tmp_path,
         kill_at=17,
     )
+
+
+def test_hidden_norm_standardize_gives_each_dimension_unit_variance(cache, tmp_path):
+    """--hidden-norm standardize: each dimension's mean and std over the first shard (read back here
+    with zarr alone), and the collated RL targets (x - mean) / std, by hand."""
+    from pathlib import Path
+
+    import numpy as np
+    import zarr
+    from transformers import AutoTokenizer
+
+    from seqdistill.cache_schema import EXAMPLES_LAYER, CacheReader
+
+    reader = CacheReader(cache)
+    mean, std = XD.dimension_stats(reader, "tiny", "hidden_1", None)
+    stored = np.asarray(zarr.open_array(str(Path(cache) / "layers/tiny/shard-00000/dense.zarr/hidden_1"), mode="r")[:])
+    np.testing.assert_allclose(mean, stored.astype(np.float64).mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(std, stored.astype(np.float64).std(0), rtol=1e-5, atol=1e-6)
+    rows = reader.read_shard(0, {EXAMPLES_LAYER: ["words", "tags"], "tiny": ["hidden_1"]}).rows([0, 1])
+    tokenizer = AutoTokenizer.from_pretrained(reader.export_dir("tiny", tmp_path / "exports") + "/tokenizer")
+    batch = XD.Collate(tokenizer, SCHEMA, "tiny", None, "hidden_1", None, (mean, std))(rows)
+    first = rows[0]["tiny"]["hidden_1"]
+    want = (first[1] - mean) / std  # the first sentence's second word, by hand
+    np.testing.assert_allclose(batch.teacher_hidden[0, 1].numpy(), want, rtol=1e-5, atol=1e-6)
+    plain = XD.Collate(tokenizer, SCHEMA, "tiny", None, "hidden_1")(rows)
+    assert not torch.allclose(plain.teacher_hidden, batch.teacher_hidden)
+    # a run with it says so where it starts, and keeps the setting in its config for a resume
+    lines = []
+    cfg = XD.XtremeDistilConfig(
+        schedule="d2",
+        hidden_norm="standardize",
+        embedding_dim=8,
+        hidden_size=8,
+        epochs_per_step=1,
+        batch_size=16,
+        device="cpu",
+    )
+    train(cache, tmp_path / "std", cfg, log=lines.append)
+    assert any("teacher layer hidden_1 (each dimension standardised)" in str(line) for line in lines)
+    assert 'hidden-norm = "standardize"' in (tmp_path / "std" / "config.toml").read_text()

@@ -37,6 +37,14 @@ Decisions where the paper is silent or not about our setting, named here:
   softmax's confidence on the words it gets wrong, which F1 does not count. Steps of RL or LL
   alone keep the validation loss: the softmax head is not trained there, so dev F1 says nothing.
 * ``--max-steps`` caps the optimiser updates of the whole run, as in every recipe.
+* ``--hidden-norm standardize`` (not the paper's; its default is ``none``) standardises each dimension
+  of the teacher's states by its mean and standard deviation over the cache's first shard before
+  eq. 6's softmax. Eq. 6's softmax over the hidden dimensions depends on the states' scale, which
+  teachers do not share: MPNet-base's layer 7 (RMS 0.28) gives a softmax of entropy 6.60 nats, near
+  the uniform 6.64 over 768 dimensions, and EmbeddingGemma-300M's layer 12 (RMS 97, one dimension at
+  1,731 on average) a one-hot one (entropy 0.0006, its largest probability 0.9997 on the same
+  dimension for every word): RL would teach the student nothing about the word. Standardised, each
+  dimension has unit variance over the words, whatever the teacher's scale or its outliers.
 """
 
 from __future__ import annotations
@@ -113,6 +121,12 @@ class XtremeDistilConfig(RunConfig):
         choices=SELECT,
     )
     buffer_size: int = option(8192, "Examples shuffled and bucketed by length together.")
+    hidden_norm: str = option(
+        "none",
+        "RL's teacher states as stored (none, the paper's) or each dimension standardised over the cache's "
+        "first shard (standardize: for a teacher whose few huge dimensions make eq. 6's softmax one-hot).",
+        choices=("none", "standardize"),
+    )
 
 
 def resolve_schedule(cfg: XtremeDistilConfig) -> tuple[tuple[tuple[str, ...], ...], bool]:
@@ -183,9 +197,11 @@ class Collate:
         logits_field: str | None,
         hidden_field: str | None,
         pca: tuple[np.ndarray, np.ndarray] | None = None,
+        standardize: tuple[np.ndarray, np.ndarray] | None = None,
     ):
         self.tokenizer, self.schema, self.teacher = tokenizer, schema, teacher
         self.logits_field, self.hidden_field, self.pca = logits_field, hidden_field, pca
+        self.standardize = standardize  # each dimension's (mean, std), --hidden-norm standardize
 
     def __call__(self, rows: list[dict]) -> Batch:
         words, tags, labelled = gold_tags(rows, self.schema)
@@ -197,8 +213,20 @@ class Collate:
             states = [r[self.teacher][self.hidden_field] for r in rows]
             if self.pca is not None:  # PCA coefficients back to the teacher's space (see plan)
                 states = [reconstruct(c, *self.pca) for c in states]
+            if self.standardize is not None:
+                mean, std = self.standardize
+                states = [(x - mean) / std for x in states]
             batch.teacher_hidden = pad_stack(states, Lmax)
         return batch
+
+
+def dimension_stats(reader, teacher: str, field: str, pca) -> tuple[np.ndarray, np.ndarray]:
+    """Each dimension's mean and standard deviation (at least 1e-6) of the teacher's states over the
+    cache's first shard, reconstructed from PCA coefficients when stored so (``--hidden-norm
+    standardize``; the module docstring says why)."""
+    values = reader.read_shard(0, {teacher: [field]}).get(teacher, field).values
+    states = np.asarray(reconstruct(values, *pca) if pca is not None else values, dtype=np.float64)
+    return states.mean(0).astype(np.float32), np.maximum(states.std(0), 1e-6).astype(np.float32)
 
 
 def loss_parts(model: BiLSTMTagger, batch: Batch, losses: tuple[str, ...], device) -> dict[str, torch.Tensor]:
@@ -289,7 +317,10 @@ def plan(ctx: Context) -> Plan:
     selected = parse_selection(train_names, reader)
     labelled_sel = {(c.name, c.split) for c in reader.manifest.corpora if c.labelled and (c.name, c.split) in selected}
     fields = {EXAMPLES_LAYER: ["words", "tags"], teacher: [f for f in (logits_field, hidden_field) if f]}
-    collate = Collate(tokenizer, schema, teacher, logits_field, hidden_field, pca)
+    standardize = None
+    if hidden_field and cfg.hidden_norm == "standardize":
+        standardize = dimension_stats(reader, teacher, hidden_field, pca)
+    collate = Collate(tokenizer, schema, teacher, logits_field, hidden_field, pca, standardize)
     dev_stream = ctx.stream(
         fields, parse_selection(dev_names, reader), collate, shuffle=False, sample=False, whole=True
     )
@@ -344,7 +375,9 @@ def plan(ctx: Context) -> Plan:
         dev=dev_names,
         summary={"parameters": n_params},
         describe=f"training bilstm-tagger ({n_params:,} parameters) with schedule {cfg.schedule} on "
-        f"{', '.join(train_names)}" + (f"; teacher layer {hidden_field}" if hidden_field else ""),
+        f"{', '.join(train_names)}"
+        + (f"; teacher layer {hidden_field}" if hidden_field else "")
+        + (" (each dimension standardised)" if standardize is not None else ""),
     )
 
 
