@@ -12,9 +12,10 @@ input steps through time with a shrinking batch; its fused kernel over a padded 
 arithmetic several times faster. ``benchmarks/padded_lstm.py`` measures both on batches cut the way
 the cache stream cuts them (sorted by length within a 4,096-sentence buffer), forward and backward,
 one thread: 2.9x at XtremeDistil's 512 sentences of subwords, 1.3x at the BiLSTM-CRF's 32 sentences
-of words (docs/BENCHMARKS.md, "The students' BiLSTM without packing"). The outputs on real steps are the packed LSTM's up to float rounding (the benchmark and
-``tests/test_padded_lstm.py`` check both outputs and gradients); past each sentence's length they are
-zero, as ``pad_packed_sequence`` leaves them. ``onnx_graphs.PaddedBiLSTM`` is the same computation for
+of words (docs/BENCHMARKS.md, "The students' BiLSTM without packing"). The outputs on real steps are
+the packed LSTM's up to float rounding (the benchmark and ``tests/test_padded_lstm.py`` check both
+outputs and gradients); past each sentence's length they are zero, as ``pad_packed_sequence`` leaves
+them. ``onnx_graphs.PaddedBiLSTM`` is the same computation for
 export, over copies of the weights.
 """
 

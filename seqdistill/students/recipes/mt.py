@@ -28,7 +28,7 @@ Decisions, named here:
 * MT-Hid divides each teacher layer's stored states by their root mean square over the cache's first
   shard (``--hidden-scale rms``, the default; ``none`` is eq. 1 as written). Eq. 1 compares raw states,
   which the paper's teachers (all of BERT's family) keep at one scale. EmbeddingGemma-300M's are not
-  at MPNet-base's: its stored layers 6, 12 and 18 have an RMS of 33-376 against MPNet's 0.2-0.6
+  at MPNet-base's: its stored layers 6, 12 and 18 have an RMS of 33-396 against MPNet's 0.25-0.6
   (PCA-128 coefficients, issue 81's cache), so unscaled its MT-Hid term starts near 57,000 against a
   task loss of 16 and takes the whole clipped gradient. The scales are measured at every start, not
   learned or saved: the same cache gives the same scales.
