@@ -247,6 +247,11 @@ def plan(ctx: Context) -> Plan:
         patience=cfg.patience,
         clip=1.0,
     )
+    hidden_text = "on" if cfg.hidden_loss else "off"
+    if scales:
+        hidden_text += ", each teacher layer / its RMS" + "".join(
+            f"; {t} RMS {', '.join(f'{x:.3g}' for x in row)}" for t, row in zip(teachers, scales)
+        )
     return Plan(
         model,
         tokenizer,
@@ -257,12 +262,7 @@ def plan(ctx: Context) -> Plan:
         summary={"teachers": teachers},
         describe=f"training a {K}-layer transformer ({sum(p.numel() for p in model.parameters()):,} "
         f"parameters, init {cfg.init}) from {', '.join(teachers)}; soft labels {cfg.soft_labels}, "
-        f"hidden loss {'off' if not cfg.hidden_loss else 'on, each teacher layer / its RMS' if scales else 'on'}"
-        + (
-            "".join(f"; {t} RMS {', '.join(f'{x:.3g}' for x in row)}" for t, row in zip(teachers, scales))
-            if scales
-            else ""
-        ),
+        f"hidden loss {hidden_text}",
     )
 
 
