@@ -34,6 +34,10 @@ models take turns: each round times every model once, ``--rounds`` rounds, the m
 reported. One thread: ``OMP_NUM_THREADS=1`` and friends are set before numpy loads (run as a
 command; spaCy's training always), ONNX Runtime sessions get one thread, torch one thread. Size on disk: the bytes of the directory a
 user ships (spaCy's ``model-best``; the export directory).
+
+``--wide`` (paper 003's columns, issue 82): also the macro F1 (the mean of the per-type F1 over the same
+flat test tags) and the parameters with and without the embedding tables (seqdistill: the counts its
+export records; spaCy: thinc's parameters of the pipeline, its hash-embedding tables as the embeddings).
 """
 
 from __future__ import annotations
@@ -213,6 +217,19 @@ class SpacyModel:
     def predict_batch(self, batch: list[list[str]]):
         return self.docs(batch)
 
+    def parameters(self) -> tuple[int, int]:
+        """thinc's parameters of every pipe, and those outside its hash-embedding tables (``HashEmbed``'s
+        ``E``, the rows a word's hashed features look up: spaCy's embeddings)."""
+        total = embeddings = 0
+        for _, pipe in self.nlp.pipeline:
+            for node in pipe.model.walk():
+                for name in node.param_names:
+                    if node.has_param(name):
+                        n = node.get_param(name).size
+                        total += n
+                        embeddings += n if node.name.startswith("hashembed") else 0
+        return total, total - embeddings
+
     def predict(self, sentences: list[list[str]]) -> list[list[str]]:
         out = []
         for s in range(0, len(sentences), 32):
@@ -233,6 +250,10 @@ class SeqdistillModel:
         self.tagger = Tagger.load(path, threads=1)
         self.path = path
         self.scheme = self.tagger.scheme
+
+    def parameters(self) -> tuple[int, int]:
+        """All parameters and those outside the embedding tables, as the export records them."""
+        return self.tagger.params, self.tagger.params_without_embeddings
 
     def predict_batch(self, batch: list[list[str]]):
         return self.tagger.predict_batch(batch)
@@ -283,6 +304,7 @@ def compare(
     train_only: bool = False,
     gliner_medium: bool = False,
     reference: str | None = None,
+    wide: bool = False,
     log=print,
 ) -> tuple[dict, str]:
     """Train the peers (or reuse them), score and time every model; the rows and the Markdown table.
@@ -340,27 +362,41 @@ def compare(
             rows[name] = {"f1": None, "bytes": size, "b1": [], "b32": []}
             continue
         gold = [s.tags for s in test.to_scheme(m.scheme).sentences]
-        f1 = span_scores(gold, m.predict(words), m.scheme)["f1"]
-        rows[name] = {"f1": 100 * f1, "bytes": size, "b1": [], "b32": []}
-        log(f"{name}: test F1 {100 * f1:.2f}")
+        scores = span_scores(gold, m.predict(words), m.scheme)
+        rows[name] = {
+            "f1": 100 * scores["f1"],
+            "macro_f1": 100 * scores["macro_f1"],
+            "bytes": size,
+            "b1": [],
+            "b32": [],
+        }
+        if wide and hasattr(m, "parameters"):
+            rows[name]["params"], rows[name]["params_without_embeddings"] = m.parameters()
+        log(f"{name}: test F1 {100 * scores['f1']:.2f}, macro {100 * scores['macro_f1']:.2f}")
     sample = random.Random(13).sample(words, min(latency_sentences, len(words)))
     for r in range(rounds):
         for name, m in models.items():
             rows[name]["b1"].append(time_batches(m, sample, 1))
             rows[name]["b32"].append(time_batches(m, sample, 32))
         log(f"round {r + 1}: " + ", ".join(f"{n} {v['b1'][-1]:.2f}/{v['b32'][-1]:.2f}" for n, v in rows.items()))
-    lines = [
-        "| model | test F1 | ms/sentence b1 | ms/sentence b32 | size on disk |",
-        "|---|---:|---:|---:|---:|",
-    ]
+    cols = ["test F1", *(["macro F1"] if wide else []), "ms/sentence b1", "ms/sentence b32", "size on disk"]
+    cols += ["parameters", "without embeddings"] if wide else []
+    lines = ["| model | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
     s1, s32 = statistics.median(rows[base]["b1"]), statistics.median(rows[base]["b32"])
     for name, v in rows.items():
         v.update(ms_b1=statistics.median(v["b1"]), ms_b32=statistics.median(v["b32"]))
-        f1 = "— (speed only)" if v["f1"] is None else f"{v['f1']:.2f}"
-        lines.append(
-            f"| {name} | {f1} | {v['ms_b1']:.2f} ({v['ms_b1'] / s1:.2f}x spaCy) | {v['ms_b32']:.2f} "
-            f"({v['ms_b32'] / s32:.2f}x spaCy) | {v['bytes'] / 1e6:.1f} MB |"
-        )
+        cells = ["— (speed only)" if v["f1"] is None else f"{v['f1']:.2f}"]
+        if wide:
+            cells.append("—" if v["f1"] is None else f"{v['macro_f1']:.2f}")
+        cells += [
+            f"{v['ms_b1']:.2f} ({v['ms_b1'] / s1:.2f}x spaCy)",
+            f"{v['ms_b32']:.2f} ({v['ms_b32'] / s32:.2f}x spaCy)",
+            f"{v['bytes'] / 1e6:.1f} MB",
+        ]
+        if wide:
+            cells += [f"{v[k]:,}" if k in v else "—" for k in ("params", "params_without_embeddings")]
+        line = "| " + name + " | " + " | ".join(cells) + " |"
+        lines.append(line)
     lines += seed_means({name: v["f1"] for name, v in rows.items() if v["f1"] is not None}, reference)
     import spacy
 
@@ -456,6 +492,9 @@ def main() -> None:
     ap.add_argument(
         "--reference", help="a student's name without its '(seed N)': every other's F1 also as a paired difference"
     )
+    ap.add_argument(
+        "--wide", action="store_true", help="also macro F1 and parameters with and without embeddings (paper 003)"
+    )
     ap.add_argument("--json", help="write the rows here as JSON")
     ap.add_argument(
         "--section",
@@ -508,6 +547,7 @@ def main() -> None:
         train_only=args.train_only,
         gliner_medium=args.gliner_medium,
         reference=args.reference,
+        wide=args.wide,
         log=lambda m: print(m, flush=True),
     )
     if args.train_only:

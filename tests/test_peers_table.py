@@ -58,3 +58,26 @@ def test_a_reference_without_seeds_is_refused_before_any_model_is_trained_or_tim
     monkeypatch.setattr(sys, "argv", [*argv, "--spacy-seeds", "1,2", "--reference", "spaCy NER, gold"])
     with pytest.raises(pytest.fail.Exception, match="compare ran"):
         peers.main()
+
+
+def test_spacy_parameters_split_at_its_hash_embedding_tables():
+    """--wide's spaCy counts (issue 82): every thinc parameter of the stock NER, and those outside its
+    HashEmbed tables, whose rows are nV x nO each."""
+    spacy = pytest.importorskip("spacy")
+    from spacy.training import Example
+
+    import peers
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("ner")
+    doc = nlp.make_doc("Peter visits Paris")
+    nlp.initialize(lambda: [Example.from_dict(doc, {"entities": [(0, 5, "PER"), (13, 18, "LOC")]})])
+    model = peers.SpacyModel.__new__(peers.SpacyModel)
+    model.nlp = nlp
+    total, without = model.parameters()
+    nodes = [n for _, pipe in nlp.pipeline for n in pipe.model.walk()]
+    tables = [n for n in nodes if n.name.startswith("hashembed")]
+    assert len(tables) >= 4  # NORM, PREFIX, SUFFIX, SHAPE in the stock tok2vec
+    assert total - without == sum(n.get_dim("nV") * n.get_dim("nO") for n in tables)
+    assert total == sum(n.get_param(p).size for n in nodes for p in n.param_names if n.has_param(p))
+    assert 0 < without < total

@@ -102,6 +102,28 @@ def test_documents_are_split_and_tagged_with_offsets_into_each_document(served):
     assert r.status_code == 200 and r.json()["documents"] == [{"text": " \n ", "sentences": [], "spans": []}]
 
 
+def test_a_per_type_student_answers_every_span_overlapping_ones_included(tiny_encoder, tmp_path):
+    """Issue 82: a student with one BILOU layer per type (paper 003) may find spans of two types over
+    the same words; the answer carries every one of them (the Tagger's spans, as spaCy's span group
+    has them), while the flat tags keep the outermost."""
+    d = make_student(tiny_encoder, tmp_path / "nested", "rnn-tagger", extra={"cell": "sru"})
+    tagger = Tagger.load(d)
+    assert tagger.nested
+    texts = [*TEXTS, "peter anna rome paris eu visits the peter paris rome anna eu the visits"]
+    app = create_app(tagger, d, max_batch=64, max_wait_ms=5, limits=LIMITS)
+    with serve_in_thread(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        r = client.post("/tag", json={"texts": texts})
+    assert r.status_code == 200, r.text
+    got = r.json()["sentences"]
+    same(got, expected(tagger, texts))
+    overlapping = 0
+    for s, spans in zip(got, tagger.predict_spans([s["words"] for s in got])):
+        assert sorted((x["start"], x["end"], x["type"]) for x in s["spans"]) == sorted(spans)
+        pairs = [(a, b) for i, a in enumerate(s["spans"]) for b in s["spans"][i + 1 :]]
+        overlapping += sum(a["start"] < b["end"] and b["start"] < a["end"] and a["type"] != b["type"] for a, b in pairs)
+    assert overlapping > 0  # the random student's types overlap somewhere, and the answer keeps both
+
+
 def test_health_and_info(served):
     client, tagger, _ = served
     h = client.get("/health").json()
