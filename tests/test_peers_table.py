@@ -64,9 +64,8 @@ def test_spacy_parameters_split_at_its_hash_embedding_tables():
     """--wide's spaCy counts (issue 82): every thinc parameter of the stock NER, and those outside its
     HashEmbed tables, whose rows are nV x nO each."""
     spacy = pytest.importorskip("spacy")
-    from spacy.training import Example
-
     import peers
+    from spacy.training import Example
 
     nlp = spacy.blank("en")
     nlp.add_pipe("ner")
