@@ -19,7 +19,10 @@
 #      sru++-nodist sru-nodist lstm-nodist the same student, stage 2 alone
 #    each exported int8 into $OUT/ROW-sSEED-int8 (the per-type BILOU Viterbi in the runtime). The issue asks 3
 #    seeds for SRU++ both ways and one for the rest: ROWS="sru++ sru++-nodist" SEEDS="13 14 15", and the other
-#    four rows with SEEDS=13. One torch thread a run, JOBS=2 runs at a time.
+#    four rows with SEEDS=13. One torch thread a run, JOBS=2 runs at a time, in bf16 autocast (--precision bf16:
+#    a training step of the SRU++ student at this width 1.5x faster than fp32's on a CPU with AVX512-BF16, where
+#    the conv block's 768-wide convolutions take half of it; the weights, AdamW and dev F1 stay fp32; every row
+#    alike, so the distilled and not distilled students differ only in stage 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -57,7 +60,7 @@ run() {  # row seed
   if [ ! -f "$OUT/$name/training.json" ]; then
     # shellcheck disable=SC2046
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $BIN/distill-train rnn $(flags "$1") --cache "$CACHE" --out "$OUT/$name" \
-      --distill-epochs "$DISTILL_EPOCHS" --epochs "$EPOCHS" --seed "$2" --device cpu > "$OUT/$name.log" 2>&1
+      --distill-epochs "$DISTILL_EPOCHS" --epochs "$EPOCHS" --precision bf16 --seed "$2" --device cpu > "$OUT/$name.log" 2>&1
   fi
   [ -f "$OUT/$name-int8/export.json" ] || OMP_NUM_THREADS=1 $BIN/distill-export --model "$OUT/$name" \
     --out "$OUT/$name-int8" --quantize int8 >> "$OUT/$name.log" 2>&1
