@@ -116,6 +116,13 @@ SETTINGS = {  # --setting NAME: the files of a setting made by another command (
         "teacher": ".data/teachers/mpnet-crf-conll",
         "cache": ".data/headlines/cache",
     },
+    "conll-rnn": {  # examples/rnn_headlines_conll.sh: the same data, MPNet-base with a BILOU head per type (issue 82)
+        "train": f"{CONLL}/train.txt",
+        "dev": f"{CONLL}/valid.txt",
+        "test": f"{CONLL}/test.txt",
+        "teacher": ".data/teachers/mpnet-bilou-conll",
+        "cache": ".data/rnn-headlines/cache",  # per-type logits, no k-best paths: run it with --no-teacher-labels
+    },
     "conll-gemma": {  # examples/gemma_students.sh: the same data, the EmbeddingGemma-300M + CRF teacher (issue 72)
         "train": f"{CONLL}/train.txt",
         "dev": f"{CONLL}/valid.txt",
@@ -519,7 +526,7 @@ def main() -> None:
     for k, v in paths.items():
         if not Path(v).exists():
             ap.error(
-                f"--{k} {v}: not found (--setting demo: run `make demo` first; wnut: examples/wnut.sh; conll: examples/peers_conll.sh; conll-mpnet: examples/table1_conll.sh; conll-headlines: examples/headlines_conll.sh; conll-gemma: examples/gemma_students.sh; gliner-demo: examples/gliner_demo.sh)"
+                f"--{k} {v}: not found (--setting demo: run `make demo` first; wnut: examples/wnut.sh; conll: examples/peers_conll.sh; conll-mpnet: examples/table1_conll.sh; conll-headlines: examples/headlines_conll.sh; conll-rnn: examples/rnn_headlines_conll.sh; conll-gemma: examples/gemma_students.sh; gliner-demo: examples/gliner_demo.sh)"
             )
     students = {}
     for spec in args.student:
