@@ -402,8 +402,7 @@ def compare(
         ]
         if wide:
             cells += [f"{v[k]:,}" if k in v else "—" for k in ("params", "params_without_embeddings")]
-        line = "| " + name + " | " + " | ".join(cells) + " |"
-        lines.append(line)
+        lines.append("| " + name + " | " + " | ".join(cells) + " |")
     lines += seed_means({name: v["f1"] for name, v in rows.items() if v["f1"] is not None}, reference)
     import spacy
 

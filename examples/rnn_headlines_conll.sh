@@ -8,7 +8,8 @@
 #    BILOU head per type on issue 72's schedule (3 epochs, lr 3e-5, bf16; about 55 min on a 2-core AMD EPYC),
 #    into .data/teachers/mpnet-bilou-conll, when that has no training.json.
 # 2. Its cache, layer mpnet-bilou: per-type BILOU logits (type_logits [E, 5]) over CoNLL-2003 train, dev and test
-#    and the Wikipedia sentences, in bf16, with MPNet's input table exported (the students' frozen embeddings).
+#    and the Wikipedia sentences, in bf16, with MPNet's input table exported (the students' frozen embeddings),
+#    built by examples/mpnet_conll_cache.sh with no hidden layers.
 #    No k-best paths or hidden layers: the rnn recipe reads neither.
 # 3. The students (item 2), `distill-train rnn`, paper 003's CNN + 4 x bi-cell with its defaults (the conv block
 #    768 wide, 192 units a direction); each stage until dev macro F1 stops rising (the recipe's patience 3),
@@ -34,20 +35,12 @@ EPOCHS=${EPOCHS:-40}
 ROWS=${ROWS:-"sru++ sru++-nodist"}
 SEEDS=${SEEDS:-"13 14 15"}
 JOBS=${JOBS:-2}
-WIKI=36385
 export TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
 [ -f "$TEACHER/training.json" ] || TEACHER_HEAD=bilou-per-type TEACHER_OUT="$TEACHER" examples/mpnet_conll_teacher.sh \
   > "$OUT/teacher.log" 2>&1
-D=.venv/lib/python3.11/site-packages/neuroner/data/conll2003/en
-W=.data/mpnet/wiki$((WIKI / 1000))k.txt  # the same file as examples/mpnet_conll_cache.sh's
-mkdir -p .data/mpnet
-if [ ! -s "$W" ]; then
-  $BIN/python -c "import sys; sys.path.insert(0, 'examples'); from pathlib import Path; from demo import write_wikipedia; print(write_wikipedia(Path('$W'), $WIKI), 'sentences')"
-fi
-$BIN/distill-cache build --out "$CACHE" --teacher "$TEACHER" --teacher-id mpnet-bilou \
-  --labelled "conll=$D/train.txt@train" --labelled "conll=$D/valid.txt@dev" --labelled "conll=$D/test.txt@test" \
-  --unlabelled "wiki=$W" --precision bf16 --device cpu > "$OUT/cache.log" 2>&1
+TEACHER=$TEACHER CACHE=$CACHE TEACHER_ID=mpnet-bilou WIKI=36385 LAYERS= PRECISION=bf16 examples/mpnet_conll_cache.sh \
+  > "$OUT/cache.log" 2>&1  # its --kbest 10 is the build's default; a bilou-per-type layer stores no paths
 flags() {  # the recipe's flags of a row
   case $1 in
     sru++|sru|lstm) echo --cell "$1" ;;
