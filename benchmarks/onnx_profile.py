@@ -16,6 +16,15 @@ node shares are of ONNX Runtime's profiler's kernel time in a second, profiled s
 more pass (apart, because the profiler's own cost per node would weigh on the times), the top
 ``--top`` per model, each named by its op and its node (the student's module path). Compare rows of
 one run only.
+
+The profiler's shares overstate a ``Scan``: its kernel time holds every node of its body at every
+step, each with the profiler's own cost (issue 82: four SRU++ ``Scan`` nodes at 46-52% of the profiled
+kernel time, while the graph cut before the first of them took 60% of the unprofiled time).
+``--until NAME=TENSOR`` (repeatable) times, beside each model, its graph cut at that tensor (the
+nodes that compute it, ``onnx.utils.extract_model``, which takes no graph whose subgraphs read the
+outer graph's values: cut before the first ``Scan``), unprofiled, in the same rounds: a row "model,
+up to NAME". The tensor names are the exporter's (``--until conv=/Mul_3_output_0`` is the output
+of the ``rnn`` students' conv block).
 """
 
 from __future__ import annotations
@@ -51,7 +60,8 @@ class Profiled:
     """One export, its batches' inputs built (which warms the tokenizer's and the word rows' caches),
     its runtime session and a second, profiled one."""
 
-    def __init__(self, directory: Path, sents: list[list[str]], batch: int, work: Path):
+    def __init__(self, directory: Path, sents: list[list[str]], batch: int, work: Path, until: dict | None = None):
+        import onnx
         import onnxruntime as ort
 
         from seqdistill.inference.onnx_runtime import OnnxModel, session_options
@@ -66,6 +76,14 @@ class Profiled:
         self.batches = [sents[i : i + batch] for i in range(0, len(sents), batch)]
         self.fed = self.feeds()
         self.runs, self.inputs = [], []
+        self.cuts = {}  # --until: name -> (session, its feeds, times)
+        for name, tensor in (until or {}).items():
+            cut = work / f"{directory.name}-until-{name}.onnx"
+            names = [i.name for i in self.model.session.get_inputs()]
+            onnx.utils.extract_model(str(directory / self.model.meta["onnx"]), str(cut), names, [tensor])
+            session = ort.InferenceSession(str(cut), session_options(1), providers=["CPUExecutionProvider"])
+            kept = {i.name for i in session.get_inputs()}
+            self.cuts[name] = (session, [{k: v for k, v in f.items() if k in kept} for f in self.fed], [])
 
     def feeds(self) -> list[dict]:
         from seqdistill.inference.onnx_runtime import graph_feed
@@ -83,6 +101,11 @@ class Profiled:
         for f in self.fed:
             self.model.session.run(None, f)
         self.runs.append(time.perf_counter() - t0)
+        for session, fed, times in self.cuts.values():
+            t0 = time.perf_counter()
+            for f in fed:
+                session.run(None, f)
+            times.append(time.perf_counter() - t0)
 
     def result(self, sentences: int) -> dict:
         for f in self.fed:
@@ -91,6 +114,7 @@ class Profiled:
             "ms": 1000 * statistics.median(self.runs) / sentences,
             "inputs_ms": 1000 * statistics.median(self.inputs) / sentences,
             "shares": node_shares(Path(self.profiled.end_profiling())),
+            "until": {name: 1000 * statistics.median(t) / sentences for name, (_, _, t) in self.cuts.items()},
         }
 
 
@@ -104,7 +128,9 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=5, help="nodes listed per model and batch")
     ap.add_argument("--write", default=None, help="replace this benchmark's section of this file")
     ap.add_argument("--section", default="", help="a name for the section, to keep several runs' tables apart")
+    ap.add_argument("--until", action="append", default=[], help="NAME=TENSOR: also time the graph cut there")
     args = ap.parse_args()
+    until = dict(spec.partition("=")[::2] for spec in args.until)
 
     from seqdistill.corpora import read_corpus
     from seqdistill.deploy.card import machine
@@ -122,7 +148,7 @@ def main() -> None:
     ]
     with tempfile.TemporaryDirectory() as work:
         for batch in (int(b) for b in args.batch.split(",")):
-            runs = {name: Profiled(d, sents, batch, Path(work)) for name, d in models.items()}
+            runs = {name: Profiled(d, sents, batch, Path(work), until) for name, d in models.items()}
             for _ in range(args.rounds):  # the models take turns within each round
                 for p in runs.values():
                     p.round()
@@ -132,6 +158,9 @@ def main() -> None:
                 top = "; ".join(f"{k} {100 * v / total:.0f}%" for k, v in r["shares"].most_common(args.top))
                 lines.append(f"| {name} | {batch} | {r['ms']:.3f} | {r['inputs_ms']:.3f} | {top} |")
                 print(lines[-1], flush=True)
+                for cut, ms in r["until"].items():
+                    share = f"{100 * ms / r['ms']:.0f}% of the whole graph's time (unprofiled)"
+                    lines.append(f"| {name}, up to {cut} | {batch} | {ms:.3f} | | {share} |")
     tag = f"onnx_profile:{args.section}" if args.section else "onnx_profile"
     begin, end = f"<!-- {tag}:begin -->", f"<!-- {tag}:end -->"
     m = machine(1)

@@ -124,6 +124,8 @@ def test_rnn_student_learns_from_a_bilou_teacher_cache(tiny_encoder, tmp_path, d
     assert student.config.arch == "rnn-tagger" and student.parameter_counts()["without_embeddings"] > 0
     r = CliRunner().invoke(train_cli, [*args[:4], "--recipe", "rnn", "--few-shot-types", "MISC", "--device", "cpu"])
     assert r.exit_code == 1 and "MISC" in r.output
+    r = CliRunner().invoke(train_cli, [*args[:4], "--recipe", "rnn", "--projection", "3", "--device", "cpu"])
+    assert r.exit_code == 1 and "--projection 3" in r.output
     if distill:  # both stages: killed in stage 2, resumed; and under torchrun
         from conftest import resumes_and_runs_under_torchrun
 

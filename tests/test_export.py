@@ -139,6 +139,7 @@ STUDENTS = [
     ("rnn-tagger", {"extra": {"cell": "lstm"}}),
     ("rnn-tagger", {"extra": {"cell": "sru"}}),
     ("rnn-tagger", {"extra": {"cell": "sru++"}}),
+    ("rnn-tagger", {"extra": {"cell": "sru++", "projection": 6}}),  # folded into the table
     ("cnn-crf", {"projection": 5, "width": 8, "dilations": (1, 3), "char_dim": 6, "char_filters": 5}),
     ("cnn-crf", {"projection": 0, "width": 8, "dilations": (2,)}),  # no projection, no char feature
     # with word vectors: as written ("Paris" and "paris" are two rows), lowercased, UTF-8 words, unknown words
@@ -193,6 +194,14 @@ def test_every_student_kind_exports_with_the_torch_tags(tiny_encoder, tmp_path, 
 
         model, tok = load_student(src)
         assert exported.predict_spans(sents) == predict_spans(model, tok, sents)
+        if model.project is not None:  # shipped folded: a table [V, P], no [V, D] one and no projection matrix
+            import onnx
+
+            graph = onnx.load(str(out / json.loads((out / "export.json").read_text())["onnx"])).graph
+            shapes = {tuple(t.dims) for t in graph.initializer}
+            V, D = model.embed.weight.shape
+            assert (V, model.project.out_features) in shapes and (V, D) not in shapes
+            assert tuple(model.project.weight.shape) not in shapes
 
 
 def test_the_export_tests_cover_every_registered_architecture_and_teacher_kind():

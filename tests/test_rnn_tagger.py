@@ -13,7 +13,12 @@ TYPES = ["LOC", "ORG", "PER"]
 
 
 def _model(cell, layers=2, width=12, hidden=6):
-    cfg = StudentConfig(
+    torch.manual_seed(0)
+    return RNNTagger(_config(cell, layers, width, hidden))
+
+
+def _config(cell, layers=2, width=12, hidden=6, **extra):
+    return StudentConfig(
         LabelSchema("BILOU", TYPES).to_json(),
         40,
         width,
@@ -23,10 +28,8 @@ def _model(cell, layers=2, width=12, hidden=6):
         layers,
         0.1,
         arch="rnn-tagger",
-        extra={"entity_types": TYPES, "cell": cell},
+        extra={"entity_types": TYPES, "cell": cell, **extra},
     )
-    torch.manual_seed(0)
-    return RNNTagger(cfg)
 
 
 def _batch(lengths, S=None):
@@ -69,3 +72,18 @@ def test_a_5000_word_sentence_in_one_pass():
     with torch.no_grad():
         out = model(_batch([5000]))
     assert out.shape == (1, 5000, 3, 5) and torch.isfinite(out).all()
+
+
+def test_a_projection_narrows_the_conv_block_and_is_counted_folded():
+    """--projection P: the conv block at P and P / 2, the recurrent layers unchanged, and the
+    parameters counted as the export ships them (the table V x P, no projection matrix)."""
+    plain, projected = _model("sru++", width=12), RNNTagger(_config("sru++", projection=6))
+    assert [sum(c.out_channels for c in layer.convs) for layer in projected.conv] == [6, 3]
+    assert projected.project.weight.shape == (6, 12)
+    counts = projected.parameter_counts()
+    torch_total = sum(p.numel() for p in projected.parameters())
+    assert counts["all"] == torch_total - 40 * 12 - 6 * 12 + 40 * 6
+    assert counts["without_embeddings"] == counts["all"] - 40 * 6
+    assert plain.parameter_counts()["all"] == sum(p.numel() for p in plain.parameters())
+    with torch.no_grad():
+        assert projected(_batch([4, 2])).shape == (2, 4, 3, 5)

@@ -97,3 +97,44 @@ def test_recurrence_takes_float_masks_half_inputs_and_empty_sequences():
     half = sru_recurrence(u.bfloat16(), hx.bfloat16(), mask, *v)
     assert half.dtype == torch.bfloat16 and torch.allclose(half.float(), want, atol=0.1)
     assert sru_recurrence(u[:, :0], hx[:, :0], mask[:, :0], *v).shape == (2, 0, 5)
+
+
+@pytest.mark.parametrize("cell", [BiSRU, BiSRUpp])
+def test_the_exported_scan_gives_the_layers_outputs_at_every_length(tmp_path, cell):
+    """The ONNX graph of a layer (``ExportSRU``: the recurrence as a ``Scan``, both directions
+    stacked) against the torch layer, one graph over several lengths, with shorter sentences
+    padded in the batch."""
+    import onnxruntime as ort
+
+    from seqdistill.students.sru import ExportSRU, replace_sru_scans
+
+    torch.manual_seed(0)
+    layer = cell(6, 5).eval()
+    for d in (layer.fwd, layer.bwd):  # biases away from zero, so that a wrong one shows
+        torch.nn.init.uniform_(d.b_f, -1, 1)
+        torch.nn.init.uniform_(d.b_r, -1, 1)
+    path = tmp_path / "sru.onnx"
+    x, mask = torch.randn(2, 4, 6), torch.ones(2, 4, dtype=torch.bool)
+    torch.onnx.export(
+        ExportSRU(layer),
+        (x, mask),
+        str(path),
+        dynamo=False,
+        input_names=["x", "mask"],
+        output_names=["h"],
+        dynamic_axes={"x": {0: "b", 1: "t"}, "mask": {0: "b", 1: "t"}, "h": {0: "b", 1: "t"}},
+        opset_version=17,
+        custom_opsets={"seqdistill": 1},
+    )
+    replace_sru_scans(path)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for T in (1, 2, 5, 13):
+        x = torch.randn(3, T, 6)
+        mask = torch.arange(T).unsqueeze(0) < torch.tensor([[T], [max(1, T - 2)], [1]])
+        with torch.no_grad():
+            expected = layer(x, mask)
+        (got,) = session.run(None, {"x": x.numpy(), "mask": mask.numpy()})
+        assert got.shape == (3, T, 10)
+        real = mask.numpy()
+        torch.testing.assert_close(torch.from_numpy(got[real]), expected[mask], atol=1e-5, rtol=1e-5)
+        assert not got[~real].any()  # padding outputs zeros, as the torch layer's

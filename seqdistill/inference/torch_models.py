@@ -21,8 +21,13 @@ from ..vocabulary import UNSEEN_RULE, unseen_words
 def parameter_counts(model: torch.nn.Module) -> tuple[int, int]:
     """All parameters, and those outside the word embedding matrices (the largest nn.Embedding or
     nn.EmbeddingBag, and a student's pretrained word vector table, ``--word-vectors``): paper 003's
-    Table 1 counts both."""
+    Table 1 counts both. A model that counts its own (``parameter_counts()``: the rnn student, whose
+    projection its export folds into the table) is taken at its word."""
     from ..students.word_vectors import HashedWordVectors, WordVectors
+
+    if hasattr(model, "parameter_counts"):
+        counts = model.parameter_counts()
+        return counts["all"], counts["without_embeddings"]
 
     total = sum(p.numel() for p in model.parameters())
     word_tables = (WordVectors, HashedWordVectors)

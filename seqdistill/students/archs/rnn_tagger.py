@@ -7,6 +7,12 @@ recurrent stack (LSTM, SRU or SRU++) and one BILOU head per entity type (Fig. 1)
 The conv block is two layers of three parallel 1-D convolutions (kernel sizes 1, 3 and 5, "same"
 padding) whose outputs are concatenated, each layer followed by BatchNorm and ReLU; the first
 keeps the embedding width D, the second halves it (the paper: 768 -> 384). Decisions, named here:
+``extra["projection"]`` P (``distill-train rnn --projection``; 0, the paper's, by default) puts a learned
+matrix between the embeddings and the conv block, which then runs at P and P / 2 (the recurrent layers
+keep their width): an exported MPNet-base student spends 58% of its time at batch 1 in the conv block
+at 768 (docs/BENCHMARKS.md, issue 82). The table and the matrix are both linear, so the export folds
+them (``E P^T``, ``[V, P]``), as the cnn-crf student's export does: the student ships a table P / D
+of the teacher's, and its parameters are counted as shipped (``parameter_counts``). Also:
 the three convolutions of a layer split its output width between them (D/3 each, the remainder
 to the last), padding positions are zeroed before each convolution so that they never leak into
 real words, and BatchNorm normalises over real positions only.
@@ -63,10 +69,12 @@ class RNNTagger(nn.Module):
         if not types:
             raise ValueError("an rnn-tagger needs extra['entity_types'] (one BILOU head per type)")
         self.entity_types = list(types)
-        width = config.embedding_dim
+        width = config.extra.get("projection") or config.embedding_dim
         self.vocab = RowIndex(config.teacher_vocab_size)  # teacher ids -> rows (vocabulary.py)
-        self.embed = nn.Embedding(config.vocab_size, width)
+        self.embed = nn.Embedding(config.vocab_size, config.embedding_dim)
         self.embed.weight.requires_grad_(not (config.embedding == "teacher" and config.freeze_embeddings))
+        project = width != config.embedding_dim
+        self.project = nn.Linear(config.embedding_dim, width, bias=False) if project else None
         self.conv = nn.ModuleList([ConvLayer(width, width), ConvLayer(width, width // 2)])
         self.rnn = recurrent_stack(config.extra.get("cell", "sru++"), width // 2, config.hidden_size, config.num_layers)
         self.dropout = nn.Dropout(config.dropout)
@@ -83,6 +91,8 @@ class RNNTagger(nn.Module):
     def forward(self, x: SubwordBatch) -> Tensor:
         """BILOU logits per word and entity type, ``[B, L, E, 5]``."""
         h = self.embed(self.vocab(x.ids))
+        if self.project is not None:
+            h = self.project(h)
         for conv in self.conv:
             h = conv(h, x.mask)
         for i, layer in enumerate(self.rnn):
@@ -102,9 +112,15 @@ class RNNTagger(nn.Module):
         return flatten_layers(self.decode_layers(x), x.word_mask, self.entity_types, self.config.schema)
 
     def parameter_counts(self) -> dict[str, int]:
-        """All parameters and those outside the embedding matrix (the paper's Table 1 counts both)."""
+        """All parameters and those outside the embedding matrix (the paper's Table 1 counts both), as
+        the export ships them: a projection folded into the table (``[V, P]``, the embeddings)."""
         total = sum(p.numel() for p in self.parameters())
-        return {"all": total, "without_embeddings": total - self.embed.weight.numel()}
+        table = self.embed.weight.numel()
+        if self.project is not None:
+            total -= table + self.project.weight.numel()
+            table = self.embed.num_embeddings * self.project.out_features
+            total += table
+        return {"all": total, "without_embeddings": total - table}
 
     def decoder(self) -> Decoder:
         return bilou_decoder(self.config.schema, self.entity_types)
@@ -115,14 +131,18 @@ class RNNTagger(nn.Module):
 
 
 class RNNGraph(nn.Module):
-    """The CNN + LSTM/SRU/SRU++ tagger (paper 003) for ONNX: embeddings, the conv block (BatchNorm
+    """The CNN + LSTM/SRU/SRU++ tagger (paper 003) for ONNX: embeddings (a projection folded in), the conv block (BatchNorm
     with its running statistics, padding zeroed), the recurrent stack, first subword, BILOU logits
     ``[B, L, E * 5]``. An SRU recurrence is exported as a placeholder node that
     :meth:`finish_onnx` turns into an ONNX ``Scan`` (``sru.replace_sru_scans``)."""
 
     def __init__(self, model: RNNTagger):
         super().__init__()
-        self.vocab, self.embed, self.conv, self.heads = model.vocab, model.embed, model.conv, model.heads
+        self.vocab, self.conv, self.heads = model.vocab, model.conv, model.heads
+        self.embed = model.embed
+        if model.project is not None:  # folded: E P^T
+            weight = model.embed.weight.detach() @ model.project.weight.detach().T
+            self.embed = nn.Embedding.from_pretrained(weight.contiguous())
         cell = model.config.extra.get("cell", "sru++")
         self.lstm = cell == "lstm"
         self.rnn = nn.ModuleList(PaddedBiLSTM(layer.lstm) if self.lstm else ExportSRU(layer) for layer in model.rnn)

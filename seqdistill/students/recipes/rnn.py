@@ -57,6 +57,11 @@ class RNNConfig(RunConfig):
     rnn_layers: int = option(4, "Bidirectional recurrent layers (paper 003, §3.1).")
     distill: bool = option(True, "Stage 1: MSE to the teacher's BILOU logits (off: trained without distillation).")
     hidden_size: int | None = option(None, "Units per direction (default: the embedding width / 4).")
+    projection: int = option(
+        0,
+        "Project the teacher's embeddings to this width before the conv block, which then runs at it (0: no "
+        "projection, the paper's conv block at the embedding width); the export folds it into the table.",
+    )
     dropout: float = option(0.1, "Dropout between the layers.")
     train_embeddings: bool = option(False, "Fine-tune the teacher's embeddings instead of freezing them.")
     lr: float = option(1e-3, "AdamW learning rate (each stage starts from it).")
@@ -125,6 +130,11 @@ def plan(ctx: Context) -> Plan:
     unknown = set(cfg.few_shot_types) - set(types)
     if unknown:
         raise ValueError(f"few-shot types {sorted(unknown)} are not entity types of the cache: {', '.join(types)}")
+    if cfg.projection and cfg.projection < 6:
+        raise ValueError(
+            f"--projection {cfg.projection}: the conv block splits the width among three convolutions and halves "
+            "it, so it needs 6 or more (or 0: no projection)"
+        )
     train_names, dev_names = splits_with_dev(reader, cfg, "early stopping on dev macro F1")
     exports = teacher_exports(reader, teacher)
     tokenizer, weight = exports.tokenizer, exports.student_weight()
@@ -147,6 +157,7 @@ def plan(ctx: Context) -> Plan:
             "cache": reader.store.url,
             "distilled": cfg.distill,
         }
+        | ({"projection": cfg.projection} if cfg.projection else {})
         | ({"targets": "span marginals"} if span else {}),
         teacher_vocab_size=exports.rows,
     )
