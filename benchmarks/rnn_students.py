@@ -15,6 +15,10 @@ counted the same way. Prints Markdown rows for docs/BENCHMARKS.md.
 With ``--export TEACHER_EXPORT`` (the teacher's own ``distill-export --quantize int8`` directory),
 each student is also exported int8 (``OUT/CELL-int8``) and the exports are timed against that one
 instead: what a user ships (issue 82, item 3), with the per-type BILOU Viterbi in the runtime.
+
+``--projections 0,384`` builds each cell once for each width of ``distill-train rnn --projection``
+(0: none, the paper's conv block at the embedding width), named ``CELL-pP``: issue 82's batch-1
+profile put 58% of the SRU++ student's time in the conv block at 768.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--sentences", type=int, default=0, help="time over the first N sentences of --test (0: all)")
+    ap.add_argument("--projections", default="0", help="comma-separated --projection widths (0: none)")
     ap.add_argument(
         "--export", default=None, help="the teacher's int8 export: time the students' int8 exports against it"
     )
@@ -56,7 +62,8 @@ def main() -> None:
     schema = teacher.schema
     dirs = []
     sizes = {}
-    for cell in args.cells.split(","):
+    cells = [(c, int(p)) for c in args.cells.split(",") for p in args.projections.split(",")]
+    for cell, projection in cells:
         cfg = StudentConfig(
             schema.to_json(),
             emb.shape[0],
@@ -67,11 +74,12 @@ def main() -> None:
             args.layers,
             0.1,
             arch="rnn-tagger",
-            extra={"entity_types": list(schema.entity_types), "cell": cell},
+            extra={"entity_types": list(schema.entity_types), "cell": cell}
+            | ({"projection": projection} if projection else {}),
         )
         torch.manual_seed(0)
         model = RNNTagger(cfg)
-        d = Path(args.out) / cell
+        d = Path(args.out) / (f"{cell}-p{projection}" if projection else cell)
         save_student(model, tok, d)
         dirs.append(str(d))
         sizes[str(d)] = model.parameter_counts()
@@ -86,7 +94,12 @@ def main() -> None:
             dirs[i] = f"{d}-int8"
             sizes[dirs[i]] = sizes.pop(d)
         timed = args.export
-    rows = evaluate_taggers([timed, *dirs], args.test, threads=args.threads)
+    test = args.test
+    if args.sentences:  # the first N blank-line-separated blocks of the file (a -DOCSTART- line counts as one)
+        blocks = Path(args.test).read_text().split("\n\n")[: args.sentences]
+        test = str(Path(args.out) / f"first{args.sentences}.txt")
+        Path(test).write_text("\n\n".join(blocks) + "\n\n")
+    rows = evaluate_taggers([timed, *dirs], test, threads=args.threads)
     t = rows[0]
     print("| model | params | params without embeddings | ms/sent b1 | speedup b1 | ms/sent b32 | speedup b32 |")
     print("|---|---:|---:|---:|---:|---:|---:|")
