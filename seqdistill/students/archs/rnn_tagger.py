@@ -73,7 +73,7 @@ class RNNTagger(nn.Module):
         self.vocab = RowIndex(config.teacher_vocab_size)  # teacher ids -> rows (vocabulary.py)
         self.embed = nn.Embedding(config.vocab_size, config.embedding_dim)
         self.embed.weight.requires_grad_(not (config.embedding == "teacher" and config.freeze_embeddings))
-        project = width != config.embedding_dim
+        project = bool(config.extra.get("projection"))
         self.project = nn.Linear(config.embedding_dim, width, bias=False) if project else None
         self.conv = nn.ModuleList([ConvLayer(width, width), ConvLayer(width, width // 2)])
         self.rnn = recurrent_stack(config.extra.get("cell", "sru++"), width // 2, config.hidden_size, config.num_layers)
