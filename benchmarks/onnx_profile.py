@@ -19,7 +19,7 @@ one run only.
 
 The profiler's shares overstate a ``Scan``: its kernel time holds every node of its body at every
 step, each with the profiler's own cost (issue 82: four SRU++ ``Scan`` nodes at 46-52% of the profiled
-kernel time, while the graph cut before the first of them took 60% of the unprofiled time).
+kernel time, while the graph cut before the first of them took 58% of the unprofiled time).
 ``--until NAME=TENSOR`` (repeatable) times, beside each model, its graph cut at that tensor (the
 nodes that compute it, ``onnx.utils.extract_model``, which takes no graph whose subgraphs read the
 outer graph's values: cut before the first ``Scan``), unprofiled, in the same rounds: a row "model,
