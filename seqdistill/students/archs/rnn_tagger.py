@@ -69,12 +69,12 @@ class RNNTagger(nn.Module):
         if not types:
             raise ValueError("an rnn-tagger needs extra['entity_types'] (one BILOU head per type)")
         self.entity_types = list(types)
-        width = config.extra.get("projection") or config.embedding_dim
+        projection = config.extra.get("projection") or 0
+        width = projection or config.embedding_dim
         self.vocab = RowIndex(config.teacher_vocab_size)  # teacher ids -> rows (vocabulary.py)
         self.embed = nn.Embedding(config.vocab_size, config.embedding_dim)
         self.embed.weight.requires_grad_(not (config.embedding == "teacher" and config.freeze_embeddings))
-        project = bool(config.extra.get("projection"))
-        self.project = nn.Linear(config.embedding_dim, width, bias=False) if project else None
+        self.project = nn.Linear(config.embedding_dim, projection, bias=False) if projection else None
         self.conv = nn.ModuleList([ConvLayer(width, width), ConvLayer(width, width // 2)])
         self.rnn = recurrent_stack(config.extra.get("cell", "sru++"), width // 2, config.hidden_size, config.num_layers)
         self.dropout = nn.Dropout(config.dropout)
@@ -114,13 +114,10 @@ class RNNTagger(nn.Module):
     def parameter_counts(self) -> dict[str, int]:
         """All parameters and those outside the embedding matrix (the paper's Table 1 counts both), as
         the export ships them: a projection folded into the table (``[V, P]``, the embeddings)."""
-        total = sum(p.numel() for p in self.parameters())
-        table = self.embed.weight.numel()
-        if self.project is not None:
-            total -= table + self.project.weight.numel()
-            table = self.embed.num_embeddings * self.project.out_features
-            total += table
-        return {"all": total, "without_embeddings": total - table}
+        width = self.embed.embedding_dim if self.project is None else self.project.out_features
+        table = self.embed.num_embeddings * width
+        rest = sum(p.numel() for name, p in self.named_parameters() if not name.startswith(("embed.", "project.")))
+        return {"all": rest + table, "without_embeddings": rest}
 
     def decoder(self) -> Decoder:
         return bilou_decoder(self.config.schema, self.entity_types)
