@@ -11,7 +11,11 @@ Models, all scored on the same test sentences and timed in this one process, one
   same dev split: "train spaCy on my data";
 * the same spaCy NER trained on the gold plus the teacher's labels (its best path, read from the
   cache: no teacher loaded) on the cache's unlabelled sentences: "train spaCy on the teacher's labels";
-* each ``--student NAME=DIR`` (a student directory is exported to int8 first: the export a user ships).
+* each ``--student NAME=DIR`` (a student directory is exported to int8 first: the export a user ships);
+* each ``--speed-only NAME=DIR``, timed and sized but not scored: a network of a trained student's
+  shape whose trained weights are not here (issue 82 times the default ``mgkd`` student's network
+  beside the ``rnn`` students, its F1 quoted from the run that trained it; speed and size do not
+  depend on the weights).
 
 When the teacher is a GLiNER directory (a span teacher, issue 71; ``--entity-types`` names its
 types), its rows are those of ``gliner_peers.py`` instead of the int8 export: the GLiNER in torch,
@@ -310,13 +314,15 @@ def compare(
     teacher_labels: bool = True,
     train_only: bool = False,
     gliner_medium: bool = False,
+    speed_students: dict[str, str] | None = None,
     reference: str | None = None,
     wide: bool = False,
     log=print,
 ) -> tuple[dict, str]:
     """Train the peers (or reuse them), score and time every model; the rows and the Markdown table.
     ``paths``: train, dev, test, teacher and (for the teacher's labels) cache; ``students``: name ->
-    directory."""
+    directory; ``speed_students``: name -> directory, timed and sized but not scored (a network of a
+    trained student's shape whose trained weights are elsewhere: speed does not depend on them)."""
     import torch
 
     torch.set_num_threads(1)
@@ -357,8 +363,9 @@ def compare(
         models[name] = SpacyModel(train_spacy("spacy-gold-teacher", train + silver, dev, work, epochs, seed))
     if train_only:
         return {}, ""
-    for name, d in students.items():
+    for name, d in (students | (speed_students or {})).items():
         models[name] = SeqdistillModel(int8_export(Path(d), work, name.replace(" ", "_").replace(",", "")))
+    speed_only |= set(speed_students or {})
 
     test = read_corpus(paths["test"], "test", "test")
     words = [s.words for s in test.sentences]
@@ -367,6 +374,8 @@ def compare(
         size = getattr(m, "bytes", None) or size_bytes(m.path)
         if name in speed_only:
             rows[name] = {"f1": None, "bytes": size, "b1": [], "b32": []}
+            if wide and hasattr(m, "parameters"):
+                rows[name]["params"], rows[name]["params_without_embeddings"] = m.parameters()
             continue
         gold = [s.tags for s in test.to_scheme(m.scheme).sentences]
         scores = span_scores(gold, m.predict(words), m.scheme)
@@ -496,6 +505,13 @@ def main() -> None:
         "--gliner-medium", action="store_true", help="time a GLiNER of gliner_medium's size (random weights)"
     )
     ap.add_argument(
+        "--speed-only",
+        action="append",
+        default=[],
+        help="NAME=DIR, a network timed and sized but not scored: a student's shape whose trained weights are "
+        "elsewhere (speed does not depend on them); its F1 column reads '— (speed only)'",
+    )
+    ap.add_argument(
         "--reference", help="a student's name without its '(seed N)': every other's F1 also as a paired difference"
     )
     ap.add_argument(
@@ -527,12 +543,16 @@ def main() -> None:
             ap.error(
                 f"--{k} {v}: not found (--setting demo: run `make demo` first; wnut: examples/wnut.sh; conll: examples/peers_conll.sh; conll-mpnet: examples/table1_conll.sh; conll-headlines: examples/headlines_conll.sh; conll-rnn: examples/rnn_headlines_conll.sh; conll-gemma: examples/gemma_students.sh; gliner-demo: examples/gliner_demo.sh)"
             )
-    students = {}
-    for spec in args.student:
-        name, _, d = spec.partition("=")
-        if not d or not Path(d).is_dir():
-            ap.error(f"--student {spec}: write NAME=DIR, DIR a student or export directory")
-        students[name] = d
+    students, speed_students = {}, {}
+    for option, specs, into in (
+        ("--student", args.student, students),
+        ("--speed-only", args.speed_only, speed_students),
+    ):
+        for spec in specs:
+            name, _, d = spec.partition("=")
+            if not d or not Path(d).is_dir():
+                ap.error(f"{option} {spec}: write NAME=DIR, DIR a student or export directory")
+            into[name] = d
     spacy_seeds = tuple(int(x) for x in args.spacy_seeds.split(",") if x.strip())
     if args.reference is not None and not args.train_only:  # checked before an hour of training and timing
         rows = [*students, *spacy_names(args.seed, spacy_seeds)]
@@ -552,6 +572,7 @@ def main() -> None:
         teacher_labels=not args.no_teacher_labels,
         train_only=args.train_only,
         gliner_medium=args.gliner_medium,
+        speed_students=speed_students,
         reference=args.reference,
         wide=args.wide,
         log=lambda m: print(m, flush=True),

@@ -27,6 +27,10 @@
 #    a training step of the SRU++ student at this width 1.5x faster than fp32's on a CPU with AVX512-BF16, where
 #    the conv block's 768-wide convolutions take half of it; the weights, AdamW and dev F1 stay fp32; every row
 #    alike, so the distilled and not distilled students differ only in stage 1).
+# 4. For the peers run (item 3), $OUT/mgkd-shape-int8: the default `distill-train mgkd` student's network (the
+#    window CNN-CRF with chars over the same MPNet table, as issue 72's) after one step of gold on this cache,
+#    exported int8. benchmarks/peers.py --speed-only times and sizes it; its F1 is issue 72's trained student's
+#    (docs/RESULTS.md), since speed and size do not depend on the weights and this cache holds no k-best paths.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -67,3 +71,9 @@ run() {  # row seed
 }
 . examples/run_rows.sh  # every row's flags checked, then ROWS x SEEDS, JOBS at a time
 run_rows
+if [ ! -f "$OUT/mgkd-shape-int8/export.json" ]; then
+  OMP_NUM_THREADS=1 $BIN/distill-train mgkd --cache "$CACHE" --out "$OUT/mgkd-shape" --losses hard --no-unlabelled \
+    --max-steps 1 --device cpu > "$OUT/mgkd-shape.log" 2>&1
+  OMP_NUM_THREADS=1 $BIN/distill-export --model "$OUT/mgkd-shape" --out "$OUT/mgkd-shape-int8" --quantize int8 \
+    >> "$OUT/mgkd-shape.log" 2>&1
+fi

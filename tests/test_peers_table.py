@@ -80,3 +80,31 @@ def test_spacy_parameters_split_at_its_hash_embedding_tables():
     assert total - without == sum(n.get_dim("nV") * n.get_dim("nO") for n in tables)
     assert total == sum(n.get_param(p).size for n in nodes for p in n.param_names if n.has_param(p))
     assert 0 < without < total
+
+
+def test_speed_only_networks_reach_compare_apart_from_the_scored_students(tmp_path, monkeypatch, capsys):
+    """--speed-only NAME=DIR (issue 82): passed to compare as a network timed, not scored; a missing
+    directory is refused by the option's name before anything runs."""
+    import peers
+
+    for name in ("train.txt", "dev.txt", "test.txt"):
+        (tmp_path / name).write_text("EU B-ORG\n")
+    (tmp_path / "student").mkdir()
+    (tmp_path / "shape").mkdir()
+    argv = ["peers.py", "--train", str(tmp_path / "train.txt"), "--dev", str(tmp_path / "dev.txt")]
+    argv += ["--test", str(tmp_path / "test.txt"), "--teacher", str(tmp_path)]
+    argv += ["--student", f"rnn={tmp_path / 'student'}"]
+    seen = {}
+
+    def compare(paths, students, work, **kw):
+        seen.update(students=students, speed=kw["speed_students"])
+        return {}, ""
+
+    monkeypatch.setattr(peers, "compare", compare)
+    monkeypatch.setattr(sys, "argv", [*argv, "--speed-only", f"mgkd network={tmp_path / 'shape'}"])
+    peers.main()
+    assert seen == {"students": {"rnn": str(tmp_path / "student")}, "speed": {"mgkd network": str(tmp_path / "shape")}}
+    monkeypatch.setattr(sys, "argv", [*argv, "--speed-only", f"mgkd={tmp_path / 'missing'}"])
+    with pytest.raises(SystemExit):
+        peers.main()
+    assert "--speed-only mgkd=" in capsys.readouterr().err
