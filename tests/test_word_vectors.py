@@ -13,10 +13,10 @@ from safetensors.torch import load_file
 
 from seqdistill.deploy.export import export_model
 from seqdistill.inference import ExportError, Tagger
-from seqdistill.inference.torch_models import parameter_counts
 from seqdistill.students.archs import load_student
 from seqdistill.students.recipes import train as train_student
 from seqdistill.students.recipes.mgkd import MGKDConfig
+from seqdistill.students.sizes import parameter_counts
 from seqdistill.students.word_vectors import WordVectors, WordVectorsError, read_word_vectors
 
 
@@ -108,8 +108,10 @@ def test_a_student_with_word_vectors_keeps_them_frozen_and_loads_with_its_words(
     summary = train_student(cache, tmp_path / "s", cfg, log=lambda *a: None)
     assert summary["best_dev_f1"] > 0.9
     model, tokenizer = load_student(tmp_path / "s")
-    total, without = parameter_counts(model)  # both word tables count as embeddings
-    assert total - without == model.embed.weight.numel() + 6 * 5  # the teacher's table, and 5 words + row 0
+    total, without = parameter_counts(model)  # both word tables count as embeddings, as the export ships them:
+    rows, dim = model.embed.weight.shape  # the teacher's table with the projection folded in, [V, 8]
+    assert total == sum(p.numel() for p in model.parameters()) - rows * dim - 8 * dim + rows * 8
+    assert total - without == rows * 8 + 6 * 5  # that table, and 5 words + row 0
     c = model.config
     assert (c.word_vectors_rows, c.word_vectors_dim) == (5, 5) and model.input.in_features == 8 + 5 + c.char_filters
     state = load_file(str(tmp_path / "s" / "model.safetensors"))

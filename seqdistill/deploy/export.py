@@ -61,7 +61,7 @@ from ..inference.onnx_runtime import (
     sha256_file,
 )
 from ..inference.tagger import CALIBRATION_FILE, Tagger
-from ..inference.torch_models import TorchStudent, TorchTeacher, is_student_dir, parameter_counts
+from ..inference.torch_models import TorchStudent, TorchTeacher, is_student_dir
 from ..version import __version__
 from ..vocabulary import save_tokenizer
 
@@ -263,6 +263,8 @@ def export_model(
         if not hasattr(backend.module, "keep_word_vectors"):
             raise ExportError(f"{src}: --word-vectors-rows: a {backend.what} has no word vectors")
         trained_rows = backend.module.keep_word_vectors(word_vectors_rows)
+        from ..students.sizes import parameter_counts
+
         backend.params, backend.params_without_embeddings = parameter_counts(backend.module)
     graph, inputs, fields = backend.module.export_graph()  # the architecture's or teacher kind's own
     if trained_rows is not None:

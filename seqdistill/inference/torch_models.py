@@ -18,28 +18,6 @@ from ..decode import Decoded, Decoder
 from ..vocabulary import UNSEEN_RULE, unseen_words
 
 
-def parameter_counts(model: torch.nn.Module) -> tuple[int, int]:
-    """All parameters, and those outside the word embedding matrices (the largest nn.Embedding or
-    nn.EmbeddingBag, and a student's pretrained word vector table, ``--word-vectors``): paper 003's
-    Table 1 counts both. A model that counts its own (``parameter_counts()``: the rnn student, whose
-    projection its export folds into the table) is taken at its word."""
-    from ..students.word_vectors import HashedWordVectors, WordVectors
-
-    if hasattr(model, "parameter_counts"):
-        counts = model.parameter_counts()
-        return counts["all"], counts["without_embeddings"]
-
-    total = sum(p.numel() for p in model.parameters())
-    word_tables = (WordVectors, HashedWordVectors)
-    tables = {id(m.embed): m.embed.weight.numel() for m in model.modules() if isinstance(m, word_tables)}
-    embeddings = [
-        m.weight.numel()
-        for m in model.modules()
-        if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and id(m) not in tables
-    ]
-    return total, total - max(embeddings, default=0) - sum(tables.values())
-
-
 def is_student_dir(d: Path) -> bool:
     config = d / "config.json"
     return config.is_file() and "arch" in json.loads(config.read_text())
@@ -96,6 +74,7 @@ class TorchStudent(Backend):
 
     def __init__(self, directory: Path, device: str = "cpu"):
         from ..students.archs import load_student
+        from ..students.sizes import parameter_counts
 
         self.module, self.tokenizer = load_student(directory, device)
         self.name, self.what = directory.name, self.module.config.arch
@@ -120,6 +99,7 @@ class TorchTeacher(Backend):
     kind = "teacher"
 
     def __init__(self, directory: Path, device: str = "cpu", trust_remote_code: bool = False):
+        from ..students.sizes import parameter_counts
         from ..teachers import load_teacher
 
         self.module = load_teacher(directory, trust_remote_code=trust_remote_code, device=device)

@@ -88,6 +88,11 @@ class CNNCRF(BagsCRFStudent):
         self.crf = CRF.from_schema(config.schema)
 
     @property
+    def folded_projection(self) -> nn.Linear | None:
+        """The projection the export folds into the table (``students.sizes`` counts it so)."""
+        return self.project
+
+    @property
     def word_dim(self) -> int:
         return self.config.projection or self.config.embedding_dim
 

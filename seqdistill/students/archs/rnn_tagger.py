@@ -29,6 +29,7 @@ from ...onnx_graphs import PaddedBiLSTM
 from ...tokenization import SubwordBatch, words_to_subwords
 from ...vocabulary import RowIndex
 from ..base import StudentConfig
+from ..sizes import parameter_counts
 from ..sru import ExportSRU, recurrent_stack, replace_sru_scans
 
 KERNELS = (1, 3, 5)
@@ -111,13 +112,16 @@ class RNNTagger(nn.Module):
         """Flat tag ids of the student's label schema (see ``bilou.flatten_layers``)."""
         return flatten_layers(self.decode_layers(x), x.word_mask, self.entity_types, self.config.schema)
 
+    @property
+    def folded_projection(self) -> nn.Linear | None:
+        """``--projection``'s matrix, which the export folds into the table (``students.sizes``)."""
+        return self.project
+
     def parameter_counts(self) -> dict[str, int]:
         """All parameters and those outside the embedding matrix (the paper's Table 1 counts both), as
         the export ships them: a projection folded into the table (``[V, P]``, the embeddings)."""
-        width = self.embed.embedding_dim if self.project is None else self.project.out_features
-        table = self.embed.num_embeddings * width
-        rest = sum(p.numel() for name, p in self.named_parameters() if not name.startswith(("embed.", "project.")))
-        return {"all": rest + table, "without_embeddings": rest}
+        total, without = parameter_counts(self)
+        return {"all": total, "without_embeddings": without}
 
     def decoder(self) -> Decoder:
         return bilou_decoder(self.config.schema, self.entity_types)
