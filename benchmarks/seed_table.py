@@ -7,9 +7,10 @@ export of it, ``sru++-s13-int8``) seed SEED of variant ``NAME-EXPORT``; one with
 default seed of the example scripts (13). Test F1 comes from the JSON; dev F1 (the best epoch) from
 each model's ``training.json`` where there is one. ``--metric macro_f1`` reads the macro F1 instead
 (paper 003's measure; dev: ``best_dev_macro_f1``). When the JSON holds exactly one teacher, each
-variant's mean is also given as a share of the teacher's (issue 82's "95% of the teacher"). With ``--reference``, every other variant also
-gets its difference to the reference paired by seed (mean ± std of the per-seed differences), which
-is tighter than comparing two means when a seed moves both runs the same way. The std is the sample
+variant's mean is also given as a share of the teacher's (issue 82's "95% of the teacher"). With
+``--reference``, every other variant also gets its difference to the reference paired by seed (mean ±
+std of the per-seed differences), which is tighter than comparing two means when a seed moves both
+runs the same way. The std is the sample
 std (n - 1), as in `distill-train report`.
 """
 
