@@ -10,8 +10,7 @@ each model's ``training.json`` where there is one. ``--metric macro_f1`` reads t
 variant's mean is also given as a share of the teacher's (issue 82's "95% of the teacher"). With
 ``--reference``, every other variant also gets its difference to the reference paired by seed (mean ±
 std of the per-seed differences), which is tighter than comparing two means when a seed moves both
-runs the same way. The std is the sample
-std (n - 1), as in `distill-train report`.
+runs the same way. The std is the sample std (n - 1), as in `distill-train report`.
 """
 
 from __future__ import annotations
